@@ -1,0 +1,112 @@
+import { DurableError } from './durable.error';
+import { Messages } from './messages';
+
+/** Nothing is stored for the run id. @publicApi */
+export class CheckpointNotFound extends DurableError {
+  constructor(runId: string) {
+    super(Messages.notFound(runId), runId);
+  }
+}
+
+/**
+ * A compare-and-set lost: another worker holds the run, it ended, it is another flow's, or this
+ * worker's segment was cut off (fenced). The loser has run nothing after the refused write.
+ * @publicApi
+ */
+export class CheckpointConflict extends DurableError {
+  constructor(message: string, runId: string) {
+    super(message, runId);
+  }
+}
+
+/** A stored row is unreadable, its signature does not match, or a call record is missing. @publicApi */
+export class CheckpointStoreCorrupt extends DurableError {
+  constructor(message: string, runId: string) {
+    super(message, runId);
+  }
+}
+
+/** A call is in doubt and its tool is not idempotent. `calls` are `[tool, why]` pairs. @publicApi */
+export class RecoveryNeedsDecision extends DurableError {
+  readonly calls: ReadonlyArray<readonly [tool: string, why: string]>;
+
+  constructor(runId: string, calls: ReadonlyArray<readonly [string, string]>) {
+    super(Messages.needsDecision(runId, calls), runId);
+    this.calls = calls;
+  }
+}
+
+/** The graph is invalid, changed since the checkpoint, or a node broke a rule of the flow. @publicApi */
+export class FlowError extends DurableError {
+  constructor(message: string, runId?: string) {
+    super(message, runId);
+  }
+}
+
+/** A ctx for someone other than the run's own identity, or a missing principal. @publicApi */
+export class RunAccessDenied extends DurableError {
+  constructor(runId: string, why: string) {
+    super(Messages.accessDenied(runId, why), runId);
+  }
+}
+
+/** One class-validator violation: the property path and the failed constraints' messages. */
+export interface StateViolation {
+  path: string;
+  messages: string[];
+}
+
+/** Input state refused by the flow's state class, with every violation named. @publicApi */
+export class InvalidFlowState extends FlowError {
+  readonly violations: StateViolation[];
+
+  constructor(flow: string, violations: StateViolation[]) {
+    super(
+      `Invalid state for flow "${flow}": ${violations
+        .map((v) => `${v.path}: ${v.messages.join('; ')}`)
+        .join(' | ')}. Nothing was stored; fix the input and start again.`,
+    );
+    this.violations = violations;
+  }
+}
+
+/**
+ * A tool threw. Inside a run the node always sees this wrapper, on the first run and when the
+ * error replays after a recovery, so node code behaves the same both times.
+ * `errorName`/`message` are the original error's; `cause` is the original on the first run only.
+ * @publicApi
+ */
+export class ToolFailed extends DurableError {
+  readonly tool: string;
+  readonly errorName: string;
+  readonly replayed: boolean;
+
+  constructor(
+    tool: string,
+    errorName: string,
+    message: string,
+    runId: string,
+    replayed: boolean,
+    cause?: unknown,
+  ) {
+    super(message, runId, cause === undefined ? undefined : { cause });
+    this.tool = tool;
+    this.errorName = errorName;
+    this.replayed = replayed;
+  }
+}
+
+/** A value could not be turned into canonical JSON (a function, a Date, a cycle, NaN, ...). */
+export class UnsealableValue extends DurableError {
+  readonly path: string;
+
+  constructor(path: string, why: string) {
+    super(
+      `The value at ${path} cannot be stored durably: ${why}. Use plain JSON data (objects, arrays, strings, finite numbers, booleans, null).`,
+    );
+    this.path = path;
+  }
+}
+
+/** The checkpoint key is missing, too short or unknown. */
+export class CheckpointKeyError extends DurableError {}

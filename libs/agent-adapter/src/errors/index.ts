@@ -1,0 +1,2 @@
+export { DurableError } from './durable.error';
+export * from './errors';

@@ -1,0 +1,45 @@
+/** Message factories: one place for the wording of every error, each saying what to do next. */
+export const Messages = {
+  notFound: (runId: string) =>
+    `No checkpoint is stored for run "${runId}". Check the run id and that this worker uses the same store (and tenant prefix/schema) as the one that started it.`,
+  conflictStep: (runId: string, step: number, stored: number | undefined) =>
+    stored === undefined
+      ? `Run "${runId}": cannot save step ${step}, the run has no checkpoint yet (only step 0 starts a run).`
+      : step === 0
+        ? `Run "${runId}" already exists (stored step ${stored}). Use another run id, or recover the existing run.`
+        : `Run "${runId}": another worker saved step ${stored} first, so step ${step} was refused. This worker lost the run and ran nothing further; leave it to the winner.`,
+  fenced: (runId: string, segment: number, current: number | undefined) =>
+    `Run "${runId}": segment ${segment} was cut off (the run's current segment is ${current ?? 'none'}): another worker recovered it. This worker must stop; the call was not started.`,
+  duplicateCall: (runId: string, segment: number, superstep: number, seq: number) =>
+    `Run "${runId}": call record ${seq} of segment ${segment}, superstep ${superstep} already exists. Another writer uses this segment; stop this worker.`,
+  ended: (runId: string, status: string) =>
+    `Run "${runId}" has ended (${status}); there is nothing to recover. Start a new run, or fork this one from an earlier checkpoint.`,
+  otherFlow: (runId: string, stored: string, given: string) =>
+    `Run "${runId}" belongs to flow "${stored}", not "${given}". Recover it with its own flow.`,
+  leaseHeld: (runId: string, owner: string, until: number) =>
+    `Run "${runId}" is held by worker "${owner}" until ${new Date(until).toISOString()}; it is not crashed. Recover it with { force: true } only if you know that worker is gone.`,
+  corruptSignature: (runId: string, what: string) =>
+    `Run "${runId}": ${what} does not match its signature (changed, forged, copied from another run or position, or signed with a key this worker does not have). Nothing was run from it. Restore the store from a backup or inspect the run; check that every worker uses the same checkpoint key ring.`,
+  corruptUnreadable: (runId: string, what: string, why: string) =>
+    `Run "${runId}": ${what} is unreadable (${why}). Nothing was run from it. Restore the store from a backup or inspect the run.`,
+  corruptGap: (runId: string, segment: number, expected: number, found: number) =>
+    `Run "${runId}": the call log of segment ${segment} has a gap (expected record ${expected}, found ${found}): a record is missing. Nothing was run. Restore the store from a backup or inspect the run.`,
+  needsDecision: (runId: string, calls: ReadonlyArray<readonly [string, string]>) =>
+    `Run "${runId}" has ${calls.length} call(s) in doubt that may or may not have run: ${calls
+      .map(([tool, why]) => `${tool} (${why})`)
+      .join(
+        ', ',
+      )}. Check each at its system (was the mail sent? the card charged?), then recover with { rerunInDoubt: true }, or fix the state by hand. Nothing was written.`,
+  graphChanged: (runId: string, flow: string) =>
+    `Run "${runId}": the graph of flow "${flow}" changed since its checkpoint was saved (digest mismatch). Deploy the old flow to finish the run, or fork it onto the new graph.`,
+  accessDenied: (runId: string, why: string) =>
+    `Run "${runId}": access denied, ${why}. Recover it with the run's own identity.`,
+  keyTooShort: (bytes: number) =>
+    `The checkpoint key is ${bytes} bytes; at least 32 are required. Generate one with: node -e "console.log(require('crypto').randomBytes(32).toString('base64'))" and give the same key to every worker.`,
+  keyRequired: (store: string) =>
+    `${store} is shared between processes, so it needs a checkpoint key (at least 32 bytes, the same on every worker): pass checkpointKey.`,
+  noIdempotencyContext: () =>
+    `idempotencyKey() was called outside a tool call. Call it inside a tool that a run executes (a function registered on the ToolRegistry and called through ctx.call or Call()).`,
+  unknownKeyId: (kid: string) =>
+    `No key with id "${kid}" is in the checkpoint key ring. Add the old key to previousKeys so runs signed with it can still be verified.`,
+} as const;

@@ -1,0 +1,70 @@
+import type { RunStatus } from '../exec/checkpoints/checkpoint-store';
+import type { CallIdentity } from '../exec/durable/records';
+
+/** @publicApi */
+export interface CheckpointSavedEvent {
+  kind: 'flow' | 'loop';
+  runId: string;
+  step: number;
+  status: RunStatus;
+  /** The flow's name (flows). */
+  flow?: string;
+  /** The loop's stage (tool loops). */
+  stage?: string;
+  /** Calls that had finished before a crash but ran again because their arguments changed. */
+  unreplayed?: CallIdentity[];
+}
+
+/** @publicApi */
+export interface RunRecoveredEvent {
+  kind: 'flow' | 'loop';
+  runId: string;
+  flow?: string;
+  /** The step of the first checkpoint saved after the recovery's claim. */
+  step: number;
+  /** Finished calls whose stored outcome was replayed. */
+  replayed: CallIdentity[];
+  /** Calls in doubt that ran again (idempotent tools, or `rerunInDoubt`). */
+  rerun: CallIdentity[];
+}
+
+/** Event name → payload. @publicApi */
+export interface DurableEventMap {
+  'checkpoint.saved': CheckpointSavedEvent;
+  'run.recovered': RunRecoveredEvent;
+}
+
+export type DurableEventName = keyof DurableEventMap;
+export type DurableListener<K extends DurableEventName> = (event: DurableEventMap[K]) => void;
+
+/**
+ * A small typed event bus. Listeners run synchronously after the write they report; a listener
+ * that throws is reported to `onListenerError` and never affects the run.
+ * @publicApi
+ */
+export class DurableEvents {
+  private readonly listeners = new Map<DurableEventName, Set<DurableListener<never>>>();
+
+  constructor(
+    private readonly onListenerError: (error: unknown, event: DurableEventName) => void = (error, event) =>
+      console.error(`agent-adapter: a "${event}" listener threw`, error),
+  ) {}
+
+  /** Subscribes; returns the function that unsubscribes. */
+  on<K extends DurableEventName>(event: K, listener: DurableListener<K>): () => void {
+    let set = this.listeners.get(event);
+    if (!set) this.listeners.set(event, (set = new Set()));
+    set.add(listener as DurableListener<never>);
+    return () => set.delete(listener as DurableListener<never>);
+  }
+
+  emit<K extends DurableEventName>(event: K, data: DurableEventMap[K]): void {
+    for (const listener of this.listeners.get(event) ?? []) {
+      try {
+        (listener as DurableListener<K>)(data);
+      } catch (error) {
+        this.onListenerError(error, event);
+      }
+    }
+  }
+}

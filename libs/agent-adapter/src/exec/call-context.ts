@@ -1,0 +1,47 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
+import type { CallLog } from './durable/call-log';
+import type { RunIdentity, CallIdentity } from './durable/records';
+import type { ReplayBook } from './durable/replay';
+import type { KeyRing } from './durable/key-ring';
+
+/** What one superstep of one run shares between its nodes' calls. */
+export interface SuperstepScope {
+  runId: string;
+  flow: string;
+  superstep: number;
+  identity: RunIdentity;
+  log: CallLog;
+  ring: KeyRing;
+  idemKid: string;
+  /** What the cut-short superstep did; set only for the first superstep after a recovery. */
+  replay?: ReplayBook;
+  replayed: CallIdentity[];
+  rerun: CallIdentity[];
+  unreplayed: CallIdentity[];
+}
+
+/** One node's invocation inside a superstep. */
+export interface NodeScope {
+  step: SuperstepScope;
+  node: string;
+  nextIndex: number;
+}
+
+/** A tool call in progress. */
+export interface ToolScope {
+  runId: string;
+  tool: string;
+  identity: RunIdentity;
+  idempotencyKey: string;
+}
+
+export const nodeStorage = new AsyncLocalStorage<NodeScope>();
+export const toolStorage = new AsyncLocalStorage<ToolScope>();
+
+/**
+ * The node invocation the caller runs in, if any (and not inside a tool). The Nest layer uses it
+ * to route a decorated tool method through the executor inside a run, and call it plainly outside.
+ */
+export function currentNodeScope(): NodeScope | undefined {
+  return nodeStorage.getStore();
+}

@@ -1,0 +1,141 @@
+/**
+ * The store port. A store keeps sealed strings and the few columns it needs to index and to enforce
+ * the protocol atomically; it never interprets the sealed content. Every method that writes is
+ * atomic (one statement, one transaction, one Lua script, or one synchronous block in memory).
+ *
+ * Implementers: run `test/stores/checkpoint-store.conformance.ts` against your store.
+ * @publicApi
+ */
+
+/** Where a run stands. `running` and `paused` are unfinished; `done` and `failed` have ended. */
+export type RunStatus = 'running' | 'paused' | 'done' | 'failed';
+
+export const UNFINISHED: readonly RunStatus[] = ['running', 'paused'];
+
+/** One checkpoint row. `sealed` is opaque to the store; the columns are covered by its signature. */
+export interface CheckpointRecord {
+  runId: string;
+  step: number;
+  flow: string;
+  status: RunStatus;
+  /** The call-log segment (worker tenure) this checkpoint opens or continues. */
+  segment: number;
+  sealed: string;
+}
+
+/**
+ * One call-log record, numbered `seq` = 1, 2, 3... within (segment, superstep); the key of a
+ * record is (runId, segment, superstep, seq).
+ */
+export interface CallRecord {
+  runId: string;
+  segment: number;
+  seq: number;
+  /** The superstep the call belongs to (completed supersteps before it). */
+  superstep: number;
+  sealed: string;
+}
+
+/** The head of a run: its latest checkpoint's columns plus ownership. */
+export interface RunHead {
+  runId: string;
+  flow: string;
+  step: number;
+  status: RunStatus;
+  segment: number;
+  /** Worker that last saved or renewed the run. */
+  owner?: string;
+  /** Epoch ms after which the owner is presumed dead. */
+  leaseExpiresAt?: number;
+  /** Epoch ms of the last checkpoint. */
+  updatedAt: number;
+}
+
+export interface SaveOptions {
+  /**
+   * Call records to append atomically with the checkpoint (fenced like `recordCall`, against the
+   * run's segment before this save). Lets the last `done` and the checkpoint share one round trip.
+   */
+  calls?: CallRecord[];
+  /** Ownership written with the checkpoint. */
+  owner?: string;
+  leaseExpiresAt?: number;
+}
+
+export interface ListUnfinishedOptions {
+  /** Only runs whose lease expired before this epoch ms (or that have none). */
+  leaseExpiredBefore?: number;
+  /** Paging: run ids strictly greater than this. Results are ordered by run id. */
+  after?: string;
+  /** Page size (default 100). */
+  limit?: number;
+}
+
+export interface ListQuery {
+  flow?: string;
+  status?: RunStatus;
+  /** Paging cursor from a previous page's `next`. Runs are listed newest first. */
+  before?: string;
+  limit?: number;
+}
+
+export interface RunPage {
+  runs: RunHead[];
+  /** Pass as `before` to get the next page; absent on the last page. */
+  next?: string;
+}
+
+export interface HistoryPage {
+  checkpoints: CheckpointRecord[];
+  calls: CallRecord[];
+}
+
+export abstract class CheckpointStore {
+  /**
+   * True for stores other processes can read: the runner then refuses to work without a
+   * checkpoint key, so each process can check what another one wrote.
+   */
+  abstract readonly shared: boolean;
+
+  /**
+   * Compare-and-set. Step 0 only creates a run that does not exist; any other step must be exactly
+   * the stored step + 1. Otherwise `CheckpointConflict`, and nothing is written.
+   */
+  abstract save(checkpoint: CheckpointRecord, options?: SaveOptions): Promise<void>;
+
+  /** The run's latest checkpoint, or undefined if nothing is stored. */
+  abstract latest(runId: string): Promise<CheckpointRecord | undefined>;
+
+  /** Heads of the flow's unfinished (running or paused) runs, by run id, one page at a time. */
+  abstract listUnfinished(flow: string, options?: ListUnfinishedOptions): Promise<RunHead[]>;
+
+  /** Removes the run, its checkpoints and its call log. True if anything was removed. */
+  abstract delete(runId: string): Promise<boolean>;
+
+  /**
+   * Appends call records (in order) to the run's call log. Refused with `CheckpointConflict`
+   * unless `segment` is the run's current segment and the run is running (fencing), and each
+   * (segment, superstep, seq) is new.
+   */
+  abstract recordCall(runId: string, segment: number, records: CallRecord[]): Promise<void>;
+
+  /** The call records of one superstep, every segment, ordered by (segment, seq). */
+  abstract calls(runId: string, superstep: number): Promise<CallRecord[]>;
+
+  /** Run heads for operators, newest first, one page at a time. */
+  abstract list(query?: ListQuery): Promise<RunPage>;
+
+  /** Every checkpoint (by step) and call record (by segment, superstep, seq) of a run. */
+  abstract history(runId: string): Promise<HistoryPage>;
+
+  /** The run's head (columns of the latest checkpoint plus ownership), or undefined. */
+  abstract head(runId: string): Promise<RunHead | undefined>;
+
+  /**
+   * Extends the lease of every unfinished run `owner` holds, in one write. Returns how many.
+   */
+  abstract renewLeases(owner: string, leaseExpiresAt: number): Promise<number>;
+
+  /** Releases connections. The store is unusable afterwards. */
+  abstract close(): Promise<void>;
+}

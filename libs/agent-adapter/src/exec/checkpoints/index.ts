@@ -1,0 +1,2 @@
+export * from './checkpoint-store';
+export { MemoryCheckpointStore } from './memory.store';

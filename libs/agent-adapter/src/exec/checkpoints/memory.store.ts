@@ -1,0 +1,189 @@
+import { CheckpointConflict } from '../../errors';
+import { Messages } from '../../errors/messages';
+import {
+  CheckpointStore,
+  UNFINISHED,
+  type CallRecord,
+  type CheckpointRecord,
+  type HistoryPage,
+  type ListQuery,
+  type ListUnfinishedOptions,
+  type RunHead,
+  type RunPage,
+  type SaveOptions,
+} from './checkpoint-store';
+
+interface MemoryRun {
+  head: RunHead;
+  checkpoints: CheckpointRecord[];
+  /** key `${segment}/${superstep}/${seq}` */
+  calls: Map<string, CallRecord>;
+  /** insertion order, for "newest first" listing */
+  created: number;
+}
+
+/**
+ * Keeps runs in this process's memory: for tests and single-process use. Every method runs
+ * synchronously before its first await, so each write is atomic like a transaction.
+ * @publicApi
+ */
+export class MemoryCheckpointStore extends CheckpointStore {
+  readonly shared = false;
+  protected readonly runs = new Map<string, MemoryRun>();
+  private counter = 0;
+
+  constructor(private readonly now: () => number = Date.now) {
+    super();
+  }
+
+  async save(checkpoint: CheckpointRecord, options: SaveOptions = {}): Promise<void> {
+    const run = this.runs.get(checkpoint.runId);
+    if (checkpoint.step === 0 ? run !== undefined : run?.head.step !== checkpoint.step - 1) {
+      throw new CheckpointConflict(
+        Messages.conflictStep(checkpoint.runId, checkpoint.step, run?.head.step),
+        checkpoint.runId,
+      );
+    }
+    if (run && !UNFINISHED.includes(run.head.status)) {
+      throw new CheckpointConflict(Messages.ended(checkpoint.runId, run.head.status), checkpoint.runId);
+    }
+    if (run && options.calls?.length) this.checkCalls(run, run.head.segment, options.calls);
+
+    const target: MemoryRun = run ?? {
+      head: { ...columns(checkpoint), updatedAt: 0 },
+      checkpoints: [],
+      calls: new Map(),
+      created: ++this.counter,
+    };
+    for (const call of options.calls ?? []) target.calls.set(callKey(call), { ...call });
+    target.checkpoints.push({ ...checkpoint });
+    target.head = {
+      ...columns(checkpoint),
+      updatedAt: this.now(),
+      ...(options.owner !== undefined && { owner: options.owner }),
+      ...(options.leaseExpiresAt !== undefined && { leaseExpiresAt: options.leaseExpiresAt }),
+    };
+    this.runs.set(checkpoint.runId, target);
+  }
+
+  async latest(runId: string): Promise<CheckpointRecord | undefined> {
+    const cps = this.runs.get(runId)?.checkpoints;
+    const last = cps?.[cps.length - 1];
+    return last && { ...last };
+  }
+
+  async head(runId: string): Promise<RunHead | undefined> {
+    const head = this.runs.get(runId)?.head;
+    return head && { ...head };
+  }
+
+  async listUnfinished(flow: string, options: ListUnfinishedOptions = {}): Promise<RunHead[]> {
+    const { leaseExpiredBefore, after, limit = 100 } = options;
+    return [...this.runs.values()]
+      .map((r) => r.head)
+      .filter(
+        (h) =>
+          h.flow === flow &&
+          UNFINISHED.includes(h.status) &&
+          (after === undefined || h.runId > after) &&
+          (leaseExpiredBefore === undefined ||
+            h.leaseExpiresAt === undefined ||
+            h.leaseExpiresAt < leaseExpiredBefore),
+      )
+      .sort((a, b) => (a.runId < b.runId ? -1 : a.runId > b.runId ? 1 : 0))
+      .slice(0, limit)
+      .map((h) => ({ ...h }));
+  }
+
+  async delete(runId: string): Promise<boolean> {
+    return this.runs.delete(runId);
+  }
+
+  async recordCall(runId: string, segment: number, records: CallRecord[]): Promise<void> {
+    const run = this.runs.get(runId);
+    if (!run) throw new CheckpointConflict(Messages.fenced(runId, segment, undefined), runId);
+    this.checkCalls(run, segment, records);
+    for (const call of records) run.calls.set(callKey(call), { ...call });
+  }
+
+  async calls(runId: string, superstep: number): Promise<CallRecord[]> {
+    const run = this.runs.get(runId);
+    if (!run) return [];
+    return [...run.calls.values()]
+      .filter((c) => c.superstep === superstep)
+      .sort(bySegmentSeq)
+      .map((c) => ({ ...c }));
+  }
+
+  async list(query: ListQuery = {}): Promise<RunPage> {
+    const { flow, status, before, limit = 50 } = query;
+    const cursor = before === undefined ? Infinity : Number(before);
+    const page = [...this.runs.values()]
+      .filter(
+        (r) =>
+          r.created < cursor &&
+          (flow === undefined || r.head.flow === flow) &&
+          (status === undefined || r.head.status === status),
+      )
+      .sort((a, b) => b.created - a.created)
+      .slice(0, limit + 1);
+    const more = page.length > limit;
+    const runs = page.slice(0, limit);
+    const last = runs[runs.length - 1];
+    return {
+      runs: runs.map((r) => ({ ...r.head })),
+      ...(more && last && { next: String(last.created) }),
+    };
+  }
+
+  async history(runId: string): Promise<HistoryPage> {
+    const run = this.runs.get(runId);
+    return {
+      checkpoints: (run?.checkpoints ?? []).map((c) => ({ ...c })),
+      calls: [...(run?.calls.values() ?? [])].sort(bySegmentSeq).map((c) => ({ ...c })),
+    };
+  }
+
+  async renewLeases(owner: string, leaseExpiresAt: number): Promise<number> {
+    let renewed = 0;
+    for (const { head } of this.runs.values()) {
+      if (head.owner === owner && UNFINISHED.includes(head.status)) {
+        head.leaseExpiresAt = leaseExpiresAt;
+        renewed++;
+      }
+    }
+    return renewed;
+  }
+
+  async close(): Promise<void> {
+    // Nothing to release: the runs live as long as this object.
+  }
+
+  /** Fencing and uniqueness: throws before anything is written. */
+  private checkCalls(run: MemoryRun, segment: number, records: CallRecord[]): void {
+    const { head } = run;
+    if (segment !== head.segment || head.status !== 'running') {
+      throw new CheckpointConflict(Messages.fenced(head.runId, segment, head.segment), head.runId);
+    }
+    for (const call of records) {
+      if (call.segment !== segment || call.runId !== head.runId) {
+        throw new CheckpointConflict(Messages.fenced(head.runId, call.segment, head.segment), head.runId);
+      }
+      if (run.calls.has(callKey(call))) {
+        throw new CheckpointConflict(Messages.duplicateCall(head.runId, call.segment, call.superstep, call.seq), head.runId);
+      }
+    }
+  }
+}
+
+function columns(c: CheckpointRecord): Omit<RunHead, 'updatedAt'> {
+  return { runId: c.runId, flow: c.flow, step: c.step, status: c.status, segment: c.segment };
+}
+
+function callKey(c: CallRecord): string {
+  return `${c.segment}/${c.superstep}/${c.seq}`;
+}
+
+function bySegmentSeq(a: CallRecord, b: CallRecord): number {
+  return a.segment - b.segment || a.superstep - b.superstep || a.seq - b.seq;
+}

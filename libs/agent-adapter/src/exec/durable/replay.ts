@@ -1,0 +1,62 @@
+import type { Call, CallIdentity, CallOutcome } from './records';
+
+export type Prior =
+  | { kind: 'done'; argsHash: string; outcome: CallOutcome; call: Call }
+  | { kind: 'inDoubt'; argsHash: string; why: string; call: Call };
+
+export function identityKey(id: CallIdentity): string {
+  return JSON.stringify([id.node, id.index, id.tool]);
+}
+
+/**
+ * What the cut-short superstep already did, by call identity. Records are read in (segment, seq)
+ * order and the last record of an identity decides: a later segment's rerun supersedes an earlier
+ * segment's doubt, and a `done` replays wherever it was written.
+ */
+export class ReplayBook {
+  private readonly byIdentity = new Map<string, Prior>();
+
+  constructor(calls: readonly Call[]) {
+    for (const call of calls) {
+      const key = identityKey(call);
+      switch (call.phase) {
+        case 'started':
+          this.byIdentity.set(key, {
+            kind: 'inDoubt',
+            argsHash: call.argsHash,
+            why: 'started, no result recorded',
+            call,
+          });
+          break;
+        case 'unrecordable':
+          this.byIdentity.set(key, {
+            kind: 'inDoubt',
+            argsHash: call.argsHash,
+            why: `ran, but its result could not be recorded (${call.reason ?? 'unsealable'})`,
+            call,
+          });
+          break;
+        case 'done':
+          if (call.outcome) {
+            this.byIdentity.set(key, { kind: 'done', argsHash: call.argsHash, outcome: call.outcome, call });
+          }
+          break;
+        case 'pending':
+          // Waiting for an approval: the tool has not run, so it is neither done nor in doubt.
+          this.byIdentity.delete(key);
+          break;
+      }
+    }
+  }
+
+  lookup(id: CallIdentity): Prior | undefined {
+    return this.byIdentity.get(identityKey(id));
+  }
+
+  /** Calls that may or may not have run. */
+  inDoubt(): Array<Extract<Prior, { kind: 'inDoubt' }>> {
+    return [...this.byIdentity.values()].filter(
+      (p): p is Extract<Prior, { kind: 'inDoubt' }> => p.kind === 'inDoubt',
+    );
+  }
+}

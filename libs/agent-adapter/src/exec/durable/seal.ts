@@ -1,0 +1,59 @@
+import { createHmac, timingSafeEqual } from 'node:crypto';
+import { canonicalJson, type Json } from './canonical-json';
+import type { KeyRing } from './key-ring';
+
+/**
+ * Where a sealed record sits: its kind and the stored columns that locate it (run id, step or
+ * segment+seq, flow, ...). They are part of the MAC input, so a record copied into another run or
+ * position, or a row whose columns were edited, fails verification.
+ */
+export interface Coordinates {
+  kind: 'checkpoint' | 'call';
+  [column: string]: string | number;
+}
+
+const VERSION = 'aa1';
+
+/**
+ * The stored form: `aa1.<key id>.<base64url HMAC-SHA256>.<canonical JSON body>`. The body is kept
+ * verbatim, so verification needs no re-serialisation and the row stays readable in a SQL client.
+ */
+export function seal(ring: KeyRing, coords: Coordinates, content: Json): string {
+  const body = canonicalJson(content);
+  const key = ring.current;
+  return `${VERSION}.${key.id}.${mac(key.secret, coords, body)}.${body}`;
+}
+
+export type Opened =
+  | { ok: true; content: unknown; kid: string }
+  | { ok: false; why: 'unreadable' | 'signature'; detail: string };
+
+/** Verifies and parses a sealed string against the coordinates it was read from. Never throws. */
+export function open(ring: KeyRing, coords: Coordinates, sealed: unknown): Opened {
+  if (typeof sealed !== 'string') return { ok: false, why: 'unreadable', detail: 'not a string' };
+  const parts = /^([a-z0-9]+)\.([A-Za-z0-9_-]+)\.([A-Za-z0-9_-]{43})\.([\s\S]*)$/.exec(sealed);
+  if (!parts || parts[1] !== VERSION) {
+    return { ok: false, why: 'unreadable', detail: 'not a sealed record of this format' };
+  }
+  const [, , kid = '', sig = '', body = ''] = parts;
+  if (!ring.has(kid)) {
+    return { ok: false, why: 'signature', detail: `signed with unknown key id "${kid}"` };
+  }
+  const expected = Buffer.from(mac(ring.get(kid).secret, coords, body), 'base64url');
+  const given = Buffer.from(sig, 'base64url');
+  if (given.length !== expected.length || !timingSafeEqual(given, expected)) {
+    return { ok: false, why: 'signature', detail: 'signature mismatch' };
+  }
+  try {
+    return { ok: true, content: JSON.parse(body) as unknown, kid };
+  } catch (error) {
+    return { ok: false, why: 'unreadable', detail: `body is not JSON: ${String(error)}` };
+  }
+}
+
+function mac(secret: Buffer, coords: Coordinates, body: string): string {
+  return createHmac('sha256', secret)
+    .update(`${VERSION}\n${canonicalJson(coords)}\n`)
+    .update(body)
+    .digest('base64url');
+}

@@ -1,0 +1,155 @@
+import { FlowError } from '../errors';
+import type { FlowOptions, NodeFn, Reducer, RouteFn, StateClass } from './flow.interfaces';
+import { compileFlow, type CompiledFlow } from './flow.graph';
+
+/** Routes return END to finish a branch. @publicApi */
+export const END = '__end__';
+
+const CALL = Symbol.for('agent-adapter:call-node');
+
+/** A node that calls one tool and (optionally) stores its result under a state key. @publicApi */
+export interface CallNode<S> {
+  readonly [CALL]: true;
+  readonly tool: string;
+  readonly into?: string;
+  readonly args: (state: S) => unknown;
+}
+
+/**
+ * A node that calls `tool` with `args(state)` and, with `into`, writes the result to that key.
+ * @publicApi
+ */
+export function Call<S = never>(
+  tool: string,
+  options: { args?: (state: S) => unknown; into?: keyof S & string } = {},
+): CallNode<S> {
+  if (typeof tool !== 'string' || tool === '') throw new FlowError('Call(tool): the tool name must be a non-empty string.');
+  return {
+    [CALL]: true,
+    tool,
+    ...(options.into !== undefined && { into: options.into }),
+    args: options.args ?? (() => ({})),
+  };
+}
+
+export function isCallNode<S>(value: unknown): value is CallNode<S> {
+  return typeof value === 'object' && value !== null && CALL in value;
+}
+
+export interface NodeDef<S> {
+  name: string;
+  spec: NodeFn<S> | CallNode<S>;
+  maxVisits?: number;
+}
+
+export interface RouteDef<S> {
+  from: string;
+  pick: RouteFn<S>;
+  targets: string[];
+}
+
+/**
+ * A graph of nodes run in supersteps. Build it once at start-up; it is checked (and its digest
+ * computed) the first time a runner uses it, and may not change after that.
+ * @publicApi
+ */
+export class Flow<S extends object = Record<string, unknown>> {
+  readonly name: string;
+  readonly stateClass?: StateClass<S>;
+  readonly maxVisits: number;
+  readonly nodes: NodeDef<S>[] = [];
+  readonly edges: Array<[string, string]> = [];
+  readonly routes: RouteDef<S>[] = [];
+  readonly ends = new Set<string>();
+  readonly starts: string[] = [];
+  readonly reducers = new Map<string, Reducer<unknown>>();
+  private compiled?: CompiledFlow<S>;
+
+  constructor(name: string, options: FlowOptions<S> = {}) {
+    if (typeof name !== 'string' || !/^[A-Za-z0-9_.:-]{1,128}$/.test(name)) {
+      throw new FlowError(`Flow name ${JSON.stringify(name)} is invalid: use 1-128 letters, digits, "_", ".", ":" or "-".`);
+    }
+    const maxVisits = options.maxVisits ?? 25;
+    if (!Number.isInteger(maxVisits) || maxVisits < 1) {
+      throw new FlowError(`Flow "${name}": maxVisits must be a positive integer, got ${String(maxVisits)}.`);
+    }
+    this.name = name;
+    this.maxVisits = maxVisits;
+    if (options.state !== undefined) this.stateClass = options.state;
+  }
+
+  /** Adds a node. The first node added is the start unless `.start()` says otherwise. */
+  node(name: string, spec: NodeFn<S> | CallNode<S>, options: { maxVisits?: number } = {}): this {
+    this.mutable();
+    if (typeof name !== 'string' || !/^[A-Za-z0-9_.:-]{1,128}$/.test(name) || name === END) {
+      throw new FlowError(`Flow "${this.name}": node name ${JSON.stringify(name)} is invalid.`);
+    }
+    if (this.nodes.some((n) => n.name === name)) {
+      throw new FlowError(`Flow "${this.name}": node "${name}" is defined twice.`);
+    }
+    if (typeof spec !== 'function' && !isCallNode(spec)) {
+      throw new FlowError(`Flow "${this.name}": node "${name}" must be a function or Call(...).`);
+    }
+    if (options.maxVisits !== undefined && (!Number.isInteger(options.maxVisits) || options.maxVisits < 1)) {
+      throw new FlowError(`Flow "${this.name}": node "${name}" maxVisits must be a positive integer.`);
+    }
+    this.nodes.push({ name, spec, ...(options.maxVisits !== undefined && { maxVisits: options.maxVisits }) });
+    return this;
+  }
+
+  /** After `from` runs, `to` runs in the next superstep. */
+  edge(from: string, to: string): this {
+    this.mutable();
+    this.edges.push([from, to]);
+    return this;
+  }
+
+  /** After `from` runs, `pick(state)` chooses among `targets` (or END) for the next superstep. */
+  route(from: string, pick: RouteFn<S>, targets: readonly string[]): this {
+    this.mutable();
+    if (typeof pick !== 'function') throw new FlowError(`Flow "${this.name}": route from "${from}" needs a function.`);
+    if (this.routes.some((r) => r.from === from)) {
+      throw new FlowError(`Flow "${this.name}": node "${from}" has two routes; use one route returning several targets.`);
+    }
+    this.routes.push({ from, pick, targets: [...targets] });
+    return this;
+  }
+
+  /** The run ends after these nodes (when nothing else is left in the frontier). */
+  end(...names: string[]): this {
+    this.mutable();
+    for (const name of names) this.ends.add(name);
+    return this;
+  }
+
+  /** The node(s) of the first superstep (several run in parallel). */
+  start(...names: string[]): this {
+    this.mutable();
+    this.starts.push(...names);
+    return this;
+  }
+
+  /** Lets several nodes of one superstep write `key`; each update is folded in with `reduce`. */
+  reducer<K extends keyof S & string>(key: K, reduce: Reducer<S[K]>): this {
+    this.mutable();
+    if (typeof reduce !== 'function') throw new FlowError(`Flow "${this.name}": reducer for "${key}" must be a function.`);
+    this.reducers.set(key, reduce as Reducer<unknown>);
+    return this;
+  }
+
+  /** Checks the graph and computes its digest; throws `FlowError` naming the first problem. */
+  compile(): CompiledFlow<S> {
+    return (this.compiled ??= compileFlow(this));
+  }
+
+  /** The graph digest sealed into every checkpoint. */
+  get digest(): string {
+    return this.compile().digest;
+  }
+
+  private mutable(): void {
+    if (this.compiled) {
+      throw new FlowError(`Flow "${this.name}" is already in use (its digest is fixed); build a new Flow to change it.`);
+    }
+  }
+}

@@ -1,0 +1,132 @@
+import { createHash } from 'node:crypto';
+import { FlowError } from '../errors';
+import { canonicalJson } from '../exec/durable/canonical-json';
+import { END, isCallNode, type Flow } from './flow.builder';
+import type { NodeFn, Reducer, RouteFn } from './flow.interfaces';
+import { StateCodec } from './state';
+
+export interface CompiledNode<S> {
+  name: string;
+  run: NodeFn<S>;
+  maxVisits: number;
+}
+
+/** An immutable, checked graph. */
+export interface CompiledFlow<S> {
+  name: string;
+  digest: string;
+  /** Node names in declaration order: the order updates merge in and frontiers are sorted by. */
+  order: string[];
+  nodes: Map<string, CompiledNode<S>>;
+  starts: string[];
+  edges: Map<string, string[]>;
+  routes: Map<string, { pick: RouteFn<S>; targets: Set<string> }>;
+  ends: Set<string>;
+  reducers: Map<string, Reducer<unknown>>;
+  state: StateCodec<S>;
+}
+
+export function compileFlow<S extends object>(flow: Flow<S>): CompiledFlow<S> {
+  const fail = (problem: string): never => {
+    throw new FlowError(`Flow "${flow.name}": ${problem}.`);
+  };
+  if (flow.nodes.length === 0) fail('it has no nodes');
+  const order = flow.nodes.map((n) => n.name);
+  const known = new Set(order);
+  const check = (name: string, where: string) => {
+    if (!known.has(name)) fail(`${where} names node "${name}", which does not exist`);
+  };
+
+  const starts = flow.starts.length ? [...new Set(flow.starts)] : [order[0] as string];
+  starts.forEach((s) => check(s, 'start'));
+  const edges = new Map<string, string[]>();
+  for (const [from, to] of flow.edges) {
+    check(from, `edge ${from} -> ${to}`);
+    check(to, `edge ${from} -> ${to}`);
+    const list = edges.get(from) ?? [];
+    if (!list.includes(to)) list.push(to);
+    edges.set(from, list);
+  }
+  const routes = new Map<string, { pick: RouteFn<S>; targets: Set<string> }>();
+  for (const r of flow.routes) {
+    check(r.from, `route from "${r.from}"`);
+    if (r.targets.length === 0) fail(`route from "${r.from}" declares no targets`);
+    r.targets.filter((t) => t !== END).forEach((t) => check(t, `route from "${r.from}"`));
+    routes.set(r.from, { pick: r.pick, targets: new Set(r.targets) });
+  }
+  for (const end of flow.ends) {
+    check(end, 'end');
+    if (edges.has(end) || routes.has(end)) fail(`node "${end}" is an end but also has outgoing edges`);
+  }
+  for (const name of order) {
+    if (!flow.ends.has(name) && !edges.has(name) && !routes.has(name)) {
+      fail(`node "${name}" has no outgoing edge or route and is not an end (add .end("${name}"))`);
+    }
+  }
+
+  // Reachability from the start: every node must be reachable, and so must an end.
+  const reached = new Set<string>(starts);
+  let endReachable = false;
+  for (const queue = [...starts]; queue.length; ) {
+    const name = queue.shift() as string;
+    if (flow.ends.has(name)) endReachable = true;
+    const route = routes.get(name);
+    if (route?.targets.has(END)) endReachable = true;
+    for (const next of [...(edges.get(name) ?? []), ...(route ? [...route.targets] : [])]) {
+      if (next !== END && !reached.has(next)) {
+        reached.add(next);
+        queue.push(next);
+      }
+    }
+  }
+  const unreachable = order.filter((n) => !reached.has(n));
+  if (unreachable.length) fail(`node(s) ${unreachable.map((n) => `"${n}"`).join(', ')} cannot be reached from the start`);
+  if (!endReachable) fail('no end can be reached from the start (mark the last node with .end(...))');
+
+  const nodes = new Map<string, CompiledNode<S>>();
+  for (const def of flow.nodes) {
+    const spec = def.spec;
+    const run: NodeFn<S> = isCallNode<S>(spec)
+      ? async (state, ctx) => {
+          const result = await ctx.call(spec.tool, spec.args(state));
+          return spec.into === undefined ? undefined : ({ [spec.into]: result } as Partial<S>);
+        }
+      : spec;
+    nodes.set(def.name, { name: def.name, run, maxVisits: def.maxVisits ?? flow.maxVisits });
+  }
+
+  // The digest covers everything that decides which node runs when and what it calls; code inside
+  // functions cannot be hashed reliably, so keep it deterministic (see the README).
+  const shape = {
+    v: 1,
+    flow: flow.name,
+    state: flow.stateClass?.name ?? null,
+    maxVisits: flow.maxVisits,
+    nodes: flow.nodes.map((n) => ({
+      name: n.name,
+      maxVisits: n.maxVisits ?? null,
+      ...(isCallNode<S>(n.spec)
+        ? { call: n.spec.tool, into: n.spec.into ?? null }
+        : { fn: true }),
+    })),
+    starts: [...starts].sort(),
+    edges: [...flow.edges].map(([a, b]) => `${a}\u0000${b}`).sort(),
+    routes: flow.routes.map((r) => ({ from: r.from, targets: [...r.targets].sort() })).sort((a, b) => (a.from < b.from ? -1 : 1)),
+    ends: [...flow.ends].sort(),
+    reducers: [...flow.reducers.keys()].sort(),
+  };
+  const digest = createHash('sha256').update(canonicalJson(shape)).digest('base64url');
+
+  return {
+    name: flow.name,
+    digest,
+    order,
+    nodes,
+    starts: order.filter((n) => starts.includes(n)),
+    edges,
+    routes,
+    ends: new Set(flow.ends),
+    reducers: new Map(flow.reducers),
+    state: new StateCodec(flow.name, flow.stateClass),
+  };
+}

@@ -1,0 +1,78 @@
+import type { RunStatus } from '../exec/checkpoints/checkpoint-store';
+import type { RunIdentity, SealedError } from '../exec/durable/records';
+
+/** What a node gets besides the state. @publicApi */
+export interface NodeContext {
+  readonly runId: string;
+  readonly flow: string;
+  readonly node: string;
+  /** Completed supersteps before this one. */
+  readonly superstep: number;
+  readonly identity: Readonly<RunIdentity>;
+  /** Calls a registered tool through the executor: logged, replayed after a crash, fenced. */
+  call<R = unknown>(tool: string, args?: unknown): Promise<R>;
+}
+
+/** A node: reads the state, returns the keys it changes (or nothing). @publicApi */
+export type NodeFn<S> = (
+  state: S,
+  ctx: NodeContext,
+) => Partial<S> | void | undefined | Promise<Partial<S> | void | undefined>;
+
+/** Combines the value a key has with an update to it (for keys parallel nodes both write). @publicApi */
+export type Reducer<V> = (current: V | undefined, update: V) => V;
+
+/** Picks the next node(s) from the state; each must be one of the route's declared targets, or END. @publicApi */
+export type RouteFn<S> = (state: S) => string | readonly string[] | null | undefined;
+
+/** A class (with class-validator decorators) describing a flow's state. @publicApi */
+export type StateClass<S> = new () => S;
+
+/** @publicApi */
+export interface FlowOptions<S> {
+  /** Validates the input and gives nodes a typed instance. Without it the state is a plain object. */
+  state?: StateClass<S>;
+  /**
+   * How many times one node may run in one run; a node about to run more often ends the run
+   * `failed` (it catches a loop that never exits).
+   * @default 25
+   */
+  maxVisits?: number;
+}
+
+/** @publicApi */
+export interface RunOptions {
+  /** The run's id; 128 random bits when omitted. A run id is the only key a shared store has. */
+  runId?: string;
+  /** Who the run acts for; sealed into every checkpoint. */
+  ctx?: RunIdentity;
+}
+
+/** @publicApi */
+export interface RecoverOptions {
+  /** The run's identity; refused if it is anyone else's. Needed when the run has a principal. */
+  ctx?: RunIdentity;
+  /** Run calls in doubt again even when their tool is not idempotent (after checking them). */
+  rerunInDoubt?: boolean;
+}
+
+/** @publicApi */
+export interface RecoverAllOptions {
+  rerunInDoubt?: boolean;
+  /** Also claim runs whose owner's lease has not expired (the owner may be alive). @default false */
+  force?: boolean;
+  /** Runs recovered at the same time. @default 4 */
+  concurrency?: number;
+  /** The identity to recover a run with (runs that have a principal need it). */
+  ctxFor?: (runId: string) => RunIdentity | undefined;
+}
+
+/** @publicApi */
+export interface RunResult<S> {
+  runId: string;
+  status: RunStatus;
+  step: number;
+  state: S;
+  /** Why the run failed. */
+  error?: SealedError;
+}

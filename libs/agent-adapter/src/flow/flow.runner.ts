@@ -1,0 +1,406 @@
+import { randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
+import pLimit from 'p-limit';
+import {
+  CheckpointConflict,
+  CheckpointKeyError,
+  CheckpointNotFound,
+  FlowError,
+  RecoveryNeedsDecision,
+  RunAccessDenied,
+} from '../errors';
+import { Messages } from '../errors/messages';
+import { DurableEvents } from '../events/durable.events';
+import { nodeStorage, type NodeScope, type SuperstepScope } from '../exec/call-context';
+import type { CheckpointStore, SaveOptions } from '../exec/checkpoints/checkpoint-store';
+import { MemoryCheckpointStore } from '../exec/checkpoints/memory.store';
+import { assertNoGaps, CallLog } from '../exec/durable/call-log';
+import type { Json } from '../exec/durable/canonical-json';
+import { KeyRing, type CheckpointKey } from '../exec/durable/key-ring';
+import {
+  openCall,
+  openCheckpoint,
+  sealCheckpoint,
+  type Checkpoint,
+  type RunIdentity,
+  type SealedError,
+} from '../exec/durable/records';
+import { ReplayBook } from '../exec/durable/replay';
+import type { Executor } from '../exec/executor';
+import type { Flow } from './flow.builder';
+import type { CompiledFlow } from './flow.graph';
+import type {
+  NodeContext,
+  RecoverAllOptions,
+  RecoverOptions,
+  RunOptions,
+  RunResult,
+} from './flow.interfaces';
+import { mergeUpdates, nextFrontier } from './superstep';
+
+/** @publicApi */
+export interface FlowRunnerOptions {
+  /** Where checkpoints and call logs go. @default new MemoryCheckpointStore() */
+  checkpoints?: CheckpointStore;
+  /**
+   * Signs every checkpoint and call record: one secret of at least 32 bytes, or a key ring for
+   * rotation. The same on every worker. Required for every store but the memory one.
+   */
+  checkpointKey?: CheckpointKey;
+  /** Receives `checkpoint.saved` and `run.recovered`. */
+  events?: DurableEvents;
+  /** This worker's id in run leases. @default `${hostname}:${pid}:${random}` */
+  workerId?: string;
+  /** How long a run stays owned after this worker's last sign of life. @default 15000 */
+  leaseMs?: number;
+}
+
+// A memory store without a key gets one random key, shared by every runner on that store.
+const ephemeralKeys = new WeakMap<CheckpointStore, KeyRing>();
+
+/**
+ * Runs flows durably: a signed checkpoint after every superstep, every tool call logged before and
+ * after it runs, recovery that replays finished calls and fails closed on calls in doubt.
+ * @publicApi
+ */
+export class FlowRunner {
+  readonly store: CheckpointStore;
+  readonly events: DurableEvents;
+  readonly workerId: string;
+  private readonly ring: KeyRing;
+  private readonly leaseMs: number;
+  private active = 0;
+  private renewTimer?: NodeJS.Timeout;
+
+  constructor(
+    readonly executor: Executor,
+    options: FlowRunnerOptions = {},
+  ) {
+    this.store = options.checkpoints ?? new MemoryCheckpointStore();
+    this.events = options.events ?? new DurableEvents();
+    this.workerId = options.workerId ?? `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
+    this.leaseMs = options.leaseMs ?? 15_000;
+    if (options.checkpointKey !== undefined && options.checkpointKey !== null) {
+      this.ring = KeyRing.from(options.checkpointKey);
+    } else if (this.store.shared) {
+      throw new CheckpointKeyError(Messages.keyRequired(this.store.constructor.name));
+    } else {
+      let ring = ephemeralKeys.get(this.store);
+      if (!ring) ephemeralKeys.set(this.store, (ring = KeyRing.ephemeral()));
+      this.ring = ring;
+    }
+  }
+
+  /** Starts a run and drives it until it ends, pauses, or this worker loses it. */
+  async run<S extends object>(flow: Flow<S>, input: Partial<S> | S, options: RunOptions = {}): Promise<RunResult<S>> {
+    const compiled = flow.compile();
+    const state = await compiled.state.fromInput(input);
+    const runId = options.runId ?? randomBytes(16).toString('hex');
+    checkRunId(runId);
+    const cp: Checkpoint = {
+      runId,
+      step: 0,
+      flow: compiled.name,
+      status: 'running',
+      segment: 1,
+      kind: 'flow',
+      superstep: 0,
+      state,
+      frontier: compiled.starts,
+      visits: {},
+      digest: compiled.digest,
+      identity: identityOf(options.ctx),
+      idemKid: this.ring.current.id,
+      reason: 'start',
+    };
+    await this.save(cp);
+    return this.drive(compiled, cp, new CallLog(this.store, this.ring, runId, cp.segment));
+  }
+
+  /**
+   * Goes on with a run from its latest checkpoint: the superstep that was cut short runs again,
+   * finished calls replay, calls in doubt fail closed unless their tool is idempotent or
+   * `rerunInDoubt` is set. A paused run is returned as it is.
+   */
+  async recover<S extends object>(flow: Flow<S>, runId: string, options: RecoverOptions = {}): Promise<RunResult<S>> {
+    const compiled = flow.compile();
+    const record = await this.store.latest(runId);
+    if (!record) throw new CheckpointNotFound(runId);
+    const cp = openCheckpoint(this.ring, record);
+    if (cp.flow !== compiled.name) throw new CheckpointConflict(Messages.otherFlow(runId, cp.flow, compiled.name), runId);
+    const identity = checkAccess(cp, options.ctx);
+    if (cp.status === 'done' || cp.status === 'failed') {
+      throw new CheckpointConflict(Messages.ended(runId, cp.status), runId);
+    }
+    if (cp.digest !== compiled.digest) throw new FlowError(Messages.graphChanged(runId, compiled.name), runId);
+    if (cp.status === 'paused') return this.result(compiled, cp);
+
+    // Everything is checked before anything is written: signatures, numbering, calls in doubt.
+    const calls = await this.store.calls(runId, cp.superstep);
+    assertNoGaps(runId, calls);
+    const book = new ReplayBook(calls.map((c) => openCall(this.ring, c)));
+    const undecided = book
+      .inDoubt()
+      .filter((p) => !this.executor.registry.get(p.call.tool)?.idempotent)
+      .map((p) => [p.call.tool, p.why] as const);
+    if (undecided.length && !options.rerunInDoubt) throw new RecoveryNeedsDecision(runId, undecided);
+
+    // The claim: one racing recoverer wins this step, the other gets CheckpointConflict here.
+    const claim: Checkpoint = { ...cp, identity, step: cp.step + 1, segment: cp.segment + 1, reason: 'claim' };
+    await this.save(claim);
+    return this.drive(compiled, claim, new CallLog(this.store, this.ring, runId, claim.segment), book);
+  }
+
+  /** Recovers every unfinished run of the flow (for a worker on startup): run id → result or error. */
+  async recoverAll<S extends object>(
+    flow: Flow<S>,
+    options: RecoverAllOptions = {},
+  ): Promise<Map<string, RunResult<S> | Error>> {
+    const out = new Map<string, RunResult<S> | Error>();
+    const limit = pLimit(options.concurrency ?? 4);
+    const pageSize = 100;
+    const now = Date.now();
+    for (let after: string | undefined; ; ) {
+      const page = await this.store.listUnfinished(flow.name, {
+        limit: pageSize,
+        ...(after !== undefined && { after }),
+        ...(!options.force && { leaseExpiredBefore: now }),
+      });
+      await Promise.all(
+        page.map((head) =>
+          limit(async () => {
+            try {
+              const ctx = options.ctxFor?.(head.runId);
+              out.set(
+                head.runId,
+                await this.recover(flow, head.runId, {
+                  ...(ctx && { ctx }),
+                  ...(options.rerunInDoubt && { rerunInDoubt: true }),
+                }),
+              );
+            } catch (error) {
+              out.set(head.runId, error instanceof Error ? error : new Error(String(error)));
+            }
+          }),
+        ),
+      );
+      if (page.length < pageSize) return out;
+      after = page[page.length - 1]?.runId;
+    }
+  }
+
+  /** The run's latest state as a result, without running anything. */
+  async get<S extends object>(flow: Flow<S>, runId: string, options: { ctx?: RunIdentity } = {}): Promise<RunResult<S>> {
+    const record = await this.store.latest(runId);
+    if (!record) throw new CheckpointNotFound(runId);
+    const cp = openCheckpoint(this.ring, record);
+    if (cp.flow !== flow.name) throw new CheckpointConflict(Messages.otherFlow(runId, cp.flow, flow.name), runId);
+    if (options.ctx) checkAccess(cp, options.ctx);
+    return this.result(flow.compile(), cp);
+  }
+
+  /** Stops lease renewal. Runs in flight keep going; the store is not closed. */
+  close(): void {
+    if (this.renewTimer) clearInterval(this.renewTimer);
+    this.renewTimer = undefined;
+  }
+
+  private async drive<S extends object>(
+    flow: CompiledFlow<S>,
+    start: Checkpoint,
+    log: CallLog,
+    replay?: ReplayBook,
+  ): Promise<RunResult<S>> {
+    this.hold(+1);
+    try {
+      let cp = start;
+      let book = replay;
+      while (cp.status === 'running') {
+        const scope: SuperstepScope = {
+          runId: cp.runId,
+          flow: cp.flow,
+          superstep: cp.superstep,
+          identity: cp.identity,
+          log,
+          ring: this.ring,
+          idemKid: cp.idemKid,
+          ...(book && { replay: book }),
+          replayed: [],
+          rerun: [],
+          unreplayed: [],
+        };
+        const outcome = await this.superstep(flow, cp, scope);
+        const calls = await log.drain(); // rethrows a refused or lost call write: this worker stops
+        const next: Checkpoint = {
+          ...cp,
+          step: cp.step + 1,
+          superstep: cp.superstep + 1,
+          reason: 'superstep',
+          ...('error' in outcome
+            ? { status: 'failed', error: outcome.error }
+            : {
+                status: outcome.frontier.length ? 'running' : 'done',
+                state: outcome.state,
+                frontier: outcome.frontier,
+                visits: outcome.visits,
+              }),
+        };
+        await this.save(next, calls, scope.unreplayed.length ? { unreplayed: scope.unreplayed } : {});
+        if (book) {
+          this.events.emit('run.recovered', {
+            kind: 'flow',
+            runId: cp.runId,
+            flow: cp.flow,
+            step: next.step,
+            replayed: scope.replayed,
+            rerun: scope.rerun,
+          });
+          book = undefined;
+        }
+        cp = next;
+      }
+      return this.result(flow, cp);
+    } finally {
+      this.hold(-1);
+    }
+  }
+
+  /** Runs the frontier's nodes concurrently on one snapshot; returns the merged outcome. */
+  private async superstep<S extends object>(
+    flow: CompiledFlow<S>,
+    cp: Checkpoint,
+    scope: SuperstepScope,
+  ): Promise<{ state: { [key: string]: Json }; frontier: string[]; visits: Record<string, number> } | { error: SealedError }> {
+    const visits = { ...cp.visits };
+    for (const name of cp.frontier) {
+      const node = flow.nodes.get(name);
+      if (!node) return { error: { name: 'FlowError', message: `node "${name}" is not in the flow`, node: name } };
+      visits[name] = (visits[name] ?? 0) + 1;
+      if ((visits[name] ?? 0) > node.maxVisits) {
+        return {
+          error: {
+            name: 'FlowError',
+            message: `node "${name}" would run more than ${node.maxVisits} times (maxVisits); the flow loops without end`,
+            node: name,
+          },
+        };
+      }
+    }
+    const state = cp.state as { [key: string]: Json };
+    const settled = await Promise.allSettled(
+      cp.frontier.map((name) => {
+        const node = flow.nodes.get(name)!;
+        const nodeScope: NodeScope = { step: scope, node: name, nextIndex: 0 };
+        const ctx: NodeContext = {
+          runId: cp.runId,
+          flow: cp.flow,
+          node: name,
+          superstep: cp.superstep,
+          identity: cp.identity,
+          call: <R>(tool: string, args?: unknown) => this.executor.call(nodeScope, tool, args) as Promise<R>,
+        };
+        return nodeStorage.run(nodeScope, async () => node.run(flow.state.view(state), ctx));
+      }),
+    );
+    // A refused or lost call write means this worker lost the run, whatever a node made of it.
+    if (scope.log.failure !== undefined) throw scope.log.failure;
+    const updates: Array<readonly [string, unknown]> = [];
+    for (const [i, result] of settled.entries()) {
+      const node = cp.frontier[i] as string;
+      if (result.status === 'rejected') return { error: sealError(result.reason, node) };
+      updates.push([node, result.value]);
+    }
+    try {
+      const merged = mergeUpdates(flow, state, updates);
+      return { state: merged, frontier: nextFrontier(flow, cp.frontier, merged), visits };
+    } catch (error) {
+      return { error: sealError(error) };
+    }
+  }
+
+  private async save(cp: Checkpoint, calls: SaveOptions['calls'] = [], extra: { unreplayed?: SuperstepScope['unreplayed'] } = {}) {
+    await this.store.save(sealCheckpoint(this.ring, cp), {
+      ...(calls.length && { calls }),
+      owner: this.workerId,
+      leaseExpiresAt: Date.now() + this.leaseMs,
+    });
+    this.events.emit('checkpoint.saved', {
+      kind: 'flow',
+      runId: cp.runId,
+      flow: cp.flow,
+      step: cp.step,
+      status: cp.status,
+      ...extra,
+    });
+  }
+
+  private result<S extends object>(flow: CompiledFlow<S>, cp: Checkpoint): RunResult<S> {
+    return {
+      runId: cp.runId,
+      status: cp.status,
+      step: cp.step,
+      state: flow.state.view(cp.state),
+      ...(cp.error && { error: cp.error }),
+    };
+  }
+
+  /** Keeps the leases of this worker's runs alive while any is being driven: one write per interval. */
+  private hold(delta: number): void {
+    this.active += delta;
+    if (this.active > 0 && !this.renewTimer) {
+      this.renewTimer = setInterval(() => {
+        this.store.renewLeases(this.workerId, Date.now() + this.leaseMs).catch((error: unknown) => {
+          console.warn(`agent-adapter: lease renewal failed for worker ${this.workerId}`, error);
+        });
+      }, Math.max(100, Math.floor(this.leaseMs / 3)));
+      this.renewTimer.unref();
+    } else if (this.active === 0) {
+      this.close();
+    }
+  }
+}
+
+function sealError(error: unknown, node?: string): SealedError {
+  const e = error instanceof Error ? error : new Error(String(error));
+  return { name: e.name, message: e.message, ...(node !== undefined && { node }) };
+}
+
+function identityOf(ctx: RunIdentity | undefined): RunIdentity {
+  const out: RunIdentity = {};
+  for (const key of ['user', 'thread', 'principal'] as const) {
+    const value = ctx?.[key];
+    if (value === undefined || value === null) continue;
+    if (typeof value !== 'string') throw new TypeError(`ctx.${key} must be a string.`);
+    out[key] = value;
+  }
+  return out;
+}
+
+/**
+ * Without a ctx the run's user and thread are restored, unless it acts with a principal (which the
+ * caller must show). With a ctx, it must be the run's own identity.
+ */
+function checkAccess(cp: Checkpoint, ctx: RunIdentity | undefined): RunIdentity {
+  const stored = cp.identity;
+  if (!ctx) {
+    if (stored.principal !== undefined) {
+      throw new RunAccessDenied(cp.runId, 'the run acts with a principal, so recovering it needs its ctx');
+    }
+    return stored;
+  }
+  const given = identityOf(ctx);
+  for (const key of ['user', 'thread', 'principal'] as const) {
+    if (given[key] !== stored[key]) {
+      throw new RunAccessDenied(cp.runId, `the ctx's ${key} is not the run's`);
+    }
+  }
+  return stored;
+}
+
+function checkRunId(runId: unknown): void {
+  if (typeof runId !== 'string' || !/^[A-Za-z0-9_.:@-]{1,200}$/.test(runId)) {
+    throw new TypeError(
+      `Run id ${JSON.stringify(runId)} is invalid: use 1-200 letters, digits, "_", ".", ":", "@" or "-".`,
+    );
+  }
+}

@@ -1,0 +1,64 @@
+import { InvalidFlowState, type StateViolation } from '../errors';
+import { assertJson, type Json } from '../exec/durable/canonical-json';
+import type { StateClass } from './flow.interfaces';
+
+// class-transformer/class-validator are loaded only by flows that declare a state class.
+type Transformer = typeof import('class-transformer');
+type Validator = typeof import('class-validator');
+type ValidationError = import('class-validator').ValidationError;
+
+function load<T>(name: string): T {
+  try {
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    return require(name) as T;
+  } catch {
+    throw new Error(`A flow with a state class needs "${name}": npm install ${name}`);
+  }
+}
+
+/**
+ * Converts between a flow's stored state (plain JSON) and what nodes see (an instance of the state
+ * class, or a copy of the plain object). Nodes always get their own copy: a node cannot change the
+ * snapshot its parallel siblings read.
+ */
+export class StateCodec<S> {
+  constructor(
+    private readonly flow: string,
+    private readonly cls: StateClass<S> | undefined,
+  ) {}
+
+  /** Validates input (every violation named) and returns the plain state to store. */
+  async fromInput(input: unknown): Promise<{ [key: string]: Json }> {
+    if (typeof input !== 'object' || input === null || Array.isArray(input)) {
+      throw new InvalidFlowState(this.flow, [{ path: '$', messages: ['the input must be an object'] }]);
+    }
+    let plain: unknown = input;
+    if (this.cls) {
+      const { plainToInstance, instanceToPlain } = load<Transformer>('class-transformer');
+      const { validate } = load<Validator>('class-validator');
+      const instance: object = input instanceof this.cls ? input : (plainToInstance(this.cls, input) as object);
+      // A state class without validation decorators is fine: it still gives defaults and types.
+      const errors = await validate(instance, { forbidUnknownValues: false });
+      if (errors.length) throw new InvalidFlowState(this.flow, violations(errors));
+      plain = instanceToPlain(instance);
+    }
+    assertJson(plain, 'state');
+    return plain as { [key: string]: Json };
+  }
+
+  /** A fresh view of the stored state for one node (or for the result). */
+  view(state: Json): S {
+    const copy = structuredClone(state) as object;
+    if (!this.cls) return copy as S;
+    const { plainToInstance } = load<Transformer>('class-transformer');
+    return plainToInstance(this.cls, copy);
+  }
+}
+
+function violations(errors: ValidationError[], prefix = ''): StateViolation[] {
+  return errors.flatMap((e) => {
+    const path = prefix ? `${prefix}.${e.property}` : (e.property ?? '$');
+    const own = e.constraints ? [{ path, messages: Object.values(e.constraints) }] : [];
+    return [...own, ...violations(e.children ?? [], path)];
+  });
+}

@@ -1,0 +1,70 @@
+/**
+ * agent-adapter: durable flows and tool loops. This entry is framework-free and loads no store
+ * driver; the NestJS module is in 'agent-adapter/nest'.
+ */
+export { Flow, Call, END } from './flow/flow.builder';
+export type { CallNode } from './flow/flow.builder';
+export { FlowRunner } from './flow/flow.runner';
+export type { FlowRunnerOptions } from './flow/flow.runner';
+export type {
+  FlowOptions,
+  NodeContext,
+  NodeFn,
+  Reducer,
+  RouteFn,
+  StateClass,
+  RunOptions,
+  RecoverOptions,
+  RecoverAllOptions,
+  RunResult,
+} from './flow/flow.interfaces';
+
+export { Executor } from './exec/executor';
+export { ToolRegistry } from './exec/tool.registry';
+export type { ToolOptions, ToolHandler, ToolDefinition, JsonSchema } from './exec/tool.registry';
+export { idempotencyKey } from './exec/idempotency-key';
+export { KeyRing } from './exec/durable/key-ring';
+export type { CheckpointKey, KeyRingOptions, KeyMaterial } from './exec/durable/key-ring';
+export type { Json } from './exec/durable/canonical-json';
+export type { RunIdentity, SealedError, CallIdentity } from './exec/durable/records';
+
+export {
+  CheckpointStore,
+  MemoryCheckpointStore,
+  UNFINISHED,
+} from './exec/checkpoints';
+export type {
+  RunStatus,
+  CheckpointRecord,
+  CallRecord,
+  RunHead,
+  SaveOptions,
+  ListUnfinishedOptions,
+  ListQuery,
+  RunPage,
+  HistoryPage,
+} from './exec/checkpoints';
+
+export { DurableEvents } from './events/durable.events';
+export type {
+  DurableEventMap,
+  DurableEventName,
+  DurableListener,
+  CheckpointSavedEvent,
+  RunRecoveredEvent,
+} from './events/durable.events';
+
+export {
+  DurableError,
+  CheckpointNotFound,
+  CheckpointConflict,
+  CheckpointStoreCorrupt,
+  RecoveryNeedsDecision,
+  FlowError,
+  RunAccessDenied,
+  InvalidFlowState,
+  ToolFailed,
+  UnsealableValue,
+  CheckpointKeyError,
+} from './errors';
+export type { StateViolation } from './errors';
