@@ -130,7 +130,7 @@ export class Flow<S extends object = Record<string, unknown>> {
   }
 
   /** Lets several nodes of one superstep write `key`; each update is folded in with `reduce`. */
-  reducer<K extends keyof S & string>(key: K, reduce: Reducer<S[K]>): this {
+  reducer<K extends keyof S & string>(key: K, reduce: Reducer<NonNullable<S[K]>>): this {
     this.mutable();
     if (typeof reduce !== 'function') throw new FlowError(`Flow "${this.name}": reducer for "${key}" must be a function.`);
     this.reducers.set(key, reduce as Reducer<unknown>);

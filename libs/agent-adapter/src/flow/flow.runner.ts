@@ -92,7 +92,7 @@ export class FlowRunner {
   }
 
   /** Starts a run and drives it until it ends, pauses, or this worker loses it. */
-  async run<S extends object>(flow: Flow<S>, input: Partial<S> | S, options: RunOptions = {}): Promise<RunResult<S>> {
+  async run<S extends object>(flow: Flow<S>, input: Partial<NoInfer<S>>, options: RunOptions = {}): Promise<RunResult<S>> {
     const compiled = flow.compile();
     const state = await compiled.state.fromInput(input);
     const runId = options.runId ?? randomBytes(16).toString('hex');

@@ -1,0 +1,333 @@
+import fc from 'fast-check';
+import { CheckpointConflict, CheckpointStoreCorrupt } from '../../errors';
+import { MemoryCheckpointStore } from '../checkpoints/memory.store';
+import { assertNoGaps, CallLog } from './call-log';
+import { KeyRing } from './key-ring';
+import { openCall, sealCheckpoint, type CallContent } from './records';
+
+const ring = new KeyRing({ current: 'call-log-spec-secret-0123456789abc' });
+const RUN = 'run-1';
+
+const tick = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+function content(
+  phase: CallContent['phase'],
+  index = 0,
+  over: Partial<CallContent> = {},
+): CallContent {
+  return {
+    node: 'n',
+    index,
+    tool: 'tool',
+    phase,
+    argsHash: 'h',
+    ...(phase === 'done' && { outcome: { ok: true as const, value: index } }),
+    at: 0,
+    ...over,
+  };
+}
+
+/** A memory store holding step 0 of RUN (segment 1, running). */
+async function storeWithRun(): Promise<MemoryCheckpointStore> {
+  const store = new MemoryCheckpointStore();
+  await store.save(
+    sealCheckpoint(ring, {
+      runId: RUN,
+      step: 0,
+      flow: 'f',
+      status: 'running',
+      segment: 1,
+      kind: 'flow',
+      superstep: 0,
+      state: {},
+      frontier: ['n'],
+      visits: {},
+      digest: 'd',
+      identity: {},
+      idemKid: ring.current.id,
+      reason: 'start',
+    }),
+  );
+  return store;
+}
+
+async function stored(store: MemoryCheckpointStore, superstep: number) {
+  return (await store.calls(RUN, superstep)).map((r) => {
+    const c = openCall(ring, r);
+    return { segment: c.segment, seq: c.seq, phase: c.phase, index: c.index };
+  });
+}
+
+describe('assertNoGaps', () => {
+  const recs = (...pairs: Array<[number, number]>) =>
+    pairs.map(([segment, seq]) => ({ segment, seq }));
+
+  it('accepts 1..n in every segment, and an empty log', () => {
+    expect(() => assertNoGaps(RUN, [])).not.toThrow();
+    expect(() => assertNoGaps(RUN, recs([1, 1], [1, 2], [1, 3]))).not.toThrow();
+    expect(() =>
+      assertNoGaps(RUN, recs([1, 1], [1, 2], [2, 1], [4, 1], [4, 2])),
+    ).not.toThrow();
+  });
+
+  it.each<[string, Array<[number, number]>, RegExp]>([
+    ['a gap', [[1, 1], [1, 3]], /segment 1 .*expected record 2, found 3/],
+    ['a duplicate', [[1, 1], [1, 2], [1, 2]], /expected record 3, found 2/],
+    ['a log not starting at 1', [[1, 2]], /expected record 1, found 2/],
+    ['a later segment not starting at 1', [[1, 1], [2, 2]], /segment 2 .*found 2/],
+    ['a record 0', [[3, 0], [3, 1]], /segment 3 .*found 0/],
+  ])('rejects %s with CheckpointStoreCorrupt', (_what, pairs, message) => {
+    let error: unknown;
+    try {
+      assertNoGaps(RUN, recs(...pairs));
+    } catch (e) {
+      error = e;
+    }
+    expect(error).toBeInstanceOf(CheckpointStoreCorrupt);
+    expect((error as CheckpointStoreCorrupt).runId).toBe(RUN);
+    expect((error as Error).message).toMatch(message);
+  });
+
+  const segmentSizes = fc.array(fc.integer({ min: 1, max: 6 }), {
+    minLength: 1,
+    maxLength: 5,
+  });
+  const numbered = (sizes: number[]) =>
+    sizes.flatMap((n, s) =>
+      Array.from({ length: n }, (_, i) => ({ segment: s + 1, seq: i + 1 })),
+    );
+
+  it('accepts any complete numbering, and any log cut short at the end of a segment', () => {
+    fc.assert(
+      fc.property(segmentSizes, fc.nat(), (sizes, cut) => {
+        const records = numbered(sizes);
+        assertNoGaps(RUN, records);
+        const s = (cut % sizes.length) + 1;
+        const last = records.filter((r) => r.segment === s).length;
+        assertNoGaps(
+          RUN,
+          records.filter((r) => !(r.segment === s && r.seq === last)),
+        );
+      }),
+      { numRuns: 150 },
+    );
+  });
+
+  it('rejects any log missing a record that is not its segment’s last', () => {
+    fc.assert(
+      fc.property(segmentSizes, fc.nat(), (sizes, pick) => {
+        const records = numbered(sizes);
+        const candidates = records.filter(
+          (r) => r.seq < (sizes[r.segment - 1] ?? 0),
+        );
+        fc.pre(candidates.length > 0);
+        const gone = candidates[pick % candidates.length];
+        expect(() =>
+          assertNoGaps(
+            RUN,
+            records.filter((r) => r !== gone),
+          ),
+        ).toThrow(CheckpointStoreCorrupt);
+      }),
+      { numRuns: 150 },
+    );
+  });
+
+  it('rejects any log with a record repeated', () => {
+    fc.assert(
+      fc.property(segmentSizes, fc.nat(), (sizes, pick) => {
+        const records = numbered(sizes);
+        const i = pick % records.length;
+        const twice = [...records.slice(0, i + 1), ...records.slice(i)];
+        expect(() => assertNoGaps(RUN, twice)).toThrow(CheckpointStoreCorrupt);
+      }),
+      { numRuns: 150 },
+    );
+  });
+});
+
+describe('CallLog', () => {
+  it('numbers records 1, 2, 3 within a superstep and restarts at 1 for the next', async () => {
+    const store = await storeWithRun();
+    const log = new CallLog(store, ring, RUN, 1);
+    await log.started(0, content('started', 0));
+    await log.started(0, content('started', 1));
+    await log.started(0, content('started', 2));
+    await log.started(1, content('started', 0));
+    await log.started(1, content('started', 1));
+    expect(await stored(store, 0)).toEqual([
+      { segment: 1, seq: 1, phase: 'started', index: 0 },
+      { segment: 1, seq: 2, phase: 'started', index: 1 },
+      { segment: 1, seq: 3, phase: 'started', index: 2 },
+    ]);
+    expect(await stored(store, 1)).toEqual([
+      { segment: 1, seq: 1, phase: 'started', index: 0 },
+      { segment: 1, seq: 2, phase: 'started', index: 1 },
+    ]);
+  });
+
+  it('seals each record at its coordinates', async () => {
+    const store = await storeWithRun();
+    const log = new CallLog(store, ring, RUN, 1);
+    await log.started(0, content('started', 0, { args: { a: 1 } }));
+    const [record] = await store.calls(RUN, 0);
+    expect(record).toMatchObject({ runId: RUN, segment: 1, seq: 1, superstep: 0 });
+    expect(openCall(ring, record!)).toMatchObject({
+      phase: 'started',
+      args: { a: 1 },
+      superstep: 0,
+    });
+  });
+
+  it('stores `started` before resolving', async () => {
+    const store = await storeWithRun();
+    const log = new CallLog(store, ring, RUN, 1);
+    const write = jest.spyOn(store, 'recordCall');
+    await log.started(0, content('started'));
+    expect(write).toHaveBeenCalledTimes(1);
+    expect(await stored(store, 0)).toHaveLength(1);
+  });
+
+  it('buffers a result and sends it with the next `started` in one write', async () => {
+    const store = await storeWithRun();
+    const log = new CallLog(store, ring, RUN, 1);
+    const write = jest.spyOn(store, 'recordCall');
+    await log.started(0, content('started', 0));
+    log.finished(0, content('done', 0));
+    await Promise.resolve();
+    expect(await stored(store, 0)).toHaveLength(1);
+    await log.started(0, content('started', 1));
+    expect(write).toHaveBeenCalledTimes(2);
+    expect(write.mock.calls[1]?.[2].map((r) => r.seq)).toEqual([2, 3]);
+    expect((await stored(store, 0)).map((r) => r.phase)).toEqual([
+      'started',
+      'done',
+      'started',
+    ]);
+    await tick();
+    expect(write).toHaveBeenCalledTimes(2);
+  });
+
+  it('flushes a buffered result right after the current tick', async () => {
+    const store = await storeWithRun();
+    const log = new CallLog(store, ring, RUN, 1);
+    await log.started(0, content('started', 0));
+    log.finished(0, content('done', 0));
+    log.finished(0, content('unrecordable', 1, { reason: 'a Date' }));
+    for (let i = 0; i < 5; i++) await Promise.resolve();
+    expect(await stored(store, 0)).toHaveLength(1);
+    await tick();
+    await tick();
+    expect((await stored(store, 0)).map((r) => [r.seq, r.phase])).toEqual([
+      [1, 'started'],
+      [2, 'done'],
+      [3, 'unrecordable'],
+    ]);
+    expect(await log.drain()).toEqual([]);
+  });
+
+  it('hands buffered results to drain() (for the checkpoint) instead of writing them', async () => {
+    const store = await storeWithRun();
+    const log = new CallLog(store, ring, RUN, 1);
+    const write = jest.spyOn(store, 'recordCall');
+    await log.started(0, content('started', 0));
+    log.finished(0, content('done', 0));
+    const drained = await log.drain();
+    expect(drained.map((r) => openCall(ring, r))).toMatchObject([
+      { seq: 2, phase: 'done', superstep: 0, segment: 1 },
+    ]);
+    await tick();
+    await tick();
+    expect(write).toHaveBeenCalledTimes(1);
+    expect(await stored(store, 0)).toHaveLength(1);
+    expect(await log.drain()).toEqual([]);
+  });
+
+  it('drain() waits for writes in flight', async () => {
+    const store = await storeWithRun();
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    const real = store.recordCall.bind(store);
+    jest.spyOn(store, 'recordCall').mockImplementation(async (...args) => {
+      await gate;
+      return real(...args);
+    });
+    const log = new CallLog(store, ring, RUN, 1);
+    const started = log.started(0, content('started', 0));
+    let drained = false;
+    const draining = log.drain().then((records) => {
+      drained = true;
+      return records;
+    });
+    await tick();
+    expect(drained).toBe(false);
+    release();
+    await started;
+    expect(await draining).toEqual([]);
+    expect(await stored(store, 0)).toHaveLength(1);
+  });
+
+  it('keeps numbering across flushes with no gap', async () => {
+    const store = await storeWithRun();
+    const log = new CallLog(store, ring, RUN, 1);
+    for (let i = 0; i < 4; i++) {
+      await log.started(0, content('started', i));
+      log.finished(0, content('done', i));
+      if (i % 2) await tick();
+    }
+    const rest = await log.drain();
+    await store.recordCall(RUN, 1, rest);
+    const all = await store.calls(RUN, 0);
+    expect(all.map((r) => r.seq)).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
+    assertNoGaps(RUN, all);
+  });
+
+  it('fails every write after the store refused one (fenced segment)', async () => {
+    const store = await storeWithRun();
+    const log = new CallLog(store, ring, RUN, 2); // the run is in segment 1
+    const write = jest.spyOn(store, 'recordCall');
+    const first = await log.started(0, content('started', 0)).catch((e: unknown) => e);
+    expect(first).toBeInstanceOf(CheckpointConflict);
+    expect((first as Error).message).toMatch(/segment 2 was cut off/);
+    expect(log.failure).toBe(first);
+
+    await expect(log.started(0, content('started', 1))).rejects.toBe(first);
+    log.finished(0, content('done', 1));
+    await tick();
+    await expect(log.drain()).rejects.toBe(first);
+    expect(write).toHaveBeenCalledTimes(1);
+    expect(await store.calls(RUN, 0)).toEqual([]);
+  });
+
+  it('keeps the failure of a background flush for the next write', async () => {
+    const store = await storeWithRun();
+    const log = new CallLog(store, ring, RUN, 1);
+    await log.started(0, content('started', 0));
+    // Another worker claims the run: segment 1 is cut off.
+    await store.save(
+      sealCheckpoint(ring, {
+        runId: RUN,
+        step: 1,
+        flow: 'f',
+        status: 'running',
+        segment: 2,
+        kind: 'flow',
+        superstep: 0,
+        state: {},
+        frontier: ['n'],
+        visits: {},
+        digest: 'd',
+        identity: {},
+        idemKid: ring.current.id,
+        reason: 'claim',
+      }),
+    );
+    log.finished(0, content('done', 0));
+    await tick();
+    await tick();
+    expect(log.failure).toBeInstanceOf(CheckpointConflict);
+    await expect(log.started(0, content('started', 1))).rejects.toBe(log.failure);
+    await expect(log.drain()).rejects.toBe(log.failure);
+    expect(await stored(store, 0)).toHaveLength(1);
+  });
+});

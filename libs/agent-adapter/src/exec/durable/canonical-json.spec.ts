@@ -1,0 +1,202 @@
+import fc from 'fast-check';
+import { UnsealableValue } from '../../errors';
+import { assertJson, canonicalJson } from './canonical-json';
+
+/** The UnsealableValue `fn` throws (fails the test if it throws nothing or something else). */
+function unsealable(fn: () => unknown): UnsealableValue {
+  try {
+    fn();
+  } catch (error) {
+    expect(error).toBeInstanceOf(UnsealableValue);
+    return error as UnsealableValue;
+  }
+  throw new Error('expected UnsealableValue, nothing was thrown');
+}
+
+/** A deep copy of a JSON value whose object keys are in another (seeded) order. */
+function reorderKeys(value: unknown, seed: number): unknown {
+  let s = seed >>> 0 || 1;
+  const next = () => {
+    s = (Math.imul(s, 1103515245) + 12345) >>> 0;
+    return s;
+  };
+  const walk = (v: unknown): unknown => {
+    if (Array.isArray(v)) return v.map(walk);
+    if (typeof v !== 'object' || v === null) return v;
+    const entries = Object.entries(v)
+      .map(([k, item]) => [k, walk(item), next()] as const)
+      .sort((a, b) => a[2] - b[2])
+      .map(([k, item]) => [k, item] as const);
+    // fromEntries defines own data properties (a "__proto__" key stays a key).
+    return Object.fromEntries(entries);
+  };
+  return walk(value);
+}
+
+describe('assertJson', () => {
+  it('accepts plain JSON data', () => {
+    const values: unknown[] = [
+      null,
+      true,
+      false,
+      0,
+      -1.5,
+      1e300,
+      '',
+      'text',
+      [],
+      {},
+      [1, 'a', null, { b: [true] }],
+      { a: { b: { c: [1, 2, { d: null }] } } },
+      Object.assign(Object.create(null) as object, { a: 1 }),
+    ];
+    for (const v of values) expect(() => assertJson(v)).not.toThrow();
+  });
+
+  it('accepts every arbitrary JSON value', () => {
+    fc.assert(
+      fc.property(fc.jsonValue(), (v) => {
+        assertJson(v);
+      }),
+      { numRuns: 200 },
+    );
+  });
+
+  it('allows undefined object properties (JSON drops them)', () => {
+    expect(() => assertJson({ a: undefined, b: 1 })).not.toThrow();
+    expect(canonicalJson({ a: undefined, b: 1 })).toBe('{"b":1}');
+  });
+
+  it('allows the same object twice when it is not a cycle', () => {
+    const shared = { x: 1 };
+    expect(canonicalJson({ a: shared, b: [shared, shared] })).toBe(
+      '{"a":{"x":1},"b":[{"x":1},{"x":1}]}',
+    );
+  });
+
+  it.each<[string, unknown, string, RegExp]>([
+    ['a function', { a: [1, () => 2] }, '$.a[1]', /function/],
+    ['a symbol', { s: Symbol('x') }, '$.s', /symbol/],
+    ['a bigint', [0, { n: 1n }], '$[1].n', /bigint/],
+    ['NaN', { a: { b: NaN } }, '$.a.b', /NaN is not a finite number/],
+    ['Infinity', [Infinity], '$[0]', /Infinity/],
+    ['-Infinity', { x: -Infinity }, '$.x', /-Infinity/],
+    ['a Date', { when: new Date(0) }, '$.when', /Date instance/],
+    ['a Map', { m: new Map() }, '$.m', /Map instance/],
+    ['a Set', [new Set([1])], '$[0]', /Set instance/],
+    ['a boxed string', { s: new String('x') }, '$.s', /String instance/],
+    ['undefined at the top', undefined, '$', /undefined/],
+  ])('rejects %s, naming its path', (_what, value, path, why) => {
+    const error = unsealable(() => assertJson(value));
+    expect(error.path).toBe(path);
+    expect(error.message).toContain(path);
+    expect(error.message).toMatch(why);
+  });
+
+  it('rejects class instances, naming the class', () => {
+    class Money {
+      amount = 1;
+    }
+    const error = unsealable(() => assertJson({ price: new Money() }));
+    expect(error.path).toBe('$.price');
+    expect(error.message).toMatch(/Money instance/);
+  });
+
+  it('rejects a cycle at the place it closes', () => {
+    const a: Record<string, unknown> = { list: [] };
+    (a.list as unknown[]).push({ back: a });
+    const error = unsealable(() => assertJson(a));
+    expect(error.path).toBe('$.list[0].back');
+    expect(error.message).toMatch(/cycle/);
+  });
+
+  it('rejects array holes and undefined items', () => {
+    // eslint-disable-next-line no-sparse-arrays
+    const holey = [1, , 3];
+    expect(unsealable(() => assertJson({ a: holey })).path).toBe('$.a[1]');
+    expect(unsealable(() => assertJson([1, 2, undefined])).path).toBe('$[2]');
+    expect(unsealable(() => assertJson(new Array(2))).path).toBe('$[0]');
+  });
+
+  it('rejects a function hidden as toJSON (canonicalize would call it)', () => {
+    const error = unsealable(() => assertJson({ a: { toJSON: () => 1 } }));
+    expect(error.path).toBe('$.a.toJSON');
+  });
+
+  it('prefixes paths with the given root', () => {
+    const error = unsealable(() => assertJson({ a: NaN }, 'state'));
+    expect(error.path).toBe('state.a');
+    expect(unsealable(() => canonicalJson([() => 0], 'tool(args)')).path).toBe(
+      'tool(args)[0]',
+    );
+  });
+
+  it('names the index of a non-JSON item at any position', () => {
+    fc.assert(
+      fc.property(
+        fc.array(fc.jsonValue(), { maxLength: 8 }),
+        fc.nat(),
+        fc.constantFrom<unknown>(() => 0, Symbol('s'), 1n, NaN, new Date(0)),
+        (items, at, bad) => {
+          const i = at % (items.length + 1);
+          const value = [...items.slice(0, i), bad, ...items.slice(i)];
+          expect(unsealable(() => assertJson({ list: value })).path).toBe(
+            `$.list[${i}]`,
+          );
+        },
+      ),
+      { numRuns: 100 },
+    );
+  });
+});
+
+describe('canonicalJson', () => {
+  it('sorts keys and writes no whitespace', () => {
+    expect(canonicalJson({ b: 1, a: [true, null, 'x'], c: { z: 0, y: 1 } })).toBe(
+      '{"a":[true,null,"x"],"b":1,"c":{"y":1,"z":0}}',
+    );
+  });
+
+  it('writes numbers in their shortest ES form', () => {
+    expect(canonicalJson([1.0, 1e21, 0.1, -0, 100])).toBe('[1,1e+21,0.1,0,100]');
+  });
+
+  it('refuses what assertJson refuses', () => {
+    expect(() => canonicalJson({ a: new Date(0) })).toThrow(UnsealableValue);
+  });
+
+  it('is a fixed point through JSON.parse', () => {
+    fc.assert(
+      fc.property(fc.jsonValue(), (v) => {
+        const text = canonicalJson(v);
+        expect(canonicalJson(JSON.parse(text))).toBe(text);
+      }),
+      { numRuns: 200 },
+    );
+  });
+
+  it('does not depend on the key order of the input objects', () => {
+    fc.assert(
+      fc.property(fc.jsonValue(), fc.integer(), (v, seed) => {
+        expect(canonicalJson(reorderKeys(v, seed))).toBe(canonicalJson(v));
+      }),
+      { numRuns: 200 },
+    );
+  });
+
+  it('does not depend on key order for wide objects either', () => {
+    fc.assert(
+      fc.property(
+        fc.dictionary(fc.string(), fc.jsonValue({ maxDepth: 1 }), {
+          minKeys: 5,
+          maxKeys: 20,
+        }),
+        fc.integer(),
+        (v, seed) => {
+          expect(canonicalJson(reorderKeys(v, seed))).toBe(canonicalJson(v));
+        },
+      ),
+      { numRuns: 100 },
+    );
+  });
+});

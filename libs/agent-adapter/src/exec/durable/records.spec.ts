@@ -1,0 +1,205 @@
+import { CheckpointStoreCorrupt, UnsealableValue } from '../../errors';
+import type { CallRecord, CheckpointRecord } from '../checkpoints/checkpoint-store';
+import { KeyRing } from './key-ring';
+import {
+  openCall,
+  openCheckpoint,
+  sealCall,
+  sealCheckpoint,
+  type Call,
+  type Checkpoint,
+} from './records';
+import { seal } from './seal';
+
+const ring = new KeyRing({ current: 'records-spec-secret-0123456789abcdef' });
+
+const checkpoint: Checkpoint = {
+  runId: 'order-7',
+  step: 3,
+  flow: 'tickets',
+  status: 'running',
+  segment: 2,
+  kind: 'flow',
+  superstep: 3,
+  state: { show: 'Hamlet', seats: 2, note: '' },
+  frontier: ['pay'],
+  visits: { hold: 1 },
+  digest: 'digest-1',
+  identity: { user: 'u1', thread: 't1' },
+  idemKid: ring.current.id,
+  reason: 'superstep',
+};
+
+const call: Call = {
+  runId: 'order-7',
+  segment: 2,
+  seq: 4,
+  superstep: 3,
+  node: 'pay',
+  index: 0,
+  tool: 'charge_card',
+  phase: 'done',
+  argsHash: 'hash-1',
+  outcome: { ok: true, value: 'charged' },
+  at: 1700000000000,
+};
+
+/** The CheckpointStoreCorrupt `fn` throws (fails the test otherwise). */
+function corrupt(fn: () => unknown): CheckpointStoreCorrupt {
+  try {
+    fn();
+  } catch (error) {
+    expect(error).toBeInstanceOf(CheckpointStoreCorrupt);
+    return error as CheckpointStoreCorrupt;
+  }
+  throw new Error('expected CheckpointStoreCorrupt, nothing was thrown');
+}
+
+describe('checkpoint records', () => {
+  it('round-trips a checkpoint through its record', () => {
+    const record = sealCheckpoint(ring, checkpoint);
+    expect(record).toMatchObject({
+      runId: 'order-7',
+      step: 3,
+      flow: 'tickets',
+      status: 'running',
+      segment: 2,
+    });
+    expect(typeof record.sealed).toBe('string');
+    expect(openCheckpoint(ring, record)).toEqual(checkpoint);
+  });
+
+  it('keeps the columns out of the sealed body (they are in the MAC)', () => {
+    const body = JSON.parse(
+      sealCheckpoint(ring, checkpoint).sealed.split('.').slice(3).join('.'),
+    ) as Record<string, unknown>;
+    for (const column of ['runId', 'step', 'flow', 'status', 'segment']) {
+      expect(body).not.toHaveProperty(column);
+    }
+    expect(body.identity).toEqual({ user: 'u1', thread: 't1' });
+  });
+
+  it.each<[string, Partial<CheckpointRecord>]>([
+    ['status', { status: 'done' }],
+    ['status (to paused)', { status: 'paused' }],
+    ['segment', { segment: 3 }],
+    ['step', { step: 4 }],
+    ['flow', { flow: 'other-flow' }],
+    ['runId', { runId: 'order-8' }],
+  ])('is corrupt when the %s column is edited', (_column, edit) => {
+    const record = { ...sealCheckpoint(ring, checkpoint), ...edit };
+    const error = corrupt(() => openCheckpoint(ring, record));
+    expect(error.runId).toBe(record.runId);
+    expect(error.message).toMatch(/does not match its signature/);
+  });
+
+  it('is corrupt when the sealed body is edited', () => {
+    const record = sealCheckpoint(ring, checkpoint);
+    const sealed = record.sealed.replace('"seats":2', '"seats":9');
+    expect(sealed).not.toBe(record.sealed);
+    corrupt(() => openCheckpoint(ring, { ...record, sealed }));
+  });
+
+  it('is corrupt when another run’s sealed body is copied in', () => {
+    const mine = sealCheckpoint(ring, checkpoint);
+    const theirs = sealCheckpoint(ring, { ...checkpoint, runId: 'order-8' });
+    corrupt(() => openCheckpoint(ring, { ...mine, sealed: theirs.sealed }));
+  });
+
+  it('is corrupt when it was signed with a key the ring lacks', () => {
+    const other = new KeyRing({ current: 'another-secret-0123456789abcdefghij' });
+    const error = corrupt(() =>
+      openCheckpoint(ring, sealCheckpoint(other, checkpoint)),
+    );
+    expect(error.message).toContain(other.current.id);
+  });
+
+  it('is corrupt (unreadable) when the row holds something else', () => {
+    const record = sealCheckpoint(ring, checkpoint);
+    const error = corrupt(() =>
+      openCheckpoint(ring, { ...record, sealed: 'hello' }),
+    );
+    expect(error.message).toMatch(/unreadable/);
+    corrupt(() => openCheckpoint(ring, { ...record, sealed: null as never }));
+  });
+
+  it('is corrupt (unreadable) when a validly signed body lacks fields', () => {
+    const { sealed: _ignored, ...columns } = sealCheckpoint(ring, checkpoint);
+    const coords = { kind: 'checkpoint' as const, ...columns };
+    for (const body of [{}, [], 'text', { superstep: 1 }, { frontier: [] }]) {
+      const error = corrupt(() =>
+        openCheckpoint(ring, { ...columns, sealed: seal(ring, coords, body) }),
+      );
+      expect(error.message).toMatch(/missing fields/);
+    }
+  });
+
+  it('refuses to seal a checkpoint whose state is not JSON', () => {
+    expect(() =>
+      sealCheckpoint(ring, { ...checkpoint, state: { at: new Date() } as never }),
+    ).toThrow(UnsealableValue);
+  });
+});
+
+describe('call records', () => {
+  it('round-trips a call through its record', () => {
+    const record = sealCall(ring, call);
+    expect(record).toMatchObject({ runId: 'order-7', segment: 2, seq: 4, superstep: 3 });
+    expect(openCall(ring, record)).toEqual(call);
+  });
+
+  it('drops undefined optional fields', () => {
+    const started: Call = {
+      ...call,
+      phase: 'started',
+      args: { show: 'Hamlet' },
+      outcome: undefined,
+    };
+    const opened = openCall(ring, sealCall(ring, started));
+    expect(opened).not.toHaveProperty('outcome');
+    expect(opened.args).toEqual({ show: 'Hamlet' });
+  });
+
+  it.each<[string, Partial<CallRecord>]>([
+    ['seq', { seq: 5 }],
+    ['segment', { segment: 1 }],
+    ['superstep', { superstep: 2 }],
+    ['runId', { runId: 'order-8' }],
+  ])('is corrupt when the %s column is edited', (_column, edit) => {
+    const record = { ...sealCall(ring, call), ...edit };
+    const error = corrupt(() => openCall(ring, record));
+    expect(error.runId).toBe(record.runId);
+    expect(error.message).toContain(`call record ${record.segment}/${record.seq}`);
+  });
+
+  it('is corrupt when the outcome is forged', () => {
+    const record = sealCall(ring, call);
+    const sealed = record.sealed.replace('"charged"', '"refunded"');
+    expect(sealed).not.toBe(record.sealed);
+    corrupt(() => openCall(ring, { ...record, sealed }));
+  });
+
+  it('is corrupt when records swap places', () => {
+    const first = sealCall(ring, { ...call, seq: 1, phase: 'started' });
+    const second = sealCall(ring, { ...call, seq: 2 });
+    corrupt(() => openCall(ring, { ...first, sealed: second.sealed }));
+    corrupt(() => openCall(ring, { ...second, sealed: first.sealed }));
+  });
+
+  it('does not accept a checkpoint body as a call (different kind)', () => {
+    const coords = { kind: 'checkpoint' as const, runId: 'order-7', segment: 2, seq: 4, superstep: 3 };
+    const sealed = seal(ring, coords, { phase: 'done', tool: 'charge_card' });
+    corrupt(() => openCall(ring, { runId: 'order-7', segment: 2, seq: 4, superstep: 3, sealed }));
+  });
+
+  it('is corrupt (unreadable) when a validly signed body lacks fields', () => {
+    const columns = { runId: 'order-7', segment: 2, seq: 4, superstep: 3 };
+    const coords = { kind: 'call' as const, ...columns };
+    for (const body of [{}, { phase: 'done' }, { tool: 'x' }, [1]]) {
+      const error = corrupt(() =>
+        openCall(ring, { ...columns, sealed: seal(ring, coords, body) }),
+      );
+      expect(error.message).toMatch(/missing fields/);
+    }
+  });
+});

@@ -1,0 +1,160 @@
+import fc from 'fast-check';
+import type { Call, CallIdentity, CallPhase } from './records';
+import { identityKey, ReplayBook } from './replay';
+
+const id = (node = 'pay', index = 0, tool = 'charge_card'): CallIdentity => ({
+  node,
+  index,
+  tool,
+});
+
+let seq = 0;
+function rec(
+  phase: CallPhase,
+  identity: CallIdentity = id(),
+  over: Partial<Call> = {},
+): Call {
+  return {
+    runId: 'r',
+    segment: 1,
+    seq: ++seq,
+    superstep: 2,
+    ...identity,
+    phase,
+    argsHash: 'h1',
+    ...(phase === 'done' && { outcome: { ok: true as const, value: 'v' } }),
+    ...(phase === 'unrecordable' && { reason: 'a Date instance' }),
+    at: 0,
+    ...over,
+  };
+}
+
+describe('ReplayBook', () => {
+  it('replays a done call with its outcome and args hash', () => {
+    const done = rec('done', id(), {
+      outcome: { ok: false, error: { name: 'E', message: 'm' } },
+    });
+    const book = new ReplayBook([rec('started'), done]);
+    expect(book.lookup(id())).toEqual({
+      kind: 'done',
+      argsHash: 'h1',
+      outcome: { ok: false, error: { name: 'E', message: 'm' } },
+      call: done,
+    });
+    expect(book.inDoubt()).toEqual([]);
+  });
+
+  it('puts a started-only call in doubt, saying why', () => {
+    const started = rec('started');
+    const book = new ReplayBook([started]);
+    expect(book.lookup(id())).toEqual({
+      kind: 'inDoubt',
+      argsHash: 'h1',
+      why: 'started, no result recorded',
+      call: started,
+    });
+    expect(book.inDoubt()).toHaveLength(1);
+  });
+
+  it('puts an unrecordable call in doubt, with the reason', () => {
+    const book = new ReplayBook([rec('started'), rec('unrecordable')]);
+    const prior = book.lookup(id());
+    expect(prior?.kind).toBe('inDoubt');
+    expect(prior?.kind === 'inDoubt' && prior.why).toMatch(
+      /result could not be recorded \(a Date instance\)/,
+    );
+    const noReason = new ReplayBook([rec('unrecordable', id(), { reason: undefined })]);
+    expect(noReason.inDoubt()[0]?.why).toMatch(/unsealable/);
+  });
+
+  it('treats a pending call as neither done nor in doubt', () => {
+    const book = new ReplayBook([rec('started'), rec('pending')]);
+    expect(book.lookup(id())).toBeUndefined();
+    expect(book.inDoubt()).toEqual([]);
+  });
+
+  it('lets the last record of an identity win across segments', () => {
+    const rerun = [
+      rec('started', id(), { segment: 1 }),
+      rec('started', id(), { segment: 2 }),
+      rec('done', id(), { segment: 2 }),
+    ];
+    expect(new ReplayBook(rerun).lookup(id())?.kind).toBe('done');
+
+    const changedArgs = [
+      rec('started', id(), { segment: 1 }),
+      rec('done', id(), { segment: 1 }),
+      rec('started', id(), { segment: 2, argsHash: 'h2' }),
+    ];
+    const prior = new ReplayBook(changedArgs).lookup(id());
+    expect(prior).toMatchObject({ kind: 'inDoubt', argsHash: 'h2' });
+    expect(prior?.call.segment).toBe(2);
+
+    const approvedThenStarted = [
+      rec('pending', id(), { segment: 1 }),
+      rec('started', id(), { segment: 2 }),
+    ];
+    expect(new ReplayBook(approvedThenStarted).lookup(id())?.kind).toBe('inDoubt');
+  });
+
+  it('keeps identities apart by node, index and tool', () => {
+    const book = new ReplayBook([
+      rec('done', id('a', 0, 't')),
+      rec('started', id('a', 1, 't')),
+      rec('started', id('b', 0, 't')),
+      rec('pending', id('a', 0, 'u')),
+    ]);
+    expect(book.lookup(id('a', 0, 't'))?.kind).toBe('done');
+    expect(book.lookup(id('a', 1, 't'))?.kind).toBe('inDoubt');
+    expect(book.lookup(id('b', 0, 't'))?.kind).toBe('inDoubt');
+    expect(book.lookup(id('a', 0, 'u'))).toBeUndefined();
+    expect(book.lookup(id('c', 0, 't'))).toBeUndefined();
+    expect(book.inDoubt().map((p) => [p.call.node, p.call.index])).toEqual([
+      ['a', 1],
+      ['b', 0],
+    ]);
+  });
+
+  it('does not confuse identities whose parts contain separators', () => {
+    expect(identityKey(id('a","1', 0, 't'))).not.toBe(identityKey(id('a', 1, '0","t')));
+    expect(identityKey({ node: 'n', index: 1, tool: 't' })).toBe(
+      identityKey({ tool: 't', index: 1, node: 'n' }),
+    );
+  });
+
+  it('classifies every identity by its last record (property)', () => {
+    const identities = [id('a', 0, 't'), id('a', 1, 't'), id('b', 0, 'u')];
+    const record = fc.record({
+      who: fc.integer({ min: 0, max: identities.length - 1 }),
+      phase: fc.constantFrom<CallPhase>('started', 'done', 'pending', 'unrecordable'),
+      hash: fc.constantFrom('h1', 'h2'),
+    });
+    fc.assert(
+      fc.property(fc.array(record, { maxLength: 20 }), (steps) => {
+        const calls = steps.map((s, i) =>
+          rec(s.phase, identities[s.who], {
+            argsHash: s.hash,
+            segment: 1 + Math.floor(i / 5),
+          }),
+        );
+        const book = new ReplayBook(calls);
+        identities.forEach((who, w) => {
+          const last = [...steps].reverse().find((s) => s.who === w);
+          const prior = book.lookup(who);
+          if (!last || last.phase === 'pending') {
+            expect(prior).toBeUndefined();
+          } else {
+            expect(prior?.kind).toBe(last.phase === 'done' ? 'done' : 'inDoubt');
+            expect(prior?.argsHash).toBe(last.hash);
+          }
+        });
+        const expectedInDoubt = identities.filter((_, w) => {
+          const last = [...steps].reverse().find((s) => s.who === w);
+          return last?.phase === 'started' || last?.phase === 'unrecordable';
+        });
+        expect(book.inDoubt()).toHaveLength(expectedInDoubt.length);
+      }),
+      { numRuns: 200 },
+    );
+  });
+});

@@ -1,0 +1,381 @@
+import { execFile } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+
+/**
+ * The package as a user gets it: build the library, `npm pack` it, install the tarball into an
+ * empty project (no Nest, no class-validator: the optional peers stay uninstalled), then run the
+ * spec's tickets flow through a simulated worker crash from CommonJS and from ESM, and type-check
+ * a consumer against the shipped typings.
+ */
+jest.setTimeout(180_000);
+
+const ROOT = join(__dirname, '..', '..');
+const LIB = join(ROOT, 'libs', 'agent-adapter');
+const TYPESCRIPT = 'typescript@5.9.3';
+// The typings name Node's own types (AsyncLocalStorage, Buffer), as any Node library's do.
+const NODE_TYPES = '@types/node@20';
+
+const exec = promisify(execFile);
+
+/** The environment without what an enclosing `npm test` exports (it would steer the inner npm). */
+function cleanEnv(): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {};
+  for (const [name, value] of Object.entries(process.env)) {
+    if (!/^npm_/i.test(name) && name !== 'NODE_OPTIONS') env[name] = value;
+  }
+  return {
+    ...env,
+    npm_config_update_notifier: 'false',
+    npm_config_fund: 'false',
+  };
+}
+
+async function sh(cmd: string, args: string[], cwd: string): Promise<string> {
+  try {
+    const { stdout } = await exec(cmd, args, {
+      cwd,
+      env: cleanEnv(),
+      maxBuffer: 64 * 1024 * 1024,
+      timeout: 150_000,
+    });
+    return stdout;
+  } catch (error) {
+    const e = error as Error & { stdout?: string; stderr?: string };
+    throw new Error(
+      `${cmd} ${args.join(' ')} (in ${cwd}) failed: ${e.message}\n--- stdout\n${e.stdout ?? ''}\n--- stderr\n${e.stderr ?? ''}`,
+    );
+  }
+}
+
+const NAMES = [
+  'Call',
+  'Executor',
+  'Flow',
+  'FlowRunner',
+  'MemoryCheckpointStore',
+  'RecoveryNeedsDecision',
+  'ToolRegistry',
+  'idempotencyKey',
+].join(', ');
+
+/**
+ * The tickets flow on a memory store whose worker "dies" while mailing: from that moment every
+ * write of worker 1 fails, as if its process were gone. Worker 2 then shares the same store and
+ * checkpoint key. The ledger is what really ran, outside the library.
+ */
+const SCENARIO = `
+const KEY = 'use-a-secret-from-your-vault-32b';
+const ledger = [];
+
+class Dying extends MemoryCheckpointStore {
+  dead = false;
+  async recordCall(...a) {
+    if (this.dead) throw new Error('crashed');
+    return super.recordCall(...a);
+  }
+  async save(...a) {
+    if (this.dead) throw new Error('crashed');
+    return super.save(...a);
+  }
+}
+const store = new Dying();
+
+let mails = 0;
+const registry = new ToolRegistry()
+  .register('hold_seats', async (a) => {
+    ledger.push({ tool: 'hold_seats', args: a });
+    return 'held ' + a.seats + ' for ' + a.show;
+  }, { idempotent: true })
+  .register('charge_card', async (a) => {
+    const key = idempotencyKey();
+    ledger.push({ tool: 'charge_card', args: a, key });
+    return 'charged ' + key;
+  })
+  .register('email_tickets', async (a) => {
+    ledger.push({ tool: 'email_tickets', args: a });
+    if (++mails === 1) {
+      store.dead = true; // the worker is gone from here on
+      throw new Error('worker died while mailing');
+    }
+    return 'sent';
+  });
+
+const flow = new Flow('tickets')
+  .node('hold', Call('hold_seats', { args: (o) => ({ show: o.show, seats: o.seats }), into: 'note' }))
+  .node('pay', Call('charge_card', { args: (o) => ({ show: o.show, seats: o.seats }), into: 'note' }))
+  .node('send', async (o, ctx) => ({ note: await ctx.call('email_tickets', { show: o.show }) }))
+  .edge('hold', 'pay')
+  .edge('pay', 'send')
+  .end('send');
+
+const describe = (e) => ({ name: e && e.name, message: e && e.message });
+
+async function main() {
+  const out = { entry: typeof Flow };
+
+  const worker1 = new FlowRunner(new Executor(registry), { checkpoints: store, checkpointKey: KEY });
+  try {
+    const r = await worker1.run(flow, { show: 'Hamlet', seats: 2 }, { runId: 'order-7' });
+    out.worker1 = { resolved: r.status };
+  } catch (e) {
+    out.worker1 = { rejected: describe(e) };
+  }
+  worker1.close();
+  store.dead = false;
+
+  const worker2 = new FlowRunner(new Executor(registry), { checkpoints: store, checkpointKey: KEY });
+  try {
+    const r = await worker2.recover(flow, 'order-7');
+    out.recover = { resolved: r.status };
+  } catch (e) {
+    out.recover = {
+      rejected: describe(e),
+      needsDecision: e instanceof RecoveryNeedsDecision,
+      calls: e.calls,
+    };
+  }
+
+  const all = await worker2.recoverAll(flow, { rerunInDoubt: true, force: true });
+  const r = all.get('order-7');
+  out.recoverAll = {
+    runs: [...all.keys()],
+    result: r instanceof Error ? { error: describe(r) } : r,
+  };
+  worker2.close();
+
+  out.ledger = ledger;
+  out.ran = {};
+  for (const entry of ledger) out.ran[entry.tool] = (out.ran[entry.tool] || 0) + 1;
+  process.stdout.write(JSON.stringify(out));
+}
+
+main().catch((e) => {
+  console.error(e);
+  process.exitCode = 1;
+});
+`;
+
+/** Compiled against the shipped typings only: values, generics and `import type`. */
+const CONSUMER_TS = `
+import { Call, Executor, Flow, FlowRunner, MemoryCheckpointStore, RecoveryNeedsDecision, ToolRegistry, idempotencyKey } from 'agent-adapter';
+import type { FlowRunnerOptions, NodeContext, RunResult } from 'agent-adapter';
+
+interface Order { show: string; seats: number; note?: string }
+
+const registry = new ToolRegistry()
+  .register('hold_seats', async (a: { show: string; seats: number }) => \`held \${a.seats} for \${a.show}\`, { idempotent: true })
+  .register('charge_card', async () => \`charged \${idempotencyKey()}\`);
+
+const flow = new Flow<Order>('tickets')
+  .node('hold', Call<Order>('hold_seats', { args: (o) => ({ show: o.show, seats: o.seats }), into: 'note' }))
+  .node('pay', async (o: Order, ctx: NodeContext) => ({ note: await ctx.call<string>('charge_card', { seats: o.seats }) }))
+  .edge('hold', 'pay')
+  .end('pay');
+
+const options: FlowRunnerOptions = { checkpoints: new MemoryCheckpointStore(), checkpointKey: 'use-a-secret-from-your-vault-32b' };
+const runner = new FlowRunner(new Executor(registry), options);
+
+export async function order(): Promise<string | undefined> {
+  const result: RunResult<Order> = await runner.run(flow, { show: 'Hamlet', seats: 2 }, { runId: 'order-7' });
+  try {
+    await runner.recover(flow, result.runId, { rerunInDoubt: false });
+  } catch (e) {
+    if (e instanceof RecoveryNeedsDecision) return e.calls.map(([tool, why]) => tool + why).join();
+  }
+  const all: Map<string, RunResult<Order> | Error> = await runner.recoverAll(flow, { rerunInDoubt: true });
+  return all.size ? result.state.note : undefined;
+}
+`;
+
+interface ScenarioOutput {
+  entry: string;
+  worker1: { resolved?: string; rejected?: { name: string; message: string } };
+  recover: {
+    resolved?: string;
+    rejected?: { name: string; message: string };
+    needsDecision?: boolean;
+    calls?: Array<[string, string]>;
+  };
+  recoverAll: {
+    runs: string[];
+    result: { status?: string; state?: { note?: string }; error?: unknown };
+  };
+  ledger: Array<{ tool: string; key?: string }>;
+  ran: Record<string, number>;
+}
+
+describe('agent-adapter as a packed npm package', () => {
+  let packDir: string;
+  let projectDir: string;
+  let packed: { filename: string; files: Array<{ path: string }> };
+
+  beforeAll(async () => {
+    packDir = await mkdtemp(join(tmpdir(), 'agent-adapter-pack-'));
+    projectDir = await mkdtemp(join(tmpdir(), 'agent-adapter-consumer-'));
+
+    await sh('npm', ['run', 'build:lib'], ROOT);
+    const json = await sh(
+      'npm',
+      ['pack', '--json', '--pack-destination', packDir],
+      LIB,
+    );
+    [packed] = JSON.parse(json) as [typeof packed];
+
+    await writeFile(
+      join(projectDir, 'package.json'),
+      JSON.stringify({ name: 'consumer', version: '0.0.0', private: true }),
+    );
+    await sh(
+      'npm',
+      [
+        'install',
+        join(packDir, packed.filename),
+        TYPESCRIPT,
+        NODE_TYPES,
+        '--no-audit',
+        '--no-fund',
+        '--prefer-offline',
+        '--loglevel=error',
+      ],
+      projectDir,
+    );
+    const scenario = (importLine: string) => `${importLine}\n${SCENARIO}`;
+    await writeFile(
+      join(projectDir, 'tickets.cjs'),
+      scenario(`'use strict';\nconst { ${NAMES} } = require('agent-adapter');`),
+    );
+    await writeFile(
+      join(projectDir, 'tickets.mjs'),
+      scenario(`import { ${NAMES} } from 'agent-adapter';`),
+    );
+    await writeFile(join(projectDir, 'consumer.ts'), CONSUMER_TS);
+    await writeFile(join(projectDir, 'consumer.mts'), CONSUMER_TS);
+  });
+
+  afterAll(async () => {
+    for (const dir of [packDir, projectDir]) {
+      if (dir) await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('ships the compiled entry and its typings, and no tests or sources', () => {
+    const files = packed.files.map((f) => f.path);
+    expect(files).toEqual(
+      expect.arrayContaining([
+        'package.json',
+        'dist/index.js',
+        'dist/index.d.ts',
+      ]),
+    );
+    expect(files.filter((f) => /\.spec\./.test(f))).toEqual([]);
+    expect(
+      files.filter(
+        (f) =>
+          !f.startsWith('dist/') && f !== 'package.json' && f !== 'README.md',
+      ),
+    ).toEqual([]);
+    expect(
+      files.filter((f) => f.endsWith('.ts') && !f.endsWith('.d.ts')),
+    ).toEqual([]);
+  });
+
+  it('installs without any optional peer (no Nest, no class-validator)', () => {
+    const modules = join(projectDir, 'node_modules');
+    expect(existsSync(join(modules, 'agent-adapter', 'dist', 'index.js'))).toBe(
+      true,
+    );
+    for (const peer of [
+      '@nestjs',
+      'class-validator',
+      'class-transformer',
+      'reflect-metadata',
+      'rxjs',
+    ]) {
+      expect([peer, existsSync(join(modules, peer))]).toEqual([peer, false]);
+    }
+  });
+
+  describe.each([
+    ['CommonJS (require)', 'tickets.cjs'],
+    ['ESM (import)', 'tickets.mjs'],
+  ])('%s: the tickets flow survives its worker', (_, script) => {
+    let out: ScenarioOutput;
+
+    beforeAll(async () => {
+      out = JSON.parse(
+        await sh(process.execPath, [script], projectDir),
+      ) as ScenarioOutput;
+    });
+
+    it('loses worker 1 mid-superstep', () => {
+      expect(out.entry).toBe('function');
+      expect(out.worker1.rejected?.message).toBe('crashed');
+    });
+
+    it('fails closed: recover() needs a decision about the mail', () => {
+      expect(out.recover.needsDecision).toBe(true);
+      expect(out.recover.rejected?.name).toBe('RecoveryNeedsDecision');
+      expect(out.recover.calls?.map(([tool]) => tool)).toEqual([
+        'email_tickets',
+      ]);
+    });
+
+    it('recoverAll({ rerunInDoubt, force }) finishes the run', () => {
+      expect(out.recoverAll.runs).toEqual(['order-7']);
+      expect(out.recoverAll.result).toMatchObject({
+        status: 'done',
+        state: { note: 'sent' },
+      });
+    });
+
+    it('ran the card charge and the seat hold exactly once', () => {
+      expect(out.ran).toEqual({
+        hold_seats: 1,
+        charge_card: 1,
+        email_tickets: 2,
+      });
+      const keys = out.ledger
+        .filter((e) => e.tool === 'charge_card')
+        .map((e) => e.key);
+      expect(keys).toEqual([expect.stringMatching(/^[A-Za-z0-9_-]{20,}$/)]);
+    });
+  });
+
+  it.each([
+    [
+      'node16 resolution (package "exports"), CommonJS and ESM consumers',
+      [
+        '--module',
+        'node16',
+        '--moduleResolution',
+        'node16',
+        'consumer.ts',
+        'consumer.mts',
+      ],
+    ],
+    [
+      'node10 resolution ("types" field), CommonJS consumer',
+      ['--module', 'commonjs', '--moduleResolution', 'node10', 'consumer.ts'],
+    ],
+  ])('the typings compile with %s', async (_, args) => {
+    await sh(
+      'npx',
+      [
+        '--yes',
+        '-p',
+        TYPESCRIPT,
+        'tsc',
+        '--noEmit',
+        '--strict',
+        '--target',
+        'ES2022',
+        ...args,
+      ],
+      projectDir,
+    );
+  });
+});

@@ -1,0 +1,41 @@
+import {
+  MemoryCheckpointStore,
+  type CallRecord,
+  type CheckpointRecord,
+  type CheckpointStore,
+} from 'agent-adapter';
+import { checkpointStoreConformance } from './checkpoint-store.conformance';
+
+/** The memory store with raw access for the tamper tests. */
+class RawMemoryStore extends MemoryCheckpointStore {
+  callsOf(runId: string): Map<string, CallRecord> {
+    return this.runs.get(runId)!.calls;
+  }
+  checkpointsOf(runId: string): CheckpointRecord[] {
+    return this.runs.get(runId)!.checkpoints;
+  }
+}
+
+const raw = (s: CheckpointStore) => s as RawMemoryStore;
+const key = (k: { segment: number; superstep: number; seq: number }) =>
+  `${k.segment}/${k.superstep}/${k.seq}`;
+
+checkpointStoreConformance({
+  name: 'memory',
+  make: async () => new RawMemoryStore(),
+  raw: {
+    rewriteCall: async (store, runId, k, sealed) => {
+      const calls = raw(store).callsOf(runId);
+      calls.set(key(k), { ...calls.get(key(k))!, sealed });
+    },
+    deleteCall: async (store, runId, k) => {
+      raw(store).callsOf(runId).delete(key(k));
+    },
+    rewriteCheckpoint: async (store, runId, step, sealed) => {
+      const c = raw(store)
+        .checkpointsOf(runId)
+        .find((x) => x.step === step)!;
+      c.sealed = sealed;
+    },
+  },
+});
