@@ -208,10 +208,43 @@ interface ScenarioOutput {
   ran: Record<string, number>;
 }
 
+const SCENARIOS = [
+  ['CommonJS (require)', 'tickets.cjs'],
+  ['ESM (import)', 'tickets.mjs'],
+] as const;
+
+const TSC_CHECKS = [
+  [
+    'node16 resolution (package "exports"), CommonJS and ESM consumers',
+    [
+      '--module',
+      'node16',
+      '--moduleResolution',
+      'node16',
+      'consumer.ts',
+      'consumer.mts',
+    ],
+  ],
+  [
+    'node10 resolution ("types" field), CommonJS consumer',
+    ['--module', 'commonjs', '--moduleResolution', 'node10', 'consumer.ts'],
+  ],
+] as const;
+
 describe('agent-adapter as a packed npm package', () => {
   let packDir: string;
   let projectDir: string;
   let packed: { filename: string; files: Array<{ path: string }> };
+  // The scenario scripts and the type checks are independent: they run side by side once the
+  // package is installed, and each test awaits its own.
+  const jobs = new Map<string, Promise<string>>();
+  const start = (name: string, job: Promise<string>) => {
+    job.catch(() => undefined); // awaited (and reported) by the test that needs it
+    jobs.set(name, job);
+  };
+  const result = (name: string): Promise<string> =>
+    jobs.get(name) ??
+    Promise.reject(new Error(`${name} never started: see the beforeAll error`));
 
   beforeAll(async () => {
     packDir = await mkdtemp(join(tmpdir(), 'agent-adapter-pack-'));
@@ -254,9 +287,34 @@ describe('agent-adapter as a packed npm package', () => {
     );
     await writeFile(join(projectDir, 'consumer.ts'), CONSUMER_TS);
     await writeFile(join(projectDir, 'consumer.mts'), CONSUMER_TS);
+
+    for (const [, script] of SCENARIOS) {
+      start(script, sh(process.execPath, [script], projectDir));
+    }
+    for (const [label, args] of TSC_CHECKS) {
+      start(
+        label,
+        sh(
+          'npx',
+          [
+            '--yes',
+            '-p',
+            TYPESCRIPT,
+            'tsc',
+            '--noEmit',
+            '--strict',
+            '--target',
+            'ES2022',
+            ...args,
+          ],
+          projectDir,
+        ),
+      );
+    }
   });
 
   afterAll(async () => {
+    await Promise.allSettled(jobs.values());
     for (const dir of [packDir, projectDir]) {
       if (dir) await rm(dir, { recursive: true, force: true });
     }
@@ -299,83 +357,51 @@ describe('agent-adapter as a packed npm package', () => {
     }
   });
 
-  describe.each([
-    ['CommonJS (require)', 'tickets.cjs'],
-    ['ESM (import)', 'tickets.mjs'],
-  ])('%s: the tickets flow survives its worker', (_, script) => {
-    let out: ScenarioOutput;
+  describe.each(SCENARIOS)(
+    '%s: the tickets flow survives its worker',
+    (_, script) => {
+      let out: ScenarioOutput;
 
-    beforeAll(async () => {
-      out = JSON.parse(
-        await sh(process.execPath, [script], projectDir),
-      ) as ScenarioOutput;
-    });
-
-    it('loses worker 1 mid-superstep', () => {
-      expect(out.entry).toBe('function');
-      expect(out.worker1.rejected?.message).toBe('crashed');
-    });
-
-    it('fails closed: recover() needs a decision about the mail', () => {
-      expect(out.recover.needsDecision).toBe(true);
-      expect(out.recover.rejected?.name).toBe('RecoveryNeedsDecision');
-      expect(out.recover.calls?.map(([tool]) => tool)).toEqual([
-        'email_tickets',
-      ]);
-    });
-
-    it('recoverAll({ rerunInDoubt, force }) finishes the run', () => {
-      expect(out.recoverAll.runs).toEqual(['order-7']);
-      expect(out.recoverAll.result).toMatchObject({
-        status: 'done',
-        state: { note: 'sent' },
+      beforeAll(async () => {
+        out = JSON.parse(await result(script)) as ScenarioOutput;
       });
-    });
 
-    it('ran the card charge and the seat hold exactly once', () => {
-      expect(out.ran).toEqual({
-        hold_seats: 1,
-        charge_card: 1,
-        email_tickets: 2,
+      it('loses worker 1 mid-superstep', () => {
+        expect(out.entry).toBe('function');
+        expect(out.worker1.rejected?.message).toBe('crashed');
       });
-      const keys = out.ledger
-        .filter((e) => e.tool === 'charge_card')
-        .map((e) => e.key);
-      expect(keys).toEqual([expect.stringMatching(/^[A-Za-z0-9_-]{20,}$/)]);
-    });
-  });
 
-  it.each([
-    [
-      'node16 resolution (package "exports"), CommonJS and ESM consumers',
-      [
-        '--module',
-        'node16',
-        '--moduleResolution',
-        'node16',
-        'consumer.ts',
-        'consumer.mts',
-      ],
-    ],
-    [
-      'node10 resolution ("types" field), CommonJS consumer',
-      ['--module', 'commonjs', '--moduleResolution', 'node10', 'consumer.ts'],
-    ],
-  ])('the typings compile with %s', async (_, args) => {
-    await sh(
-      'npx',
-      [
-        '--yes',
-        '-p',
-        TYPESCRIPT,
-        'tsc',
-        '--noEmit',
-        '--strict',
-        '--target',
-        'ES2022',
-        ...args,
-      ],
-      projectDir,
-    );
+      it('fails closed: recover() needs a decision about the mail', () => {
+        expect(out.recover.needsDecision).toBe(true);
+        expect(out.recover.rejected?.name).toBe('RecoveryNeedsDecision');
+        expect(out.recover.calls?.map(([tool]) => tool)).toEqual([
+          'email_tickets',
+        ]);
+      });
+
+      it('recoverAll({ rerunInDoubt, force }) finishes the run', () => {
+        expect(out.recoverAll.runs).toEqual(['order-7']);
+        expect(out.recoverAll.result).toMatchObject({
+          status: 'done',
+          state: { note: 'sent' },
+        });
+      });
+
+      it('ran the card charge and the seat hold exactly once', () => {
+        expect(out.ran).toEqual({
+          hold_seats: 1,
+          charge_card: 1,
+          email_tickets: 2,
+        });
+        const keys = out.ledger
+          .filter((e) => e.tool === 'charge_card')
+          .map((e) => e.key);
+        expect(keys).toEqual([expect.stringMatching(/^[A-Za-z0-9_-]{20,}$/)]);
+      });
+    },
+  );
+
+  it.each(TSC_CHECKS)('the typings compile with %s', async (label) => {
+    await result(label);
   });
 });

@@ -188,6 +188,22 @@ export function checkpointStoreConformance(fixture: StoreFixture): void {
         ).rejects.toBeInstanceOf(CheckpointConflict);
         expect((await store.calls(id, 0)).map((c) => c.seq)).toEqual([1, 2]);
       });
+
+      it('head.calls counts call records; a save expecting another count conflicts (a claim racing a live worker)', async () => {
+        const store = await make();
+        const id = uid();
+        await store.save(cp(id, 0));
+        expect((await store.head(id))?.calls).toBe(0);
+        await store.recordCall(id, 1, [call(id, 1), call(id, 2)]);
+        await store.save(cp(id, 1), { calls: [call(id, 3)] });
+        expect((await store.head(id))?.calls).toBe(3);
+        await store.recordCall(id, 1, [call(id, 1, { superstep: 1 })]);
+        await expect(
+          store.save(cp(id, 2, { segment: 2 }), { expectCalls: 3 }),
+        ).rejects.toBeInstanceOf(CheckpointConflict);
+        await store.save(cp(id, 2, { segment: 2 }), { expectCalls: 4 });
+        expect((await store.head(id))?.segment).toBe(2);
+      });
     });
 
     describe('fenced call log', () => {
@@ -305,23 +321,23 @@ export function checkpointStoreConformance(fixture: StoreFixture): void {
         const store = await make();
         const flow = uid('flow');
         const [a, b, c, d] = [uid('a'), uid('b'), uid('c'), uid('d')];
-        await store.save(cp(a!, 0, { flow }), {
+        await store.save(cp(a, 0, { flow }), {
           owner: 'w1',
           leaseExpiresAt: 1_000,
         });
-        await store.save(cp(b!, 0, { flow }), {
+        await store.save(cp(b, 0, { flow }), {
           owner: 'w1',
           leaseExpiresAt: 5_000,
         });
-        await store.save(cp(c!, 0, { flow }), {
+        await store.save(cp(c, 0, { flow }), {
           owner: 'w2',
           leaseExpiresAt: 9_000,
         });
-        await store.save(cp(d!, 0, { flow }), {
+        await store.save(cp(d, 0, { flow }), {
           owner: 'w1',
           leaseExpiresAt: 1_000,
         });
-        await store.save(cp(d!, 1, { flow, status: 'done' }), {
+        await store.save(cp(d, 1, { flow, status: 'done' }), {
           owner: 'w1',
           leaseExpiresAt: 1_000,
         });
@@ -333,8 +349,8 @@ export function checkpointStoreConformance(fixture: StoreFixture): void {
         expect(await expired(10_000)).toEqual([a, b, c].sort());
         expect(await store.renewLeases('w1', 20_000)).toBe(2);
         expect(await expired(10_000)).toEqual([c]);
-        expect((await store.head(d!))?.leaseExpiresAt).toBe(1_000);
-        expect((await store.head(c!))?.owner).toBe('w2');
+        expect((await store.head(d))?.leaseExpiresAt).toBe(1_000);
+        expect((await store.head(c))?.owner).toBe('w2');
       });
 
       it('delete removes a run with its checkpoints and calls; the id can start again', async () => {

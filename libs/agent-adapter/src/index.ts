@@ -2,8 +2,9 @@
  * agent-adapter: durable flows and tool loops. This entry is framework-free and loads no store
  * driver; the NestJS module is in 'agent-adapter/nest'.
  */
-export { Flow, Call, END } from './flow/flow.builder';
-export type { CallNode } from './flow/flow.builder';
+export { Flow } from './flow/flow.builder';
+export { Call, END } from './flow/call-node';
+export type { CallNode } from './flow/call-node';
 export { FlowRunner } from './flow/flow.runner';
 export type { FlowRunnerOptions } from './flow/flow.runner';
 export type {
@@ -21,12 +22,25 @@ export type {
 
 export { Executor } from './exec/executor';
 export { ToolRegistry } from './exec/tool.registry';
-export type { ToolOptions, ToolHandler, ToolDefinition, JsonSchema } from './exec/tool.registry';
+export type {
+  ToolOptions,
+  ToolHandler,
+  ToolDefinition,
+  JsonSchema,
+} from './exec/tool.registry';
 export { idempotencyKey } from './exec/idempotency-key';
 export { KeyRing } from './exec/durable/key-ring';
-export type { CheckpointKey, KeyRingOptions, KeyMaterial } from './exec/durable/key-ring';
+export type {
+  CheckpointKey,
+  KeyRingOptions,
+  KeyMaterial,
+} from './exec/durable/key-ring';
 export type { Json } from './exec/durable/canonical-json';
-export type { RunIdentity, SealedError, CallIdentity } from './exec/durable/records';
+export type {
+  RunIdentity,
+  SealedError,
+  CallIdentity,
+} from './exec/durable/records';
 
 export {
   CheckpointStore,
@@ -43,6 +57,11 @@ export type {
   ListQuery,
   RunPage,
   HistoryPage,
+} from './exec/checkpoints';
+export { RedisCheckpointStore } from './exec/checkpoints';
+export type {
+  RedisCheckpointStoreOptions,
+  RedisClientLike,
 } from './exec/checkpoints';
 
 export { DurableEvents } from './events/durable.events';

@@ -10,8 +10,15 @@ export const Messages = {
         : `Run "${runId}": another worker saved step ${stored} first, so step ${step} was refused. This worker lost the run and ran nothing further; leave it to the winner.`,
   fenced: (runId: string, segment: number, current: number | undefined) =>
     `Run "${runId}": segment ${segment} was cut off (the run's current segment is ${current ?? 'none'}): another worker recovered it. This worker must stop; the call was not started.`,
-  duplicateCall: (runId: string, segment: number, superstep: number, seq: number) =>
+  duplicateCall: (
+    runId: string,
+    segment: number,
+    superstep: number,
+    seq: number,
+  ) =>
     `Run "${runId}": call record ${seq} of segment ${segment}, superstep ${superstep} already exists. Another writer uses this segment; stop this worker.`,
+  logMoved: (runId: string) =>
+    `Run "${runId}": its call log grew after this worker read it, so the worker that logged the call is alive; the claim was refused and nothing ran. Leave the run to that worker.`,
   ended: (runId: string, status: string) =>
     `Run "${runId}" has ended (${status}); there is nothing to recover. Start a new run, or fork this one from an earlier checkpoint.`,
   otherFlow: (runId: string, stored: string, given: string) =>
@@ -22,9 +29,17 @@ export const Messages = {
     `Run "${runId}": ${what} does not match its signature (changed, forged, copied from another run or position, or signed with a key this worker does not have). Nothing was run from it. Restore the store from a backup or inspect the run; check that every worker uses the same checkpoint key ring.`,
   corruptUnreadable: (runId: string, what: string, why: string) =>
     `Run "${runId}": ${what} is unreadable (${why}). Nothing was run from it. Restore the store from a backup or inspect the run.`,
-  corruptGap: (runId: string, segment: number, expected: number, found: number) =>
+  corruptGap: (
+    runId: string,
+    segment: number,
+    expected: number,
+    found: number,
+  ) =>
     `Run "${runId}": the call log of segment ${segment} has a gap (expected record ${expected}, found ${found}): a record is missing. Nothing was run. Restore the store from a backup or inspect the run.`,
-  needsDecision: (runId: string, calls: ReadonlyArray<readonly [string, string]>) =>
+  needsDecision: (
+    runId: string,
+    calls: ReadonlyArray<readonly [string, string]>,
+  ) =>
     `Run "${runId}" has ${calls.length} call(s) in doubt that may or may not have run: ${calls
       .map(([tool, why]) => `${tool} (${why})`)
       .join(

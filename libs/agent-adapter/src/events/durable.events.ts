@@ -35,7 +35,9 @@ export interface DurableEventMap {
 }
 
 export type DurableEventName = keyof DurableEventMap;
-export type DurableListener<K extends DurableEventName> = (event: DurableEventMap[K]) => void;
+export type DurableListener<K extends DurableEventName> = (
+  event: DurableEventMap[K],
+) => void;
 
 /**
  * A small typed event bus. Listeners run synchronously after the write they report; a listener
@@ -43,19 +45,28 @@ export type DurableListener<K extends DurableEventName> = (event: DurableEventMa
  * @publicApi
  */
 export class DurableEvents {
-  private readonly listeners = new Map<DurableEventName, Set<DurableListener<never>>>();
+  private readonly listeners = new Map<
+    DurableEventName,
+    Set<DurableListener<never>>
+  >();
 
   constructor(
-    private readonly onListenerError: (error: unknown, event: DurableEventName) => void = (error, event) =>
+    private readonly onListenerError: (
+      error: unknown,
+      event: DurableEventName,
+    ) => void = (error, event) =>
       console.error(`agent-adapter: a "${event}" listener threw`, error),
   ) {}
 
   /** Subscribes; returns the function that unsubscribes. */
-  on<K extends DurableEventName>(event: K, listener: DurableListener<K>): () => void {
+  on<K extends DurableEventName>(
+    event: K,
+    listener: DurableListener<K>,
+  ): () => void {
     let set = this.listeners.get(event);
     if (!set) this.listeners.set(event, (set = new Set()));
-    set.add(listener as DurableListener<never>);
-    return () => set.delete(listener as DurableListener<never>);
+    set.add(listener);
+    return () => set.delete(listener);
   }
 
   emit<K extends DurableEventName>(event: K, data: DurableEventMap[K]): void {

@@ -25,7 +25,11 @@ export class Executor {
         step.runId,
       );
     }
-    const identity: CallIdentity = { node: scope.node, index: scope.nextIndex++, tool };
+    const identity: CallIdentity = {
+      node: scope.node,
+      index: scope.nextIndex++,
+      tool,
+    };
     const argsText = canonicalJson(args ?? null, `${tool}(args)`);
     const argsHash = createHash('sha256').update(argsText).digest('base64url');
 
@@ -48,7 +52,14 @@ export class Executor {
 
     const outcome = await this.invoke(definition, scope, identity, argsText);
     step.log.finished(step.superstep, record(base, outcome));
-    return deliver(tool, step.runId, outcome.sealed, false, outcome.cause, outcome.value);
+    return deliver(
+      tool,
+      step.runId,
+      outcome.sealed,
+      false,
+      outcome.cause,
+      outcome.value,
+    );
   }
 
   private async invoke(
@@ -62,24 +73,45 @@ export class Executor {
       runId: step.runId,
       tool: definition.name,
       identity: step.identity,
-      idempotencyKey: deriveIdempotencyKey(step.ring, step.idemKid, step.runId, step.superstep, identity),
+      idempotencyKey: deriveIdempotencyKey(
+        step.ring,
+        step.idemKid,
+        step.runId,
+        step.superstep,
+        identity,
+      ),
     };
     try {
       // The tool gets its own copy of exactly the logged arguments, and runs outside the node's
       // scope: tools it calls itself are plain calls, so replaying it cannot shift call indexes.
       const value = await nodeStorage.exit(() =>
-        toolStorage.run(toolScope, () => definition.handler(JSON.parse(argsText))),
+        toolStorage.run(toolScope, () =>
+          definition.handler(JSON.parse(argsText)),
+        ),
       );
       try {
-        assertJson(value === undefined ? null : value, `${definition.name}(result)`);
-        return { sealed: value === undefined ? { ok: true } : { ok: true, value: value as Json }, value };
+        assertJson(
+          value === undefined ? null : value,
+          `${definition.name}(result)`,
+        );
+        return {
+          sealed:
+            value === undefined
+              ? { ok: true }
+              : { ok: true, value: value as Json },
+          value,
+        };
       } catch (error) {
-        const reason = error instanceof UnsealableValue ? error.message : String(error);
+        const reason =
+          error instanceof UnsealableValue ? error.message : String(error);
         return { sealed: { ok: true }, value, unrecordable: reason };
       }
     } catch (error) {
       const e = error instanceof Error ? error : new Error(String(error));
-      return { sealed: { ok: false, error: { name: e.name, message: e.message } }, cause: error };
+      return {
+        sealed: { ok: false, error: { name: e.name, message: e.message } },
+        cause: error,
+      };
     }
   }
 }
@@ -92,9 +124,17 @@ interface Invoked {
   unrecordable?: string;
 }
 
-function record(base: CallIdentity & { argsHash: string }, outcome: Invoked): CallContent {
+function record(
+  base: CallIdentity & { argsHash: string },
+  outcome: Invoked,
+): CallContent {
   return outcome.unrecordable !== undefined
-    ? { ...base, phase: 'unrecordable', reason: outcome.unrecordable, at: Date.now() }
+    ? {
+        ...base,
+        phase: 'unrecordable',
+        reason: outcome.unrecordable,
+        at: Date.now(),
+      }
     : { ...base, phase: 'done', outcome: outcome.sealed, at: Date.now() };
 }
 
@@ -107,9 +147,18 @@ function deliver(
   live?: unknown,
 ): unknown {
   if (!outcome.ok) {
-    throw new ToolFailed(tool, outcome.error.name, outcome.error.message, runId, replayed, cause);
+    throw new ToolFailed(
+      tool,
+      outcome.error.name,
+      outcome.error.message,
+      runId,
+      replayed,
+      cause,
+    );
   }
   if (!replayed) return live;
   // A replayed value is a fresh copy each time, so node code cannot change what is stored.
-  return outcome.value === undefined ? undefined : (JSON.parse(JSON.stringify(outcome.value)) as unknown);
+  return outcome.value === undefined
+    ? undefined
+    : (JSON.parse(JSON.stringify(outcome.value)) as unknown);
 }

@@ -29,6 +29,15 @@ export function deriveIdempotencyKey(
   id: CallIdentity,
 ): string {
   return createHmac('sha256', ring.get(kid).secret)
-    .update(canonicalJson(['agent-adapter idempotency', runId, superstep, id.node, id.index, id.tool]))
+    .update(
+      canonicalJson([
+        'agent-adapter idempotency',
+        runId,
+        superstep,
+        id.node,
+        id.index,
+        id.tool,
+      ]),
+    )
     .digest('base64url');
 }

@@ -40,7 +40,11 @@ export class ToolRegistry {
 
   // `any` stays inside: each handler declares its own argument type, checked where it is written.
   // eslint-disable-next-line @typescript-eslint/no-explicit-any
-  register<A = any, R = unknown>(name: string, handler: ToolHandler<A, R>, options: ToolOptions = {}): this {
+  register<A = any, R = unknown>(
+    name: string,
+    handler: ToolHandler<A, R>,
+    options: ToolOptions = {},
+  ): this {
     if (typeof name !== 'string' || !/^[A-Za-z0-9_.:-]{1,128}$/.test(name)) {
       throw new TypeError(
         `Tool name ${JSON.stringify(name)} is invalid: use 1-128 letters, digits, "_", ".", ":" or "-".`,
@@ -50,7 +54,9 @@ export class ToolRegistry {
       throw new TypeError(`Tool "${name}": the handler must be a function.`);
     }
     if (this.tools.has(name)) {
-      throw new TypeError(`Tool "${name}" is already registered; tool names must be unique.`);
+      throw new TypeError(
+        `Tool "${name}" is already registered; tool names must be unique.`,
+      );
     }
     const readOnly = options.readOnly ?? false;
     this.tools.set(name, {
@@ -58,8 +64,12 @@ export class ToolRegistry {
       handler: handler as (args: unknown) => unknown,
       idempotent: readOnly || (options.idempotent ?? false),
       readOnly,
-      ...(options.description !== undefined && { description: options.description }),
-      ...(options.parameters !== undefined && { parameters: options.parameters }),
+      ...(options.description !== undefined && {
+        description: options.description,
+      }),
+      ...(options.parameters !== undefined && {
+        parameters: options.parameters,
+      }),
     });
     return this;
   }

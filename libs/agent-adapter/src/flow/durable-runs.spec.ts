@@ -22,6 +22,8 @@ import {
   ToolRegistry,
   DurableEvents,
   idempotencyKey,
+  type CallRecord,
+  type CheckpointRecord,
   type CheckpointSavedEvent,
   type RunRecoveredEvent,
 } from 'agent-adapter';
@@ -40,7 +42,7 @@ import {
   ticketsFlow,
   type LedgerEntry,
 } from '../../../../test/utils/tickets';
-import { openCheckpoint } from '../exec/durable/records';
+import { openCheckpoint, sealCall } from '../exec/durable/records';
 
 const input = { show: 'Hamlet', seats: 2 };
 
@@ -230,16 +232,10 @@ describe('Durable runs (spec sentences)', () => {
   describe('"A changed, forged or missing record (a gap in the numbers) is CheckpointStoreCorrupt."', () => {
     /** A memory store a test can tamper with. */
     class Tamperable extends MemoryCheckpointStore {
-      edit(
-        runId: string,
-        fn: (calls: Map<string, import('agent-adapter').CallRecord>) => void,
-      ) {
+      edit(runId: string, fn: (calls: Map<string, CallRecord>) => void) {
         fn(this.runs.get(runId)!.calls);
       }
-      editCheckpoint(
-        runId: string,
-        fn: (cps: import('agent-adapter').CheckpointRecord[]) => void,
-      ) {
+      editCheckpoint(runId: string, fn: (cps: CheckpointRecord[]) => void) {
         fn(this.runs.get(runId)!.checkpoints);
       }
     }
@@ -285,7 +281,6 @@ describe('Durable runs (spec sentences)', () => {
       const store = new Tamperable();
       await crashedRun(store);
       const forger = KeyRing.from('forged-forged-forged-forged-key!!');
-      const { sealCall } = await import('../exec/durable/records');
       store.edit('order-7', (calls) => {
         for (const [k, c] of calls) {
           if (c.superstep !== 2) continue;
@@ -332,8 +327,6 @@ describe('Durable runs (spec sentences)', () => {
       store.edit('g', (calls) => {
         const first = [...calls.entries()].find(([, c]) => c.superstep === 2)!;
         calls.delete(first[0]);
-        const { sealCall } =
-          require('../exec/durable/records') as typeof import('../exec/durable/records');
         const body = bodyOf(first[1].sealed) as never;
         calls.set(
           '1/2/2',
@@ -1004,7 +997,7 @@ describe('Durable protocol (DESIGN.md)', () => {
     const store = new MemoryCheckpointStore();
     const flow = new Flow('v', { state: Order }).node('a', () => ({})).end('a');
     const err = await worker([], store)
-      .run(flow, { show: '', seats: 0.5 } as never, { runId: 'v' })
+      .run(flow, { show: '', seats: 0.5 }, { runId: 'v' })
       .catch((e: unknown) => e);
     expect(err).toBeInstanceOf(InvalidFlowState);
     expect(

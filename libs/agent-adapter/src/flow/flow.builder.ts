@@ -1,40 +1,13 @@
 import { FlowError } from '../errors';
-import type { FlowOptions, NodeFn, Reducer, RouteFn, StateClass } from './flow.interfaces';
+import type {
+  FlowOptions,
+  NodeFn,
+  Reducer,
+  RouteFn,
+  StateClass,
+} from './flow.interfaces';
+import { END, isCallNode, type CallNode } from './call-node';
 import { compileFlow, type CompiledFlow } from './flow.graph';
-
-/** Routes return END to finish a branch. @publicApi */
-export const END = '__end__';
-
-const CALL = Symbol.for('agent-adapter:call-node');
-
-/** A node that calls one tool and (optionally) stores its result under a state key. @publicApi */
-export interface CallNode<S> {
-  readonly [CALL]: true;
-  readonly tool: string;
-  readonly into?: string;
-  readonly args: (state: S) => unknown;
-}
-
-/**
- * A node that calls `tool` with `args(state)` and, with `into`, writes the result to that key.
- * @publicApi
- */
-export function Call<S = never>(
-  tool: string,
-  options: { args?: (state: S) => unknown; into?: keyof S & string } = {},
-): CallNode<S> {
-  if (typeof tool !== 'string' || tool === '') throw new FlowError('Call(tool): the tool name must be a non-empty string.');
-  return {
-    [CALL]: true,
-    tool,
-    ...(options.into !== undefined && { into: options.into }),
-    args: options.args ?? (() => ({})),
-  };
-}
-
-export function isCallNode<S>(value: unknown): value is CallNode<S> {
-  return typeof value === 'object' && value !== null && CALL in value;
-}
 
 export interface NodeDef<S> {
   name: string;
@@ -67,11 +40,15 @@ export class Flow<S extends object = Record<string, unknown>> {
 
   constructor(name: string, options: FlowOptions<S> = {}) {
     if (typeof name !== 'string' || !/^[A-Za-z0-9_.:-]{1,128}$/.test(name)) {
-      throw new FlowError(`Flow name ${JSON.stringify(name)} is invalid: use 1-128 letters, digits, "_", ".", ":" or "-".`);
+      throw new FlowError(
+        `Flow name ${JSON.stringify(name)} is invalid: use 1-128 letters, digits, "_", ".", ":" or "-".`,
+      );
     }
     const maxVisits = options.maxVisits ?? 25;
     if (!Number.isInteger(maxVisits) || maxVisits < 1) {
-      throw new FlowError(`Flow "${name}": maxVisits must be a positive integer, got ${String(maxVisits)}.`);
+      throw new FlowError(
+        `Flow "${name}": maxVisits must be a positive integer, got ${String(maxVisits)}.`,
+      );
     }
     this.name = name;
     this.maxVisits = maxVisits;
@@ -79,21 +56,44 @@ export class Flow<S extends object = Record<string, unknown>> {
   }
 
   /** Adds a node. The first node added is the start unless `.start()` says otherwise. */
-  node(name: string, spec: NodeFn<S> | CallNode<S>, options: { maxVisits?: number } = {}): this {
+  node(
+    name: string,
+    spec: NodeFn<S> | CallNode<S>,
+    options: { maxVisits?: number } = {},
+  ): this {
     this.mutable();
-    if (typeof name !== 'string' || !/^[A-Za-z0-9_.:-]{1,128}$/.test(name) || name === END) {
-      throw new FlowError(`Flow "${this.name}": node name ${JSON.stringify(name)} is invalid.`);
+    if (
+      typeof name !== 'string' ||
+      !/^[A-Za-z0-9_.:-]{1,128}$/.test(name) ||
+      name === END
+    ) {
+      throw new FlowError(
+        `Flow "${this.name}": node name ${JSON.stringify(name)} is invalid.`,
+      );
     }
     if (this.nodes.some((n) => n.name === name)) {
-      throw new FlowError(`Flow "${this.name}": node "${name}" is defined twice.`);
+      throw new FlowError(
+        `Flow "${this.name}": node "${name}" is defined twice.`,
+      );
     }
     if (typeof spec !== 'function' && !isCallNode(spec)) {
-      throw new FlowError(`Flow "${this.name}": node "${name}" must be a function or Call(...).`);
+      throw new FlowError(
+        `Flow "${this.name}": node "${name}" must be a function or Call(...).`,
+      );
     }
-    if (options.maxVisits !== undefined && (!Number.isInteger(options.maxVisits) || options.maxVisits < 1)) {
-      throw new FlowError(`Flow "${this.name}": node "${name}" maxVisits must be a positive integer.`);
+    if (
+      options.maxVisits !== undefined &&
+      (!Number.isInteger(options.maxVisits) || options.maxVisits < 1)
+    ) {
+      throw new FlowError(
+        `Flow "${this.name}": node "${name}" maxVisits must be a positive integer.`,
+      );
     }
-    this.nodes.push({ name, spec, ...(options.maxVisits !== undefined && { maxVisits: options.maxVisits }) });
+    this.nodes.push({
+      name,
+      spec,
+      ...(options.maxVisits !== undefined && { maxVisits: options.maxVisits }),
+    });
     return this;
   }
 
@@ -107,9 +107,14 @@ export class Flow<S extends object = Record<string, unknown>> {
   /** After `from` runs, `pick(state)` chooses among `targets` (or END) for the next superstep. */
   route(from: string, pick: RouteFn<S>, targets: readonly string[]): this {
     this.mutable();
-    if (typeof pick !== 'function') throw new FlowError(`Flow "${this.name}": route from "${from}" needs a function.`);
+    if (typeof pick !== 'function')
+      throw new FlowError(
+        `Flow "${this.name}": route from "${from}" needs a function.`,
+      );
     if (this.routes.some((r) => r.from === from)) {
-      throw new FlowError(`Flow "${this.name}": node "${from}" has two routes; use one route returning several targets.`);
+      throw new FlowError(
+        `Flow "${this.name}": node "${from}" has two routes; use one route returning several targets.`,
+      );
     }
     this.routes.push({ from, pick, targets: [...targets] });
     return this;
@@ -130,9 +135,15 @@ export class Flow<S extends object = Record<string, unknown>> {
   }
 
   /** Lets several nodes of one superstep write `key`; each update is folded in with `reduce`. */
-  reducer<K extends keyof S & string>(key: K, reduce: Reducer<NonNullable<S[K]>>): this {
+  reducer<K extends keyof S & string>(
+    key: K,
+    reduce: Reducer<NonNullable<S[K]>>,
+  ): this {
     this.mutable();
-    if (typeof reduce !== 'function') throw new FlowError(`Flow "${this.name}": reducer for "${key}" must be a function.`);
+    if (typeof reduce !== 'function')
+      throw new FlowError(
+        `Flow "${this.name}": reducer for "${key}" must be a function.`,
+      );
     this.reducers.set(key, reduce as Reducer<unknown>);
     return this;
   }
@@ -149,7 +160,9 @@ export class Flow<S extends object = Record<string, unknown>> {
 
   private mutable(): void {
     if (this.compiled) {
-      throw new FlowError(`Flow "${this.name}" is already in use (its digest is fixed); build a new Flow to change it.`);
+      throw new FlowError(
+        `Flow "${this.name}" is already in use (its digest is fixed); build a new Flow to change it.`,
+      );
     }
   }
 }

@@ -1,7 +1,8 @@
 import { createHash } from 'node:crypto';
 import { FlowError } from '../errors';
 import { canonicalJson } from '../exec/durable/canonical-json';
-import { END, isCallNode, type Flow } from './flow.builder';
+import { END, isCallNode } from './call-node';
+import type { Flow } from './flow.builder';
 import type { NodeFn, Reducer, RouteFn } from './flow.interfaces';
 import { StateCodec } from './state';
 
@@ -34,10 +35,13 @@ export function compileFlow<S extends object>(flow: Flow<S>): CompiledFlow<S> {
   const order = flow.nodes.map((n) => n.name);
   const known = new Set(order);
   const check = (name: string, where: string) => {
-    if (!known.has(name)) fail(`${where} names node "${name}", which does not exist`);
+    if (!known.has(name))
+      fail(`${where} names node "${name}", which does not exist`);
   };
 
-  const starts = flow.starts.length ? [...new Set(flow.starts)] : [order[0] as string];
+  const starts = flow.starts.length
+    ? [...new Set(flow.starts)]
+    : [order[0] as string];
   starts.forEach((s) => check(s, 'start'));
   const edges = new Map<string, string[]>();
   for (const [from, to] of flow.edges) {
@@ -50,29 +54,38 @@ export function compileFlow<S extends object>(flow: Flow<S>): CompiledFlow<S> {
   const routes = new Map<string, { pick: RouteFn<S>; targets: Set<string> }>();
   for (const r of flow.routes) {
     check(r.from, `route from "${r.from}"`);
-    if (r.targets.length === 0) fail(`route from "${r.from}" declares no targets`);
-    r.targets.filter((t) => t !== END).forEach((t) => check(t, `route from "${r.from}"`));
+    if (r.targets.length === 0)
+      fail(`route from "${r.from}" declares no targets`);
+    r.targets
+      .filter((t) => t !== END)
+      .forEach((t) => check(t, `route from "${r.from}"`));
     routes.set(r.from, { pick: r.pick, targets: new Set(r.targets) });
   }
   for (const end of flow.ends) {
     check(end, 'end');
-    if (edges.has(end) || routes.has(end)) fail(`node "${end}" is an end but also has outgoing edges`);
+    if (edges.has(end) || routes.has(end))
+      fail(`node "${end}" is an end but also has outgoing edges`);
   }
   for (const name of order) {
     if (!flow.ends.has(name) && !edges.has(name) && !routes.has(name)) {
-      fail(`node "${name}" has no outgoing edge or route and is not an end (add .end("${name}"))`);
+      fail(
+        `node "${name}" has no outgoing edge or route and is not an end (add .end("${name}"))`,
+      );
     }
   }
 
   // Reachability from the start: every node must be reachable, and so must an end.
   const reached = new Set<string>(starts);
   let endReachable = false;
-  for (const queue = [...starts]; queue.length; ) {
+  for (const queue = [...starts]; queue.length;) {
     const name = queue.shift() as string;
     if (flow.ends.has(name)) endReachable = true;
     const route = routes.get(name);
     if (route?.targets.has(END)) endReachable = true;
-    for (const next of [...(edges.get(name) ?? []), ...(route ? [...route.targets] : [])]) {
+    for (const next of [
+      ...(edges.get(name) ?? []),
+      ...(route ? [...route.targets] : []),
+    ]) {
       if (next !== END && !reached.has(next)) {
         reached.add(next);
         queue.push(next);
@@ -80,8 +93,14 @@ export function compileFlow<S extends object>(flow: Flow<S>): CompiledFlow<S> {
     }
   }
   const unreachable = order.filter((n) => !reached.has(n));
-  if (unreachable.length) fail(`node(s) ${unreachable.map((n) => `"${n}"`).join(', ')} cannot be reached from the start`);
-  if (!endReachable) fail('no end can be reached from the start (mark the last node with .end(...))');
+  if (unreachable.length)
+    fail(
+      `node(s) ${unreachable.map((n) => `"${n}"`).join(', ')} cannot be reached from the start`,
+    );
+  if (!endReachable)
+    fail(
+      'no end can be reached from the start (mark the last node with .end(...))',
+    );
 
   const nodes = new Map<string, CompiledNode<S>>();
   for (const def of flow.nodes) {
@@ -89,10 +108,16 @@ export function compileFlow<S extends object>(flow: Flow<S>): CompiledFlow<S> {
     const run: NodeFn<S> = isCallNode<S>(spec)
       ? async (state, ctx) => {
           const result = await ctx.call(spec.tool, spec.args(state));
-          return spec.into === undefined ? undefined : ({ [spec.into]: result } as Partial<S>);
+          return spec.into === undefined
+            ? undefined
+            : ({ [spec.into]: result } as Partial<S>);
         }
       : spec;
-    nodes.set(def.name, { name: def.name, run, maxVisits: def.maxVisits ?? flow.maxVisits });
+    nodes.set(def.name, {
+      name: def.name,
+      run,
+      maxVisits: def.maxVisits ?? flow.maxVisits,
+    });
   }
 
   // The digest covers everything that decides which node runs when and what it calls; code inside
@@ -110,12 +135,19 @@ export function compileFlow<S extends object>(flow: Flow<S>): CompiledFlow<S> {
         : { fn: true }),
     })),
     starts: [...starts].sort(),
-    edges: [...flow.edges].map(([a, b]) => `${a}\u0000${b}`).sort(),
-    routes: flow.routes.map((r) => ({ from: r.from, targets: [...r.targets].sort() })).sort((a, b) => (a.from < b.from ? -1 : 1)),
+    // From the deduplicated maps: writing an edge twice does not change what the graph does.
+    edges: [...edges]
+      .flatMap(([a, bs]) => bs.map((b) => `${a}\u0000${b}`))
+      .sort(),
+    routes: [...routes]
+      .map(([from, r]) => ({ from, targets: [...r.targets].sort() }))
+      .sort((a, b) => (a.from < b.from ? -1 : 1)),
     ends: [...flow.ends].sort(),
     reducers: [...flow.reducers.keys()].sort(),
   };
-  const digest = createHash('sha256').update(canonicalJson(shape)).digest('base64url');
+  const digest = createHash('sha256')
+    .update(canonicalJson(shape))
+    .digest('base64url');
 
   return {
     name: flow.name,

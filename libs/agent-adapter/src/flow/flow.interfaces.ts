@@ -22,8 +22,13 @@ export type NodeFn<S> = (
 /** Combines the value a key has with an update to it (for keys parallel nodes both write). @publicApi */
 export type Reducer<V> = (current: V | undefined, update: V) => V;
 
-/** Picks the next node(s) from the state; each must be one of the route's declared targets, or END. @publicApi */
-export type RouteFn<S> = (state: S) => string | readonly string[] | null | undefined;
+/**
+ * Picks the next node(s) from the state: each must be one of the route's declared targets (END
+ * too, when declared). Nothing, or an empty list, ends the branch. @publicApi
+ */
+export type RouteFn<S> = (
+  state: S,
+) => string | readonly string[] | null | undefined;
 
 /** A class (with class-validator decorators) describing a flow's state. @publicApi */
 export type StateClass<S> = new () => S;

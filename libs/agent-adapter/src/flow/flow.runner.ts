@@ -11,8 +11,15 @@ import {
 } from '../errors';
 import { Messages } from '../errors/messages';
 import { DurableEvents } from '../events/durable.events';
-import { nodeStorage, type NodeScope, type SuperstepScope } from '../exec/call-context';
-import type { CheckpointStore, SaveOptions } from '../exec/checkpoints/checkpoint-store';
+import {
+  nodeStorage,
+  type NodeScope,
+  type SuperstepScope,
+} from '../exec/call-context';
+import type {
+  CheckpointStore,
+  SaveOptions,
+} from '../exec/checkpoints/checkpoint-store';
 import { MemoryCheckpointStore } from '../exec/checkpoints/memory.store';
 import { assertNoGaps, CallLog } from '../exec/durable/call-log';
 import type { Json } from '../exec/durable/canonical-json';
@@ -78,12 +85,16 @@ export class FlowRunner {
   ) {
     this.store = options.checkpoints ?? new MemoryCheckpointStore();
     this.events = options.events ?? new DurableEvents();
-    this.workerId = options.workerId ?? `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
+    this.workerId =
+      options.workerId ??
+      `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
     this.leaseMs = options.leaseMs ?? 15_000;
     if (options.checkpointKey !== undefined && options.checkpointKey !== null) {
       this.ring = KeyRing.from(options.checkpointKey);
     } else if (this.store.shared) {
-      throw new CheckpointKeyError(Messages.keyRequired(this.store.constructor.name));
+      throw new CheckpointKeyError(
+        Messages.keyRequired(this.store.constructor.name),
+      );
     } else {
       let ring = ephemeralKeys.get(this.store);
       if (!ring) ephemeralKeys.set(this.store, (ring = KeyRing.ephemeral()));
@@ -92,7 +103,11 @@ export class FlowRunner {
   }
 
   /** Starts a run and drives it until it ends, pauses, or this worker loses it. */
-  async run<S extends object>(flow: Flow<S>, input: Partial<NoInfer<S>>, options: RunOptions = {}): Promise<RunResult<S>> {
+  async run<S extends object>(
+    flow: Flow<S>,
+    input: Partial<NoInfer<S>>,
+    options: RunOptions = {},
+  ): Promise<RunResult<S>> {
     const compiled = flow.compile();
     const state = await compiled.state.fromInput(input);
     const runId = options.runId ?? randomBytes(16).toString('hex');
@@ -114,7 +129,11 @@ export class FlowRunner {
       reason: 'start',
     };
     await this.save(cp);
-    return this.drive(compiled, cp, new CallLog(this.store, this.ring, runId, cp.segment));
+    return this.drive(
+      compiled,
+      cp,
+      new CallLog(this.store, this.ring, runId, cp.segment),
+    );
   }
 
   /**
@@ -122,17 +141,33 @@ export class FlowRunner {
    * finished calls replay, calls in doubt fail closed unless their tool is idempotent or
    * `rerunInDoubt` is set. A paused run is returned as it is.
    */
-  async recover<S extends object>(flow: Flow<S>, runId: string, options: RecoverOptions = {}): Promise<RunResult<S>> {
+  async recover<S extends object>(
+    flow: Flow<S>,
+    runId: string,
+    options: RecoverOptions = {},
+  ): Promise<RunResult<S>> {
     const compiled = flow.compile();
+    // The head first: its call count is what the claim will insist on (see RunHead.calls).
+    const head = await this.store.head(runId);
     const record = await this.store.latest(runId);
-    if (!record) throw new CheckpointNotFound(runId);
+    if (!head || !record) throw new CheckpointNotFound(runId);
+    if (record.step !== head.step)
+      throw new CheckpointConflict(
+        Messages.conflictStep(runId, head.step + 1, record.step),
+        runId,
+      );
     const cp = openCheckpoint(this.ring, record);
-    if (cp.flow !== compiled.name) throw new CheckpointConflict(Messages.otherFlow(runId, cp.flow, compiled.name), runId);
+    if (cp.flow !== compiled.name)
+      throw new CheckpointConflict(
+        Messages.otherFlow(runId, cp.flow, compiled.name),
+        runId,
+      );
     const identity = checkAccess(cp, options.ctx);
     if (cp.status === 'done' || cp.status === 'failed') {
       throw new CheckpointConflict(Messages.ended(runId, cp.status), runId);
     }
-    if (cp.digest !== compiled.digest) throw new FlowError(Messages.graphChanged(runId, compiled.name), runId);
+    if (cp.digest !== compiled.digest)
+      throw new FlowError(Messages.graphChanged(runId, compiled.name), runId);
     if (cp.status === 'paused') return this.result(compiled, cp);
 
     // Everything is checked before anything is written: signatures, numbering, calls in doubt.
@@ -143,12 +178,24 @@ export class FlowRunner {
       .inDoubt()
       .filter((p) => !this.executor.registry.get(p.call.tool)?.idempotent)
       .map((p) => [p.call.tool, p.why] as const);
-    if (undecided.length && !options.rerunInDoubt) throw new RecoveryNeedsDecision(runId, undecided);
+    if (undecided.length && !options.rerunInDoubt)
+      throw new RecoveryNeedsDecision(runId, undecided);
 
     // The claim: one racing recoverer wins this step, the other gets CheckpointConflict here.
-    const claim: Checkpoint = { ...cp, identity, step: cp.step + 1, segment: cp.segment + 1, reason: 'claim' };
-    await this.save(claim);
-    return this.drive(compiled, claim, new CallLog(this.store, this.ring, runId, claim.segment), book);
+    const claim: Checkpoint = {
+      ...cp,
+      identity,
+      step: cp.step + 1,
+      segment: cp.segment + 1,
+      reason: 'claim',
+    };
+    await this.save(claim, [], {}, head.calls);
+    return this.drive(
+      compiled,
+      claim,
+      new CallLog(this.store, this.ring, runId, claim.segment),
+      book,
+    );
   }
 
   /** Recovers every unfinished run of the flow (for a worker on startup): run id → result or error. */
@@ -160,7 +207,7 @@ export class FlowRunner {
     const limit = pLimit(options.concurrency ?? 4);
     const pageSize = 100;
     const now = Date.now();
-    for (let after: string | undefined; ; ) {
+    for (let after: string | undefined; ;) {
       const page = await this.store.listUnfinished(flow.name, {
         limit: pageSize,
         ...(after !== undefined && { after }),
@@ -179,7 +226,10 @@ export class FlowRunner {
                 }),
               );
             } catch (error) {
-              out.set(head.runId, error instanceof Error ? error : new Error(String(error)));
+              out.set(
+                head.runId,
+                error instanceof Error ? error : new Error(String(error)),
+              );
             }
           }),
         ),
@@ -190,11 +240,19 @@ export class FlowRunner {
   }
 
   /** The run's latest state as a result, without running anything. */
-  async get<S extends object>(flow: Flow<S>, runId: string, options: { ctx?: RunIdentity } = {}): Promise<RunResult<S>> {
+  async get<S extends object>(
+    flow: Flow<S>,
+    runId: string,
+    options: { ctx?: RunIdentity } = {},
+  ): Promise<RunResult<S>> {
     const record = await this.store.latest(runId);
     if (!record) throw new CheckpointNotFound(runId);
     const cp = openCheckpoint(this.ring, record);
-    if (cp.flow !== flow.name) throw new CheckpointConflict(Messages.otherFlow(runId, cp.flow, flow.name), runId);
+    if (cp.flow !== flow.name)
+      throw new CheckpointConflict(
+        Messages.otherFlow(runId, cp.flow, flow.name),
+        runId,
+      );
     if (options.ctx) checkAccess(cp, options.ctx);
     return this.result(flow.compile(), cp);
   }
@@ -245,7 +303,11 @@ export class FlowRunner {
                 visits: outcome.visits,
               }),
         };
-        await this.save(next, calls, scope.unreplayed.length ? { unreplayed: scope.unreplayed } : {});
+        await this.save(
+          next,
+          calls,
+          scope.unreplayed.length ? { unreplayed: scope.unreplayed } : {},
+        );
         if (book) {
           this.events.emit('run.recovered', {
             kind: 'flow',
@@ -270,11 +332,25 @@ export class FlowRunner {
     flow: CompiledFlow<S>,
     cp: Checkpoint,
     scope: SuperstepScope,
-  ): Promise<{ state: { [key: string]: Json }; frontier: string[]; visits: Record<string, number> } | { error: SealedError }> {
+  ): Promise<
+    | {
+        state: { [key: string]: Json };
+        frontier: string[];
+        visits: Record<string, number>;
+      }
+    | { error: SealedError }
+  > {
     const visits = { ...cp.visits };
     for (const name of cp.frontier) {
       const node = flow.nodes.get(name);
-      if (!node) return { error: { name: 'FlowError', message: `node "${name}" is not in the flow`, node: name } };
+      if (!node)
+        return {
+          error: {
+            name: 'FlowError',
+            message: `node "${name}" is not in the flow`,
+            node: name,
+          },
+        };
       visits[name] = (visits[name] ?? 0) + 1;
       if ((visits[name] ?? 0) > node.maxVisits) {
         return {
@@ -297,9 +373,12 @@ export class FlowRunner {
           node: name,
           superstep: cp.superstep,
           identity: cp.identity,
-          call: <R>(tool: string, args?: unknown) => this.executor.call(nodeScope, tool, args) as Promise<R>,
+          call: <R>(tool: string, args?: unknown) =>
+            this.executor.call(nodeScope, tool, args) as Promise<R>,
         };
-        return nodeStorage.run(nodeScope, async () => node.run(flow.state.view(state), ctx));
+        return nodeStorage.run(nodeScope, async () =>
+          node.run(flow.state.view(state), ctx),
+        );
       }),
     );
     // A refused or lost call write means this worker lost the run, whatever a node made of it.
@@ -307,20 +386,31 @@ export class FlowRunner {
     const updates: Array<readonly [string, unknown]> = [];
     for (const [i, result] of settled.entries()) {
       const node = cp.frontier[i] as string;
-      if (result.status === 'rejected') return { error: sealError(result.reason, node) };
+      if (result.status === 'rejected')
+        return { error: sealError(result.reason, node) };
       updates.push([node, result.value]);
     }
     try {
       const merged = mergeUpdates(flow, state, updates);
-      return { state: merged, frontier: nextFrontier(flow, cp.frontier, merged), visits };
+      return {
+        state: merged,
+        frontier: nextFrontier(flow, cp.frontier, merged),
+        visits,
+      };
     } catch (error) {
       return { error: sealError(error) };
     }
   }
 
-  private async save(cp: Checkpoint, calls: SaveOptions['calls'] = [], extra: { unreplayed?: SuperstepScope['unreplayed'] } = {}) {
+  private async save(
+    cp: Checkpoint,
+    calls: SaveOptions['calls'] = [],
+    extra: { unreplayed?: SuperstepScope['unreplayed'] } = {},
+    expectCalls?: number,
+  ) {
     await this.store.save(sealCheckpoint(this.ring, cp), {
       ...(calls.length && { calls }),
+      ...(expectCalls !== undefined && { expectCalls }),
       owner: this.workerId,
       leaseExpiresAt: Date.now() + this.leaseMs,
     });
@@ -334,7 +424,10 @@ export class FlowRunner {
     });
   }
 
-  private result<S extends object>(flow: CompiledFlow<S>, cp: Checkpoint): RunResult<S> {
+  private result<S extends object>(
+    flow: CompiledFlow<S>,
+    cp: Checkpoint,
+  ): RunResult<S> {
     return {
       runId: cp.runId,
       status: cp.status,
@@ -348,11 +441,19 @@ export class FlowRunner {
   private hold(delta: number): void {
     this.active += delta;
     if (this.active > 0 && !this.renewTimer) {
-      this.renewTimer = setInterval(() => {
-        this.store.renewLeases(this.workerId, Date.now() + this.leaseMs).catch((error: unknown) => {
-          console.warn(`agent-adapter: lease renewal failed for worker ${this.workerId}`, error);
-        });
-      }, Math.max(100, Math.floor(this.leaseMs / 3)));
+      this.renewTimer = setInterval(
+        () => {
+          this.store
+            .renewLeases(this.workerId, Date.now() + this.leaseMs)
+            .catch((error: unknown) => {
+              console.warn(
+                `agent-adapter: lease renewal failed for worker ${this.workerId}`,
+                error,
+              );
+            });
+        },
+        Math.max(100, Math.floor(this.leaseMs / 3)),
+      );
       this.renewTimer.unref();
     } else if (this.active === 0) {
       this.close();
@@ -362,7 +463,11 @@ export class FlowRunner {
 
 function sealError(error: unknown, node?: string): SealedError {
   const e = error instanceof Error ? error : new Error(String(error));
-  return { name: e.name, message: e.message, ...(node !== undefined && { node }) };
+  return {
+    name: e.name,
+    message: e.message,
+    ...(node !== undefined && { node }),
+  };
 }
 
 function identityOf(ctx: RunIdentity | undefined): RunIdentity {
@@ -370,7 +475,8 @@ function identityOf(ctx: RunIdentity | undefined): RunIdentity {
   for (const key of ['user', 'thread', 'principal'] as const) {
     const value = ctx?.[key];
     if (value === undefined || value === null) continue;
-    if (typeof value !== 'string') throw new TypeError(`ctx.${key} must be a string.`);
+    if (typeof value !== 'string')
+      throw new TypeError(`ctx.${key} must be a string.`);
     out[key] = value;
   }
   return out;
@@ -380,11 +486,17 @@ function identityOf(ctx: RunIdentity | undefined): RunIdentity {
  * Without a ctx the run's user and thread are restored, unless it acts with a principal (which the
  * caller must show). With a ctx, it must be the run's own identity.
  */
-function checkAccess(cp: Checkpoint, ctx: RunIdentity | undefined): RunIdentity {
+function checkAccess(
+  cp: Checkpoint,
+  ctx: RunIdentity | undefined,
+): RunIdentity {
   const stored = cp.identity;
   if (!ctx) {
     if (stored.principal !== undefined) {
-      throw new RunAccessDenied(cp.runId, 'the run acts with a principal, so recovering it needs its ctx');
+      throw new RunAccessDenied(
+        cp.runId,
+        'the run acts with a principal, so recovering it needs its ctx',
+      );
     }
     return stored;
   }

@@ -3,16 +3,21 @@ import { assertJson, type Json } from '../exec/durable/canonical-json';
 import type { StateClass } from './flow.interfaces';
 
 // class-transformer/class-validator are loaded only by flows that declare a state class.
-type Transformer = typeof import('class-transformer');
-type Validator = typeof import('class-validator');
-type ValidationError = import('class-validator').ValidationError;
+// Type-only imports are erased: these lines load nothing.
+import type * as ClassTransformer from 'class-transformer';
+import type * as ClassValidator from 'class-validator';
+type Transformer = typeof ClassTransformer;
+type Validator = typeof ClassValidator;
+type ValidationError = ClassValidator.ValidationError;
 
 function load<T>(name: string): T {
   try {
     // eslint-disable-next-line @typescript-eslint/no-require-imports
     return require(name) as T;
   } catch {
-    throw new Error(`A flow with a state class needs "${name}": npm install ${name}`);
+    throw new Error(
+      `A flow with a state class needs "${name}": npm install ${name}`,
+    );
   }
 }
 
@@ -30,16 +35,23 @@ export class StateCodec<S> {
   /** Validates input (every violation named) and returns the plain state to store. */
   async fromInput(input: unknown): Promise<{ [key: string]: Json }> {
     if (typeof input !== 'object' || input === null || Array.isArray(input)) {
-      throw new InvalidFlowState(this.flow, [{ path: '$', messages: ['the input must be an object'] }]);
+      throw new InvalidFlowState(this.flow, [
+        { path: '$', messages: ['the input must be an object'] },
+      ]);
     }
     let plain: unknown = input;
     if (this.cls) {
-      const { plainToInstance, instanceToPlain } = load<Transformer>('class-transformer');
+      const { plainToInstance, instanceToPlain } =
+        load<Transformer>('class-transformer');
       const { validate } = load<Validator>('class-validator');
-      const instance: object = input instanceof this.cls ? input : (plainToInstance(this.cls, input) as object);
+      const instance: object =
+        input instanceof this.cls
+          ? input
+          : (plainToInstance(this.cls, input) as object);
       // A state class without validation decorators is fine: it still gives defaults and types.
       const errors = await validate(instance, { forbidUnknownValues: false });
-      if (errors.length) throw new InvalidFlowState(this.flow, violations(errors));
+      if (errors.length)
+        throw new InvalidFlowState(this.flow, violations(errors));
       plain = instanceToPlain(instance);
     }
     assertJson(plain, 'state');
@@ -58,7 +70,9 @@ export class StateCodec<S> {
 function violations(errors: ValidationError[], prefix = ''): StateViolation[] {
   return errors.flatMap((e) => {
     const path = prefix ? `${prefix}.${e.property}` : (e.property ?? '$');
-    const own = e.constraints ? [{ path, messages: Object.values(e.constraints) }] : [];
+    const own = e.constraints
+      ? [{ path, messages: Object.values(e.constraints) }]
+      : [];
     return [...own, ...violations(e.children ?? [], path)];
   });
 }

@@ -49,6 +49,12 @@ export interface RunHead {
   leaseExpiresAt?: number;
   /** Epoch ms of the last checkpoint. */
   updatedAt: number;
+  /**
+   * How many call records the run has (every segment). A recoverer passes the count it saw as
+   * `expectCalls` when it claims: if a worker it thought dead logged a call in between, the claim
+   * conflicts instead of racing that call.
+   */
+  calls: number;
 }
 
 export interface SaveOptions {
@@ -57,6 +63,8 @@ export interface SaveOptions {
    * run's segment before this save). Lets the last `done` and the checkpoint share one round trip.
    */
   calls?: CallRecord[];
+  /** Refuse (CheckpointConflict) unless the run has exactly this many call records. */
+  expectCalls?: number;
   /** Ownership written with the checkpoint. */
   owner?: string;
   leaseExpiresAt?: number;
@@ -101,13 +109,19 @@ export abstract class CheckpointStore {
    * Compare-and-set. Step 0 only creates a run that does not exist; any other step must be exactly
    * the stored step + 1. Otherwise `CheckpointConflict`, and nothing is written.
    */
-  abstract save(checkpoint: CheckpointRecord, options?: SaveOptions): Promise<void>;
+  abstract save(
+    checkpoint: CheckpointRecord,
+    options?: SaveOptions,
+  ): Promise<void>;
 
   /** The run's latest checkpoint, or undefined if nothing is stored. */
   abstract latest(runId: string): Promise<CheckpointRecord | undefined>;
 
   /** Heads of the flow's unfinished (running or paused) runs, by run id, one page at a time. */
-  abstract listUnfinished(flow: string, options?: ListUnfinishedOptions): Promise<RunHead[]>;
+  abstract listUnfinished(
+    flow: string,
+    options?: ListUnfinishedOptions,
+  ): Promise<RunHead[]>;
 
   /** Removes the run, its checkpoints and its call log. True if anything was removed. */
   abstract delete(runId: string): Promise<boolean>;
@@ -117,7 +131,11 @@ export abstract class CheckpointStore {
    * unless `segment` is the run's current segment and the run is running (fencing), and each
    * (segment, superstep, seq) is new.
    */
-  abstract recordCall(runId: string, segment: number, records: CallRecord[]): Promise<void>;
+  abstract recordCall(
+    runId: string,
+    segment: number,
+    records: CallRecord[],
+  ): Promise<void>;
 
   /** The call records of one superstep, every segment, ordered by (segment, seq). */
   abstract calls(runId: string, superstep: number): Promise<CallRecord[]>;

@@ -1,3 +1,5 @@
+/* eslint-disable @typescript-eslint/require-await -- each method is async to honour the port but does
+   its work synchronously, before any await: that is what makes every write atomic here. */
 import { CheckpointConflict } from '../../errors';
 import { Messages } from '../../errors/messages';
 import {
@@ -36,32 +38,61 @@ export class MemoryCheckpointStore extends CheckpointStore {
     super();
   }
 
-  async save(checkpoint: CheckpointRecord, options: SaveOptions = {}): Promise<void> {
+  async save(
+    checkpoint: CheckpointRecord,
+    options: SaveOptions = {},
+  ): Promise<void> {
     const run = this.runs.get(checkpoint.runId);
-    if (checkpoint.step === 0 ? run !== undefined : run?.head.step !== checkpoint.step - 1) {
+    if (
+      checkpoint.step === 0
+        ? run !== undefined
+        : run?.head.step !== checkpoint.step - 1
+    ) {
       throw new CheckpointConflict(
-        Messages.conflictStep(checkpoint.runId, checkpoint.step, run?.head.step),
+        Messages.conflictStep(
+          checkpoint.runId,
+          checkpoint.step,
+          run?.head.step,
+        ),
         checkpoint.runId,
       );
     }
     if (run && !UNFINISHED.includes(run.head.status)) {
-      throw new CheckpointConflict(Messages.ended(checkpoint.runId, run.head.status), checkpoint.runId);
+      throw new CheckpointConflict(
+        Messages.ended(checkpoint.runId, run.head.status),
+        checkpoint.runId,
+      );
     }
-    if (run && options.calls?.length) this.checkCalls(run, run.head.segment, options.calls);
+    if (
+      run &&
+      options.expectCalls !== undefined &&
+      run.calls.size !== options.expectCalls
+    ) {
+      throw new CheckpointConflict(
+        Messages.logMoved(checkpoint.runId),
+        checkpoint.runId,
+      );
+    }
+    if (run && options.calls?.length)
+      this.checkCalls(run, run.head.segment, options.calls);
 
     const target: MemoryRun = run ?? {
-      head: { ...columns(checkpoint), updatedAt: 0 },
+      head: { ...columns(checkpoint), updatedAt: 0, calls: 0 },
       checkpoints: [],
       calls: new Map(),
       created: ++this.counter,
     };
-    for (const call of options.calls ?? []) target.calls.set(callKey(call), { ...call });
+    for (const call of options.calls ?? [])
+      target.calls.set(callKey(call), { ...call });
     target.checkpoints.push({ ...checkpoint });
     target.head = {
       ...columns(checkpoint),
       updatedAt: this.now(),
+      calls: target.calls.size,
       ...(options.owner !== undefined && { owner: options.owner }),
-      ...(options.leaseExpiresAt !== undefined && { leaseExpiresAt: options.leaseExpiresAt }),
+      ...(options.leaseExpiresAt !== undefined && {
+        leaseExpiresAt: options.leaseExpiresAt,
+      }),
     };
     this.runs.set(checkpoint.runId, target);
   }
@@ -77,7 +108,10 @@ export class MemoryCheckpointStore extends CheckpointStore {
     return head && { ...head };
   }
 
-  async listUnfinished(flow: string, options: ListUnfinishedOptions = {}): Promise<RunHead[]> {
+  async listUnfinished(
+    flow: string,
+    options: ListUnfinishedOptions = {},
+  ): Promise<RunHead[]> {
     const { leaseExpiredBefore, after, limit = 100 } = options;
     return [...this.runs.values()]
       .map((r) => r.head)
@@ -99,11 +133,20 @@ export class MemoryCheckpointStore extends CheckpointStore {
     return this.runs.delete(runId);
   }
 
-  async recordCall(runId: string, segment: number, records: CallRecord[]): Promise<void> {
+  async recordCall(
+    runId: string,
+    segment: number,
+    records: CallRecord[],
+  ): Promise<void> {
     const run = this.runs.get(runId);
-    if (!run) throw new CheckpointConflict(Messages.fenced(runId, segment, undefined), runId);
+    if (!run)
+      throw new CheckpointConflict(
+        Messages.fenced(runId, segment, undefined),
+        runId,
+      );
     this.checkCalls(run, segment, records);
     for (const call of records) run.calls.set(callKey(call), { ...call });
+    run.head.calls = run.calls.size;
   }
 
   async calls(runId: string, superstep: number): Promise<CallRecord[]> {
@@ -140,7 +183,9 @@ export class MemoryCheckpointStore extends CheckpointStore {
     const run = this.runs.get(runId);
     return {
       checkpoints: (run?.checkpoints ?? []).map((c) => ({ ...c })),
-      calls: [...(run?.calls.values() ?? [])].sort(bySegmentSeq).map((c) => ({ ...c })),
+      calls: [...(run?.calls.values() ?? [])]
+        .sort(bySegmentSeq)
+        .map((c) => ({ ...c })),
     };
   }
 
@@ -160,24 +205,48 @@ export class MemoryCheckpointStore extends CheckpointStore {
   }
 
   /** Fencing and uniqueness: throws before anything is written. */
-  private checkCalls(run: MemoryRun, segment: number, records: CallRecord[]): void {
+  private checkCalls(
+    run: MemoryRun,
+    segment: number,
+    records: CallRecord[],
+  ): void {
     const { head } = run;
     if (segment !== head.segment || head.status !== 'running') {
-      throw new CheckpointConflict(Messages.fenced(head.runId, segment, head.segment), head.runId);
+      throw new CheckpointConflict(
+        Messages.fenced(head.runId, segment, head.segment),
+        head.runId,
+      );
     }
     for (const call of records) {
       if (call.segment !== segment || call.runId !== head.runId) {
-        throw new CheckpointConflict(Messages.fenced(head.runId, call.segment, head.segment), head.runId);
+        throw new CheckpointConflict(
+          Messages.fenced(head.runId, call.segment, head.segment),
+          head.runId,
+        );
       }
       if (run.calls.has(callKey(call))) {
-        throw new CheckpointConflict(Messages.duplicateCall(head.runId, call.segment, call.superstep, call.seq), head.runId);
+        throw new CheckpointConflict(
+          Messages.duplicateCall(
+            head.runId,
+            call.segment,
+            call.superstep,
+            call.seq,
+          ),
+          head.runId,
+        );
       }
     }
   }
 }
 
-function columns(c: CheckpointRecord): Omit<RunHead, 'updatedAt'> {
-  return { runId: c.runId, flow: c.flow, step: c.step, status: c.status, segment: c.segment };
+function columns(c: CheckpointRecord): Omit<RunHead, 'updatedAt' | 'calls'> {
+  return {
+    runId: c.runId,
+    flow: c.flow,
+    step: c.step,
+    status: c.status,
+    segment: c.segment,
+  };
 }
 
 function callKey(c: CallRecord): string {

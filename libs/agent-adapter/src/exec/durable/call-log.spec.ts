@@ -71,11 +71,40 @@ describe('assertNoGaps', () => {
   });
 
   it.each<[string, Array<[number, number]>, RegExp]>([
-    ['a gap', [[1, 1], [1, 3]], /segment 1 .*expected record 2, found 3/],
-    ['a duplicate', [[1, 1], [1, 2], [1, 2]], /expected record 3, found 2/],
+    [
+      'a gap',
+      [
+        [1, 1],
+        [1, 3],
+      ],
+      /segment 1 .*expected record 2, found 3/,
+    ],
+    [
+      'a duplicate',
+      [
+        [1, 1],
+        [1, 2],
+        [1, 2],
+      ],
+      /expected record 3, found 2/,
+    ],
     ['a log not starting at 1', [[1, 2]], /expected record 1, found 2/],
-    ['a later segment not starting at 1', [[1, 1], [2, 2]], /segment 2 .*found 2/],
-    ['a record 0', [[3, 0], [3, 1]], /segment 3 .*found 0/],
+    [
+      'a later segment not starting at 1',
+      [
+        [1, 1],
+        [2, 2],
+      ],
+      /segment 2 .*found 2/,
+    ],
+    [
+      'a record 0',
+      [
+        [3, 0],
+        [3, 1],
+      ],
+      /segment 3 .*found 0/,
+    ],
   ])('rejects %s with CheckpointStoreCorrupt', (_what, pairs, message) => {
     let error: unknown;
     try {
@@ -171,7 +200,12 @@ describe('CallLog', () => {
     const log = new CallLog(store, ring, RUN, 1);
     await log.started(0, content('started', 0, { args: { a: 1 } }));
     const [record] = await store.calls(RUN, 0);
-    expect(record).toMatchObject({ runId: RUN, segment: 1, seq: 1, superstep: 0 });
+    expect(record).toMatchObject({
+      runId: RUN,
+      segment: 1,
+      seq: 1,
+      superstep: 0,
+    });
     expect(openCall(ring, record!)).toMatchObject({
       phase: 'started',
       args: { a: 1 },
@@ -286,7 +320,9 @@ describe('CallLog', () => {
     const store = await storeWithRun();
     const log = new CallLog(store, ring, RUN, 2); // the run is in segment 1
     const write = jest.spyOn(store, 'recordCall');
-    const first = await log.started(0, content('started', 0)).catch((e: unknown) => e);
+    const first = await log
+      .started(0, content('started', 0))
+      .catch((e: unknown) => e);
     expect(first).toBeInstanceOf(CheckpointConflict);
     expect((first as Error).message).toMatch(/segment 2 was cut off/);
     expect(log.failure).toBe(first);
@@ -326,7 +362,9 @@ describe('CallLog', () => {
     await tick();
     await tick();
     expect(log.failure).toBeInstanceOf(CheckpointConflict);
-    await expect(log.started(0, content('started', 1))).rejects.toBe(log.failure);
+    await expect(log.started(0, content('started', 1))).rejects.toBe(
+      log.failure,
+    );
     await expect(log.drain()).rejects.toBe(log.failure);
     expect(await stored(store, 0)).toHaveLength(1);
   });

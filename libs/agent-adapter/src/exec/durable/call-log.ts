@@ -1,6 +1,9 @@
 import { CheckpointStoreCorrupt } from '../../errors';
 import { Messages } from '../../errors/messages';
-import type { CallRecord, CheckpointStore } from '../checkpoints/checkpoint-store';
+import type {
+  CallRecord,
+  CheckpointStore,
+} from '../checkpoints/checkpoint-store';
 import type { KeyRing } from './key-ring';
 import { sealCall, type CallContent } from './records';
 
@@ -21,7 +24,7 @@ export class CallLog {
   private chain: Promise<void> = Promise.resolve();
   private flushScheduled = false;
   /** The first write this log had refused or lost; every later write fails with it. */
-  failure?: unknown;
+  failure?: Error;
 
   constructor(
     private readonly store: CheckpointStore,
@@ -66,10 +69,16 @@ export class CallLog {
       this.superstep = superstep;
       this.nextSeq = 1;
     }
-    const seq = this.nextSeq++;
-    this.buffer.push(
-      sealCall(this.ring, { ...content, runId: this.runId, segment: this.segment, seq, superstep }),
-    );
+    // Seal before taking the number: a value that cannot be sealed must not leave a gap.
+    const record = sealCall(this.ring, {
+      ...content,
+      runId: this.runId,
+      segment: this.segment,
+      seq: this.nextSeq,
+      superstep,
+    });
+    this.nextSeq++;
+    this.buffer.push(record);
   }
 
   private flush(): Promise<void> {
@@ -81,8 +90,9 @@ export class CallLog {
       try {
         await this.store.recordCall(this.runId, this.segment, records);
       } catch (error) {
-        this.failure = error;
-        throw error;
+        this.failure =
+          error instanceof Error ? error : new Error(String(error));
+        throw this.failure;
       }
     });
     this.chain = job.catch(() => undefined);
@@ -94,7 +104,10 @@ export class CallLog {
  * Checks that, per segment, the records are numbered 1, 2, 3... with nothing missing or repeated.
  * `records` must be ordered by (segment, seq), as `CheckpointStore.calls` returns them.
  */
-export function assertNoGaps(runId: string, records: ReadonlyArray<{ segment: number; seq: number }>): void {
+export function assertNoGaps(
+  runId: string,
+  records: ReadonlyArray<{ segment: number; seq: number }>,
+): void {
   let segment = Number.NaN;
   let expected = 1;
   for (const r of records) {
@@ -103,7 +116,10 @@ export function assertNoGaps(runId: string, records: ReadonlyArray<{ segment: nu
       expected = 1;
     }
     if (r.seq !== expected) {
-      throw new CheckpointStoreCorrupt(Messages.corruptGap(runId, r.segment, expected, r.seq), runId);
+      throw new CheckpointStoreCorrupt(
+        Messages.corruptGap(runId, r.segment, expected, r.seq),
+        runId,
+      );
     }
     expected++;
   }

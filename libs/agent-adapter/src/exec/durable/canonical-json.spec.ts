@@ -152,13 +152,15 @@ describe('assertJson', () => {
 
 describe('canonicalJson', () => {
   it('sorts keys and writes no whitespace', () => {
-    expect(canonicalJson({ b: 1, a: [true, null, 'x'], c: { z: 0, y: 1 } })).toBe(
-      '{"a":[true,null,"x"],"b":1,"c":{"y":1,"z":0}}',
-    );
+    expect(
+      canonicalJson({ b: 1, a: [true, null, 'x'], c: { z: 0, y: 1 } }),
+    ).toBe('{"a":[true,null,"x"],"b":1,"c":{"y":1,"z":0}}');
   });
 
   it('writes numbers in their shortest ES form', () => {
-    expect(canonicalJson([1.0, 1e21, 0.1, -0, 100])).toBe('[1,1e+21,0.1,0,100]');
+    expect(canonicalJson([1.0, 1e21, 0.1, -0, 100])).toBe(
+      '[1,1e+21,0.1,0,100]',
+    );
   });
 
   it('refuses what assertJson refuses', () => {

@@ -3,12 +3,7 @@ import { UnsealableValue } from '../../errors';
 
 /** A value that survives a JSON round trip unchanged. */
 export type Json =
-  | null
-  | boolean
-  | number
-  | string
-  | Json[]
-  | { [key: string]: Json };
+  null | boolean | number | string | Json[] | { [key: string]: Json };
 
 /**
  * Throws `UnsealableValue` naming the first part of `value` that would not come back unchanged from
@@ -23,7 +18,8 @@ export function assertJson(value: unknown, path = '$'): asserts value is Json {
       case 'boolean':
         return;
       case 'number':
-        if (!Number.isFinite(v)) throw new UnsealableValue(at, `${v} is not a finite number`);
+        if (!Number.isFinite(v))
+          throw new UnsealableValue(at, `${v} is not a finite number`);
         return;
       case 'object':
         break;
@@ -36,15 +32,23 @@ export function assertJson(value: unknown, path = '$'): asserts value is Json {
     if (Array.isArray(v)) {
       for (let i = 0; i < v.length; i++) {
         if (!(i in v) || v[i] === undefined) {
-          throw new UnsealableValue(`${at}[${i}]`, 'an array hole or undefined item is not JSON');
+          throw new UnsealableValue(
+            `${at}[${i}]`,
+            'an array hole or undefined item is not JSON',
+          );
         }
         walk(v[i], `${at}[${i}]`);
       }
     } else {
       const proto: unknown = Object.getPrototypeOf(v);
       if (proto !== Object.prototype && proto !== null) {
-        const name = (v as { constructor?: { name?: string } }).constructor?.name ?? 'object';
-        throw new UnsealableValue(at, `a ${name} instance is not plain JSON data`);
+        const name =
+          (v as { constructor?: { name?: string } }).constructor?.name ??
+          'object';
+        throw new UnsealableValue(
+          at,
+          `a ${name} instance is not plain JSON data`,
+        );
       }
       for (const [key, item] of Object.entries(v)) {
         if (item !== undefined) walk(item, `${at}.${key}`);
@@ -59,6 +63,7 @@ export function assertJson(value: unknown, path = '$'): asserts value is Json {
 export function canonicalJson(value: unknown, path?: string): string {
   assertJson(value, path);
   const text = canonicalize(value);
-  if (text === undefined) throw new UnsealableValue(path ?? '$', 'it has no JSON form');
+  if (text === undefined)
+    throw new UnsealableValue(path ?? '$', 'it has no JSON form');
   return text;
 }

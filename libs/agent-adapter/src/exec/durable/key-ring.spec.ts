@@ -6,9 +6,17 @@ const B = 'b'.repeat(40);
 
 describe('KeyRing', () => {
   it.each<[string, () => unknown, number]>([
-    ['a 31-character string', () => new KeyRing({ current: 'k'.repeat(31) }), 31],
+    [
+      'a 31-character string',
+      () => new KeyRing({ current: 'k'.repeat(31) }),
+      31,
+    ],
     ['an empty string', () => new KeyRing({ current: '' }), 0],
-    ['a 16-byte buffer', () => new KeyRing({ current: Buffer.alloc(16, 1) }), 16],
+    [
+      'a 16-byte buffer',
+      () => new KeyRing({ current: Buffer.alloc(16, 1) }),
+      16,
+    ],
     [
       'a short previous key',
       () => new KeyRing({ current: A, previous: ['short'] }),
@@ -20,18 +28,21 @@ describe('KeyRing', () => {
       10,
     ],
     ['a short key given to from()', () => KeyRing.from('too short'), 9],
-  ])('refuses %s, saying how long it is and how to make one', (_what, make, bytes) => {
-    let error: unknown;
-    try {
-      make();
-    } catch (e) {
-      error = e;
-    }
-    expect(error).toBeInstanceOf(CheckpointKeyError);
-    const message = (error as Error).message;
-    expect(message).toContain(`is ${bytes} bytes; at least 32 are required`);
-    expect(message).toMatch(/randomBytes\(32\)/);
-  });
+  ])(
+    'refuses %s, saying how long it is and how to make one',
+    (_what, make, bytes) => {
+      let error: unknown;
+      try {
+        make();
+      } catch (e) {
+        error = e;
+      }
+      expect(error).toBeInstanceOf(CheckpointKeyError);
+      const message = (error as Error).message;
+      expect(message).toContain(`is ${bytes} bytes; at least 32 are required`);
+      expect(message).toMatch(/randomBytes\(32\)/);
+    },
+  );
 
   it('counts a string key in UTF-8 bytes', () => {
     expect(() => new KeyRing({ current: 'é'.repeat(16) })).not.toThrow();
@@ -41,8 +52,12 @@ describe('KeyRing', () => {
   });
 
   it('refuses a missing key', () => {
-    expect(() => new KeyRing({ current: undefined as never })).toThrow(CheckpointKeyError);
-    expect(() => new KeyRing({ current: null as never })).toThrow(CheckpointKeyError);
+    expect(() => new KeyRing({ current: undefined as never })).toThrow(
+      CheckpointKeyError,
+    );
+    expect(() => new KeyRing({ current: null as never })).toThrow(
+      CheckpointKeyError,
+    );
   });
 
   it('derives the same id from the same secret, whatever its form', () => {
@@ -50,7 +65,9 @@ describe('KeyRing', () => {
     const fromBuffer = KeyRing.from(Buffer.from(A, 'utf8'));
     expect(fromString.current.id).toBe(fromBuffer.current.id);
     expect(fromString.current.id).toMatch(/^[A-Za-z0-9_-]{10}$/);
-    expect(new KeyRing({ current: B }).current.id).not.toBe(fromString.current.id);
+    expect(new KeyRing({ current: B }).current.id).not.toBe(
+      fromString.current.id,
+    );
   });
 
   it('does not reveal the secret in its id', () => {
@@ -72,7 +89,10 @@ describe('KeyRing', () => {
 
   it('looks up current and previous keys by id', () => {
     const old = new KeyRing({ current: B });
-    const ring = new KeyRing({ current: A, previous: [B, { id: 'legacy', secret: B }] });
+    const ring = new KeyRing({
+      current: A,
+      previous: [B, { id: 'legacy', secret: B }],
+    });
     expect(ring.has(ring.current.id)).toBe(true);
     expect(ring.has(old.current.id)).toBe(true);
     expect(ring.has('legacy')).toBe(true);
@@ -90,7 +110,9 @@ describe('KeyRing', () => {
     const ring = new KeyRing({ current: A });
     expect(KeyRing.from(ring)).toBe(ring);
     expect(KeyRing.from(A).current.id).toBe(ring.current.id);
-    expect(KeyRing.from({ current: B, previous: [A] }).has(ring.current.id)).toBe(true);
+    expect(
+      KeyRing.from({ current: B, previous: [A] }).has(ring.current.id),
+    ).toBe(true);
   });
 
   it('makes a fresh random ephemeral key each time', () => {

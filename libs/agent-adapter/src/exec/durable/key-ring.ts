@@ -39,7 +39,8 @@ export class KeyRing {
 
   static from(key: CheckpointKey): KeyRing {
     if (key instanceof KeyRing) return key;
-    if (typeof key === 'string' || key instanceof Uint8Array) return new KeyRing({ current: key });
+    if (typeof key === 'string' || key instanceof Uint8Array)
+      return new KeyRing({ current: key });
     return new KeyRing(key);
   }
 
@@ -59,18 +60,36 @@ export class KeyRing {
   }
 }
 
-function toKey(material: KeyMaterial | { id: string; secret: KeyMaterial }): Key {
-  const given = typeof material === 'object' && !(material instanceof Uint8Array) ? material : undefined;
+function toKey(
+  material: KeyMaterial | { id: string; secret: KeyMaterial },
+): Key {
+  const given =
+    typeof material === 'object' && !(material instanceof Uint8Array)
+      ? material
+      : undefined;
   const raw = given ? given.secret : (material as KeyMaterial);
-  if (raw === undefined || raw === null || (typeof raw !== 'string' && !(raw instanceof Uint8Array))) {
+  if (
+    raw === undefined ||
+    raw === null ||
+    (typeof raw !== 'string' && !(raw instanceof Uint8Array))
+  ) {
     throw new CheckpointKeyError(Messages.keyTooShort(0));
   }
-  const secret = typeof raw === 'string' ? Buffer.from(raw, 'utf8') : Buffer.from(raw);
-  if (secret.length < MIN_KEY_BYTES) throw new CheckpointKeyError(Messages.keyTooShort(secret.length));
+  const secret =
+    typeof raw === 'string' ? Buffer.from(raw, 'utf8') : Buffer.from(raw);
+  if (secret.length < MIN_KEY_BYTES)
+    throw new CheckpointKeyError(Messages.keyTooShort(secret.length));
   // A derived id reveals nothing useful about the secret: it is itself an HMAC under it.
-  const id = given?.id ?? createHmac('sha256', secret).update('agent-adapter key id').digest('base64url').slice(0, 10);
+  const id =
+    given?.id ??
+    createHmac('sha256', secret)
+      .update('agent-adapter key id')
+      .digest('base64url')
+      .slice(0, 10);
   if (!/^[A-Za-z0-9_-]+$/.test(id)) {
-    throw new CheckpointKeyError(`Key id "${id}" may only contain letters, digits, "_" and "-".`);
+    throw new CheckpointKeyError(
+      `Key id "${id}" may only contain letters, digits, "_" and "-".`,
+    );
   }
   return { id, secret };
 }

@@ -1,5 +1,9 @@
 import { CheckpointStoreCorrupt, UnsealableValue } from '../../errors';
-import type { CallRecord, CheckpointRecord } from '../checkpoints/checkpoint-store';
+import type {
+  CallRecord,
+  CheckpointRecord,
+} from '../checkpoints/checkpoint-store';
+import type { Json } from './canonical-json';
 import { KeyRing } from './key-ring';
 import {
   openCall,
@@ -107,7 +111,9 @@ describe('checkpoint records', () => {
   });
 
   it('is corrupt when it was signed with a key the ring lacks', () => {
-    const other = new KeyRing({ current: 'another-secret-0123456789abcdefghij' });
+    const other = new KeyRing({
+      current: 'another-secret-0123456789abcdefghij',
+    });
     const error = corrupt(() =>
       openCheckpoint(ring, sealCheckpoint(other, checkpoint)),
     );
@@ -126,7 +132,8 @@ describe('checkpoint records', () => {
   it('is corrupt (unreadable) when a validly signed body lacks fields', () => {
     const { sealed: _ignored, ...columns } = sealCheckpoint(ring, checkpoint);
     const coords = { kind: 'checkpoint' as const, ...columns };
-    for (const body of [{}, [], 'text', { superstep: 1 }, { frontier: [] }]) {
+    const bodies: Json[] = [{}, [], 'text', { superstep: 1 }, { frontier: [] }];
+    for (const body of bodies) {
       const error = corrupt(() =>
         openCheckpoint(ring, { ...columns, sealed: seal(ring, coords, body) }),
       );
@@ -136,7 +143,10 @@ describe('checkpoint records', () => {
 
   it('refuses to seal a checkpoint whose state is not JSON', () => {
     expect(() =>
-      sealCheckpoint(ring, { ...checkpoint, state: { at: new Date() } as never }),
+      sealCheckpoint(ring, {
+        ...checkpoint,
+        state: { at: new Date() } as never,
+      }),
     ).toThrow(UnsealableValue);
   });
 });
@@ -144,7 +154,12 @@ describe('checkpoint records', () => {
 describe('call records', () => {
   it('round-trips a call through its record', () => {
     const record = sealCall(ring, call);
-    expect(record).toMatchObject({ runId: 'order-7', segment: 2, seq: 4, superstep: 3 });
+    expect(record).toMatchObject({
+      runId: 'order-7',
+      segment: 2,
+      seq: 4,
+      superstep: 3,
+    });
     expect(openCall(ring, record)).toEqual(call);
   });
 
@@ -169,7 +184,9 @@ describe('call records', () => {
     const record = { ...sealCall(ring, call), ...edit };
     const error = corrupt(() => openCall(ring, record));
     expect(error.runId).toBe(record.runId);
-    expect(error.message).toContain(`call record ${record.segment}/${record.seq}`);
+    expect(error.message).toContain(
+      `call record ${record.segment}/${record.seq}`,
+    );
   });
 
   it('is corrupt when the outcome is forged', () => {
@@ -187,15 +204,30 @@ describe('call records', () => {
   });
 
   it('does not accept a checkpoint body as a call (different kind)', () => {
-    const coords = { kind: 'checkpoint' as const, runId: 'order-7', segment: 2, seq: 4, superstep: 3 };
+    const coords = {
+      kind: 'checkpoint' as const,
+      runId: 'order-7',
+      segment: 2,
+      seq: 4,
+      superstep: 3,
+    };
     const sealed = seal(ring, coords, { phase: 'done', tool: 'charge_card' });
-    corrupt(() => openCall(ring, { runId: 'order-7', segment: 2, seq: 4, superstep: 3, sealed }));
+    corrupt(() =>
+      openCall(ring, {
+        runId: 'order-7',
+        segment: 2,
+        seq: 4,
+        superstep: 3,
+        sealed,
+      }),
+    );
   });
 
   it('is corrupt (unreadable) when a validly signed body lacks fields', () => {
     const columns = { runId: 'order-7', segment: 2, seq: 4, superstep: 3 };
     const coords = { kind: 'call' as const, ...columns };
-    for (const body of [{}, { phase: 'done' }, { tool: 'x' }, [1]]) {
+    const bodies: Json[] = [{}, { phase: 'done' }, { tool: 'x' }, [1]];
+    for (const body of bodies) {
       const error = corrupt(() =>
         openCall(ring, { ...columns, sealed: seal(ring, coords, body) }),
       );

@@ -1,6 +1,10 @@
 import { CheckpointStoreCorrupt } from '../../errors';
 import { Messages } from '../../errors/messages';
-import type { CallRecord, CheckpointRecord, RunStatus } from '../checkpoints/checkpoint-store';
+import type {
+  CallRecord,
+  CheckpointRecord,
+  RunStatus,
+} from '../checkpoints/checkpoint-store';
 import type { Json } from './canonical-json';
 import type { KeyRing } from './key-ring';
 import { open, seal } from './seal';
@@ -105,18 +109,31 @@ function callCoords(r: Omit<CallRecord, 'sealed'>) {
   };
 }
 
-export function sealCheckpoint(ring: KeyRing, cp: Checkpoint): CheckpointRecord {
+export function sealCheckpoint(
+  ring: KeyRing,
+  cp: Checkpoint,
+): CheckpointRecord {
   const { runId, step, flow, status, segment, ...content } = cp;
   const columns = { runId, step, flow, status, segment };
-  return { ...columns, sealed: seal(ring, checkpointCoords(columns), content as unknown as Json) };
+  return {
+    ...columns,
+    sealed: seal(ring, checkpointCoords(columns), content as unknown as Json),
+  };
 }
 
-export function openCheckpoint(ring: KeyRing, record: CheckpointRecord): Checkpoint {
+export function openCheckpoint(
+  ring: KeyRing,
+  record: CheckpointRecord,
+): Checkpoint {
   const opened = open(ring, checkpointCoords(record), record.sealed);
   const what = `checkpoint step ${record.step}`;
   if (!opened.ok) throw corrupt(record.runId, what, opened);
   const content = opened.content as CheckpointContent;
-  if (!isObject(content) || typeof content.superstep !== 'number' || !Array.isArray(content.frontier)) {
+  if (
+    !isObject(content) ||
+    typeof content.superstep !== 'number' ||
+    !Array.isArray(content.frontier)
+  ) {
     throw new CheckpointStoreCorrupt(
       Messages.corruptUnreadable(record.runId, what, 'missing fields'),
       record.runId,
@@ -129,7 +146,10 @@ export function openCheckpoint(ring: KeyRing, record: CheckpointRecord): Checkpo
 export function sealCall(ring: KeyRing, call: Call): CallRecord {
   const { runId, segment, seq, superstep, ...content } = call;
   const columns = { runId, segment, seq, superstep };
-  return { ...columns, sealed: seal(ring, callCoords(columns), content as unknown as Json) };
+  return {
+    ...columns,
+    sealed: seal(ring, callCoords(columns), content),
+  };
 }
 
 export function openCall(ring: KeyRing, record: CallRecord): Call {
@@ -137,7 +157,11 @@ export function openCall(ring: KeyRing, record: CallRecord): Call {
   const what = `call record ${record.segment}/${record.seq}`;
   if (!opened.ok) throw corrupt(record.runId, what, opened);
   const content = opened.content as CallContent;
-  if (!isObject(content) || typeof content.phase !== 'string' || typeof content.tool !== 'string') {
+  if (
+    !isObject(content) ||
+    typeof content.phase !== 'string' ||
+    typeof content.tool !== 'string'
+  ) {
     throw new CheckpointStoreCorrupt(
       Messages.corruptUnreadable(record.runId, what, 'missing fields'),
       record.runId,

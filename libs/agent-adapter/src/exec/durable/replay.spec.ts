@@ -63,7 +63,9 @@ describe('ReplayBook', () => {
     expect(prior?.kind === 'inDoubt' && prior.why).toMatch(
       /result could not be recorded \(a Date instance\)/,
     );
-    const noReason = new ReplayBook([rec('unrecordable', id(), { reason: undefined })]);
+    const noReason = new ReplayBook([
+      rec('unrecordable', id(), { reason: undefined }),
+    ]);
     expect(noReason.inDoubt()[0]?.why).toMatch(/unsealable/);
   });
 
@@ -94,7 +96,9 @@ describe('ReplayBook', () => {
       rec('pending', id(), { segment: 1 }),
       rec('started', id(), { segment: 2 }),
     ];
-    expect(new ReplayBook(approvedThenStarted).lookup(id())?.kind).toBe('inDoubt');
+    expect(new ReplayBook(approvedThenStarted).lookup(id())?.kind).toBe(
+      'inDoubt',
+    );
   });
 
   it('keeps identities apart by node, index and tool', () => {
@@ -116,7 +120,9 @@ describe('ReplayBook', () => {
   });
 
   it('does not confuse identities whose parts contain separators', () => {
-    expect(identityKey(id('a","1', 0, 't'))).not.toBe(identityKey(id('a', 1, '0","t')));
+    expect(identityKey(id('a","1', 0, 't'))).not.toBe(
+      identityKey(id('a', 1, '0","t')),
+    );
     expect(identityKey({ node: 'n', index: 1, tool: 't' })).toBe(
       identityKey({ tool: 't', index: 1, node: 'n' }),
     );
@@ -126,7 +132,12 @@ describe('ReplayBook', () => {
     const identities = [id('a', 0, 't'), id('a', 1, 't'), id('b', 0, 'u')];
     const record = fc.record({
       who: fc.integer({ min: 0, max: identities.length - 1 }),
-      phase: fc.constantFrom<CallPhase>('started', 'done', 'pending', 'unrecordable'),
+      phase: fc.constantFrom<CallPhase>(
+        'started',
+        'done',
+        'pending',
+        'unrecordable',
+      ),
       hash: fc.constantFrom('h1', 'h2'),
     });
     fc.assert(
@@ -144,7 +155,9 @@ describe('ReplayBook', () => {
           if (!last || last.phase === 'pending') {
             expect(prior).toBeUndefined();
           } else {
-            expect(prior?.kind).toBe(last.phase === 'done' ? 'done' : 'inDoubt');
+            expect(prior?.kind).toBe(
+              last.phase === 'done' ? 'done' : 'inDoubt',
+            );
             expect(prior?.argsHash).toBe(last.hash);
           }
         });

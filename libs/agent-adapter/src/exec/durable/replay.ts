@@ -38,7 +38,12 @@ export class ReplayBook {
           break;
         case 'done':
           if (call.outcome) {
-            this.byIdentity.set(key, { kind: 'done', argsHash: call.argsHash, outcome: call.outcome, call });
+            this.byIdentity.set(key, {
+              kind: 'done',
+              argsHash: call.argsHash,
+              outcome: call.outcome,
+              call,
+            });
           }
           break;
         case 'pending':

@@ -18,7 +18,11 @@ const VERSION = 'aa1';
  * The stored form: `aa1.<key id>.<base64url HMAC-SHA256>.<canonical JSON body>`. The body is kept
  * verbatim, so verification needs no re-serialisation and the row stays readable in a SQL client.
  */
-export function seal(ring: KeyRing, coords: Coordinates, content: Json): string {
+export function seal(
+  ring: KeyRing,
+  coords: Coordinates,
+  content: Json,
+): string {
   const body = canonicalJson(content);
   const key = ring.current;
   return `${VERSION}.${key.id}.${mac(key.secret, coords, body)}.${body}`;
@@ -29,25 +33,47 @@ export type Opened =
   | { ok: false; why: 'unreadable' | 'signature'; detail: string };
 
 /** Verifies and parses a sealed string against the coordinates it was read from. Never throws. */
-export function open(ring: KeyRing, coords: Coordinates, sealed: unknown): Opened {
-  if (typeof sealed !== 'string') return { ok: false, why: 'unreadable', detail: 'not a string' };
-  const parts = /^([a-z0-9]+)\.([A-Za-z0-9_-]+)\.([A-Za-z0-9_-]{43})\.([\s\S]*)$/.exec(sealed);
+export function open(
+  ring: KeyRing,
+  coords: Coordinates,
+  sealed: unknown,
+): Opened {
+  if (typeof sealed !== 'string')
+    return { ok: false, why: 'unreadable', detail: 'not a string' };
+  const parts =
+    /^([a-z0-9]+)\.([A-Za-z0-9_-]+)\.([A-Za-z0-9_-]{43})\.([\s\S]*)$/.exec(
+      sealed,
+    );
   if (!parts || parts[1] !== VERSION) {
-    return { ok: false, why: 'unreadable', detail: 'not a sealed record of this format' };
+    return {
+      ok: false,
+      why: 'unreadable',
+      detail: 'not a sealed record of this format',
+    };
   }
   const [, , kid = '', sig = '', body = ''] = parts;
   if (!ring.has(kid)) {
-    return { ok: false, why: 'signature', detail: `signed with unknown key id "${kid}"` };
+    return {
+      ok: false,
+      why: 'signature',
+      detail: `signed with unknown key id "${kid}"`,
+    };
   }
-  const expected = Buffer.from(mac(ring.get(kid).secret, coords, body), 'base64url');
-  const given = Buffer.from(sig, 'base64url');
+  // Compare the text, not decoded bytes: base64url's last character has padding bits a decoder
+  // ignores, so comparing bytes would accept several spellings of one signature.
+  const expected = Buffer.from(mac(ring.get(kid).secret, coords, body));
+  const given = Buffer.from(sig);
   if (given.length !== expected.length || !timingSafeEqual(given, expected)) {
     return { ok: false, why: 'signature', detail: 'signature mismatch' };
   }
   try {
     return { ok: true, content: JSON.parse(body) as unknown, kid };
   } catch (error) {
-    return { ok: false, why: 'unreadable', detail: `body is not JSON: ${String(error)}` };
+    return {
+      ok: false,
+      why: 'unreadable',
+      detail: `body is not JSON: ${String(error)}`,
+    };
   }
 }
 

@@ -1,0 +1,528 @@
+import { randomBytes } from 'node:crypto';
+// Type-only: the user's factory creates the client, so `require('agent-adapter')` never loads ioredis.
+import type { Cluster, Redis } from 'ioredis';
+import { CheckpointConflict } from '../../errors';
+import { Messages } from '../../errors/messages';
+import {
+  CheckpointStore,
+  UNFINISHED,
+  type CallRecord,
+  type CheckpointRecord,
+  type HistoryPage,
+  type ListQuery,
+  type ListUnfinishedOptions,
+  type RunHead,
+  type RunPage,
+  type RunStatus,
+  type SaveOptions,
+} from './checkpoint-store';
+import { REDIS_SCRIPTS } from './redis.scripts';
+
+export interface RedisCheckpointStoreOptions {
+  /** Every key of a run expires this long after the run's last write; never while it is paused. */
+  ttlSeconds?: number;
+  /** Key namespace (tenant). No `{`, `}` or `:`. Default `aa`. */
+  prefix?: string;
+}
+
+type Client = Redis | Cluster;
+
+/**
+ * An ioredis client (`new Redis(url)` or `new Cluster(nodes)`), typed by the two methods the
+ * store needs at construction so these typings do not require ioredis to be installed.
+ * @publicApi
+ */
+export interface RedisClientLike {
+  defineCommand(
+    name: string,
+    definition: { lua: string; numberOfKeys?: number },
+  ): void;
+  quit(): Promise<unknown>;
+}
+type Reply = Array<string | number | null>;
+/** What an index scan returns: server time (ms), run ids (or id/score pairs), their born times. */
+type Scan = [number, string[], Array<string | null>];
+/** Columns kept beside each checkpoint's sealed text (`<step>:cols` in the cps hash). */
+type Cols = [flow: string, status: RunStatus, segment: number];
+
+/**
+ * A step-0 save must follow its index entry within half of this; index readers clean an entry
+ * whose head is missing only once the entry is older than this (see `listUnfinished`).
+ */
+const CREATE_WINDOW_MS = 60_000;
+/** Owner lease keys and owned-run sets outlive the lease they carry by this much. */
+const OWNER_KEEP_MS = 24 * 3600_000;
+
+/**
+ * Runs in Redis (one server or a Cluster), shared by any number of workers.
+ *
+ * Key layout (P = prefix):
+ * - `{P:runId}:head` hash, `{P:runId}:cps` hash (step → sealed, `step:cols` → columns),
+ *   `{P:runId}:calls:<superstep>` hash (`segment:seq` → sealed), `{P:runId}:supersteps` set:
+ *   one slot per run, so every write is one Lua script.
+ * - `{P}:unfinished:<flow>` sorted set (score 0, paged by run id), `{P}:runs` sorted set (by a
+ *   creation sequence, `{P}:seq`), `{P}:born` hash (run id → when its step 0 was announced).
+ * - `P:lease:<owner>` (lease expiry ms) and `P:owned:<owner>` (run ids): one write renews them all.
+ * @publicApi
+ */
+export class RedisCheckpointStore extends CheckpointStore {
+  readonly shared = true;
+  readonly prefix: string;
+  private readonly client: Client;
+  private readonly ttl: number;
+  /** Index keys, tagged `{prefix}` so one script can update them together. */
+  private readonly runs: string;
+  private readonly born: string;
+  private readonly seq: string;
+
+  constructor(
+    connect: () => RedisClientLike,
+    options: RedisCheckpointStoreOptions = {},
+  ) {
+    super();
+    this.prefix = options.prefix ?? 'aa';
+    if (!/^[^{}:]+$/.test(this.prefix)) {
+      throw new Error(
+        `RedisCheckpointStore: prefix "${this.prefix}" must be non-empty, without "{", "}" or ":" (they would break the hash tags that keep a run in one slot, or let two tenants share keys).`,
+      );
+    }
+    this.runs = `{${this.prefix}}:runs`;
+    this.born = `{${this.prefix}}:born`;
+    this.seq = `{${this.prefix}}:seq`;
+    this.ttl = Math.ceil(options.ttlSeconds ?? 0);
+    this.client = connect() as Client;
+    for (const [name, lua] of Object.entries(REDIS_SCRIPTS)) {
+      this.client.defineCommand(name, { lua });
+    }
+  }
+
+  async save(
+    checkpoint: CheckpointRecord,
+    options: SaveOptions = {},
+  ): Promise<void> {
+    const { runId, step, flow, status, segment } = checkpoint;
+    const { owner, leaseExpiresAt: lease } = options;
+    const keys = this.runKeys(runId);
+    // Identifies this write, so a resend after a lost reply is recognised as already applied.
+    const token = randomBytes(9).toString('base64');
+    for (let attempt = 1; ; attempt++) {
+      // Index first: a crash right after leaves an entry without a head (dropped by readers),
+      // never a run that recovery cannot find.
+      const [intent, created] =
+        step === 0 ? await this.announce(runId, flow) : ['', ''];
+      // prettier-ignore
+      const args = [
+        keys.calls, token, this.ttl, step, status, segment, flow, checkpoint.sealed,
+        JSON.stringify([flow, status, segment]), owner ?? '', lease ?? '',
+        options.expectCalls ?? '', created, intent, CREATE_WINDOW_MS / 2,
+        ...callArgs(runId, options.calls ?? []),
+      ];
+      const owned = owner !== undefined && UNFINISHED.includes(status);
+      const [reply] = await Promise.all([
+        this.script('aaSave', keys.list, args) as Promise<Reply>,
+        // Same round trip as the script; a refused save leaves a member renewLeases prunes.
+        owned && this.client.sadd(this.ownedKey(owner), runId),
+        owned && this.client.pexpire(this.ownedKey(owner), keepMs(lease)),
+      ]);
+      if (reply[0] === 'late' && attempt < 3) continue;
+      this.check(reply, runId, step);
+      break;
+    }
+    if (!UNFINISHED.includes(status)) {
+      // Only once the run has ended; a crash before this leaves an entry that readers clean.
+      await Promise.all([
+        this.drop([this.unfinishedKey(flow)], false, [runId, '*']),
+        owner !== undefined && this.client.srem(this.ownedKey(owner), runId),
+      ]);
+    }
+  }
+
+  async recordCall(
+    runId: string,
+    segment: number,
+    records: CallRecord[],
+  ): Promise<void> {
+    const keys = this.runKeys(runId);
+    const token = randomBytes(9).toString('base64');
+    const args = [keys.calls, token, this.ttl, segment];
+    args.push(...callArgs(runId, records));
+    const reply = await this.script('aaRecord', keys.list, args);
+    this.check(reply as Reply, runId);
+  }
+
+  async latest(runId: string): Promise<CheckpointRecord | undefined> {
+    const keys = this.runKeys(runId);
+    const r = await this.script('aaLatest', keys.list, [keys.calls]);
+    if (!r) return undefined;
+    const [step, flow, status, segment, sealed] = r as [
+      string,
+      string,
+      RunStatus,
+      string,
+      string,
+    ];
+    return toCheckpoint(runId, step, [flow, status, Number(segment)], sealed);
+  }
+
+  async head(runId: string): Promise<RunHead | undefined> {
+    const head = toHead(
+      runId,
+      await this.client.hgetall(this.runKeys(runId).head),
+    );
+    // A second round trip only for an owned, unfinished run: its owner's lease key may be later.
+    return head && (await this.withLeases([head]))[0];
+  }
+
+  async calls(runId: string, superstep: number): Promise<CallRecord[]> {
+    const key = `${this.runKeys(runId).calls}${superstep}`;
+    return toCalls(runId, superstep, await this.client.hgetall(key)).sort(
+      byCallKey,
+    );
+  }
+
+  async history(runId: string): Promise<HistoryPage> {
+    const keys = this.runKeys(runId);
+    const [cps = [], ...groups] = (await this.script('aaHistory', keys.list, [
+      keys.calls,
+    ])) as string[][];
+    const fields = new Map(pairs(cps));
+    const checkpoints: CheckpointRecord[] = [];
+    for (const [field, sealed] of fields) {
+      if (field.includes(':')) continue;
+      const cols = JSON.parse(fields.get(`${field}:cols`) ?? '[]') as Cols;
+      checkpoints.push(toCheckpoint(runId, field, cols, sealed));
+    }
+    const calls: CallRecord[] = [];
+    for (let i = 0; i + 1 < groups.length; i += 2) {
+      const fieldsOf = Object.fromEntries(pairs(groups[i + 1]!));
+      calls.push(...toCalls(runId, Number(groups[i]), fieldsOf));
+    }
+    checkpoints.sort((a, b) => a.step - b.step);
+    return { checkpoints, calls: calls.sort(byCallKey) };
+  }
+
+  async delete(runId: string): Promise<boolean> {
+    const keys = this.runKeys(runId);
+    const [deleted, flow, owner] = (await this.script('aaDelete', keys.list, [
+      keys.calls,
+    ])) as Reply;
+    if (!deleted) return false;
+    const sets = [this.runs];
+    if (flow != null) sets.push(this.unfinishedKey(String(flow)));
+    await Promise.all([
+      this.drop(sets, true, [runId, '*']),
+      owner != null
+        ? this.client.srem(this.ownedKey(String(owner)), runId)
+        : undefined,
+    ]);
+    return true;
+  }
+
+  /**
+   * Pages through the flow's index by run id. Entries whose head has ended or is another flow's
+   * are skipped and removed. So are entries whose head is missing (expired, or a crash between
+   * the index write and the step-0 script), but those are removed only once older than
+   * CREATE_WINDOW_MS: a younger one may be a creation in flight, and the save script refuses a
+   * creation that late, so removing an old one can never hide a run from recovery.
+   */
+  async listUnfinished(
+    flow: string,
+    options: ListUnfinishedOptions = {},
+  ): Promise<RunHead[]> {
+    const { leaseExpiredBefore, after, limit = 100 } = options;
+    const chunk = Math.min(Math.max(limit, 32), 500);
+    const unfinished = this.unfinishedKey(flow);
+    const out: RunHead[] = [];
+    for (let cursor = after; out.length < limit;) {
+      const min = cursor === undefined ? '-' : `(${cursor}`;
+      const scan = (await this.script(
+        'aaScanUnfinished',
+        [unfinished, this.born],
+        [min, chunk],
+      )) as Scan;
+      const ids = scan[1];
+      if (ids.length === 0) break;
+      const { heads, gone } = await this.readHeads(scan, ids);
+      const live: RunHead[] = [];
+      const ended: string[] = [];
+      heads.forEach((head, i) => {
+        if (head?.flow === flow && UNFINISHED.includes(head.status))
+          live.push(head);
+        else if (head) ended.push(ids[i]!, scan[2][i] ?? '');
+      });
+      await Promise.all([
+        this.drop([unfinished], false, ended),
+        this.drop([unfinished, this.runs], true, gone),
+      ]);
+      for (const head of await this.withLeases(live)) {
+        const lease = head.leaseExpiresAt;
+        const expired =
+          leaseExpiredBefore === undefined ||
+          lease === undefined ||
+          lease < leaseExpiredBefore;
+        if (expired && out.length < limit) out.push(head);
+      }
+      if (ids.length < chunk) break;
+      cursor = ids[ids.length - 1];
+    }
+    return out;
+  }
+
+  /** Newest first by creation sequence; filters read the heads, so a page may span index chunks. */
+  async list(query: ListQuery = {}): Promise<RunPage> {
+    const { flow, status, before, limit = 50 } = query;
+    const chunk = Math.min(Math.max(limit + 1, 32), 500);
+    const runs = this.runs;
+    const found: Array<{ head: RunHead; score: string }> = [];
+    for (
+      let max = before === undefined ? '+inf' : `(${before}`;
+      found.length <= limit;
+    ) {
+      const scan = (await this.script(
+        'aaScanRuns',
+        [runs, this.born],
+        [max, chunk],
+      )) as Scan;
+      const page = scan[1];
+      const ids = page.filter((_, i) => i % 2 === 0);
+      if (ids.length === 0) break;
+      const { heads, gone } = await this.readHeads(scan, ids);
+      heads.forEach((head, i) => {
+        if (
+          head &&
+          (flow === undefined || head.flow === flow) &&
+          (status === undefined || head.status === status)
+        ) {
+          found.push({ head, score: page[2 * i + 1]! });
+        }
+      });
+      await this.drop([runs], true, gone);
+      if (ids.length < chunk) break;
+      max = `(${page[page.length - 1]}`;
+    }
+    const shown = found.slice(0, limit);
+    const last = shown[shown.length - 1];
+    return {
+      runs: await this.withLeases(shown.map((f) => f.head)),
+      ...(found.length > limit && last && { next: last.score }),
+    };
+  }
+
+  /** One write (the owner's lease key) renews every run of the owner; the count only reads. */
+  async renewLeases(owner: string, leaseExpiresAt: number): Promise<number> {
+    const [, ids] = await Promise.all([
+      this.client.set(
+        this.leaseKey(owner),
+        String(leaseExpiresAt),
+        'PX',
+        keepMs(leaseExpiresAt),
+      ),
+      this.client.smembers(this.ownedKey(owner)),
+    ]);
+    const heads = await Promise.all(
+      ids.map((id) =>
+        this.client.hmget(this.runKeys(id).head, 'owner', 'status'),
+      ),
+    );
+    const stale = ids.filter((_, i) => {
+      const [holder, status] = heads[i]!;
+      return holder !== owner || !UNFINISHED.includes(status as RunStatus);
+    });
+    if (stale.length) await this.client.srem(this.ownedKey(owner), ...stale);
+    return ids.length - stale.length;
+  }
+
+  async close(): Promise<void> {
+    try {
+      await this.client.quit();
+    } catch {
+      this.client.disconnect();
+    }
+  }
+
+  private runKeys(runId: string) {
+    if (/[{}]/.test(runId)) {
+      throw new Error(
+        `RedisCheckpointStore: run id "${runId}" must not contain "{" or "}" (they would break the hash tag that keeps the run in one slot).`,
+      );
+    }
+    const tag = `{${this.prefix}:${runId}}`;
+    const head = `${tag}:head`;
+    return {
+      head,
+      calls: `${tag}:calls:`,
+      list: [head, `${tag}:cps`, `${tag}:supersteps`],
+    };
+  }
+
+  private unfinishedKey(flow: string): string {
+    return `{${this.prefix}}:unfinished:${flow}`;
+  }
+  private leaseKey(owner: string): string {
+    return `${this.prefix}:lease:${owner}`;
+  }
+  private ownedKey(owner: string): string {
+    return `${this.prefix}:owned:${owner}`;
+  }
+
+  private script(
+    name: keyof typeof REDIS_SCRIPTS,
+    keys: string[],
+    args: Array<string | number>,
+  ): Promise<unknown> {
+    type Command = (...a: Array<string | number>) => Promise<unknown>;
+    // Defined without numberOfKeys, so the key count goes first (some scripts take a key list).
+    const command = (this.client as unknown as Record<string, Command>)[name]!;
+    return command.call(this.client, keys.length, ...keys, ...args);
+  }
+
+  /** Adds the run to the flow's unfinished index and the list; returns [server ms, created]. */
+  private async announce(
+    runId: string,
+    flow: string,
+  ): Promise<[string, string]> {
+    const keys = [this.unfinishedKey(flow), this.born, this.runs, this.seq];
+    const [at, created] = (await this.script('aaIndexCreate', keys, [
+      runId,
+    ])) as Reply;
+    return [String(at), String(created)];
+  }
+
+  /** Removes (runId, born seen) entries from index sets; `forget` also drops their born time. */
+  private async drop(
+    sets: string[],
+    forget: boolean,
+    entries: string[],
+  ): Promise<void> {
+    if (entries.length === 0) return;
+    await this.script(
+      'aaIndexDrop',
+      [this.born, ...sets],
+      [forget ? '1' : '0', ...entries],
+    );
+  }
+
+  /**
+   * Heads of a scanned index chunk, sent together (one round trip, across Cluster nodes too), and
+   * the (runId, born) entries whose head is missing and old enough to remove.
+   */
+  private async readHeads([now, , born]: Scan, ids: string[]) {
+    const raw = await Promise.all(
+      ids.map((id) => this.client.hgetall(this.runKeys(id).head)),
+    );
+    const heads = raw.map((fields, i) => toHead(ids[i]!, fields));
+    const gone = ids.flatMap((id, i) => {
+      const at = born[i];
+      const old = at == null || now - Number(at) >= CREATE_WINDOW_MS;
+      return heads[i] === undefined && old ? [id, at ?? ''] : [];
+    });
+    return { heads, gone };
+  }
+
+  /**
+   * The effective lease of an unfinished run is the later of the one saved with it and its owner's
+   * lease key (renewed once per interval for all of that owner's runs), while that owner holds it.
+   */
+  private async withLeases(heads: RunHead[]): Promise<RunHead[]> {
+    const held = heads.filter(
+      (h) => h.owner !== undefined && UNFINISHED.includes(h.status),
+    );
+    const owners = [...new Set(held.map((h) => h.owner!))];
+    const values = await Promise.all(
+      owners.map((o) => this.client.get(this.leaseKey(o))),
+    );
+    const leases = new Map(owners.map((o, i) => [o, values[i]]));
+    for (const head of held) {
+      const renewed = leases.get(head.owner!);
+      const saved = head.leaseExpiresAt ?? -Infinity;
+      if (renewed != null) head.leaseExpiresAt = Math.max(saved, +renewed);
+    }
+    return heads;
+  }
+
+  /** Turns a script's refusal code into the CheckpointConflict the other stores throw. */
+  private check([code, a, b, c]: Reply, runId: string, step = 0): void {
+    if (code === 'ok') return;
+    const num = (v: unknown) => (v == null ? undefined : Number(v));
+    const refusals: Record<string, () => string> = {
+      step: () => Messages.conflictStep(runId, step, num(a)),
+      ended: () => Messages.ended(runId, String(a)),
+      moved: () => Messages.logMoved(runId),
+      fenced: () => Messages.fenced(runId, Number(a), num(b)),
+      duplicate: () =>
+        Messages.duplicateCall(runId, Number(a), Number(b), Number(c)),
+    };
+    const message = refusals[String(code)]?.();
+    if (message !== undefined) throw new CheckpointConflict(message, runId);
+    throw new Error(
+      `RedisCheckpointStore: run "${runId}": the write was refused (${String(code)}) and nothing was written; retry it.`,
+    );
+  }
+}
+
+/** ARGV tail of save and recordCall: 1-based index of a call of another run (0: none), count, calls. */
+function callArgs(runId: string, calls: CallRecord[]): Array<string | number> {
+  const foreign = calls.findIndex((c) => c.runId !== runId) + 1;
+  return [
+    foreign,
+    calls.length,
+    ...calls.flatMap((c) => [c.segment, c.superstep, c.seq, c.sealed]),
+  ];
+}
+
+function toCheckpoint(
+  runId: string,
+  step: string,
+  [flow, status, segment]: Cols,
+  sealed = '',
+): CheckpointRecord {
+  return {
+    runId,
+    step: Number(step),
+    flow,
+    status,
+    segment: Number(segment),
+    sealed,
+  };
+}
+
+function toHead(runId: string, h: Record<string, string>): RunHead | undefined {
+  if (h.step === undefined) return undefined;
+  return {
+    runId,
+    flow: h.flow ?? '',
+    step: Number(h.step),
+    status: h.status as RunStatus,
+    segment: Number(h.segment),
+    updatedAt: Number(h.updatedAt),
+    calls: Number(h.calls ?? 0),
+    ...(h.owner !== undefined && { owner: h.owner }),
+    ...(h.lease !== undefined && { leaseExpiresAt: Number(h.lease) }),
+  };
+}
+
+function toCalls(
+  runId: string,
+  superstep: number,
+  fields: Record<string, string>,
+): CallRecord[] {
+  return Object.entries(fields).map(([field, sealed]) => {
+    const [segment = 0, seq = 0] = field.split(':').map(Number);
+    return { runId, segment, seq, superstep, sealed };
+  });
+}
+
+function pairs(flat: string[]): Array<[string, string]> {
+  const out: Array<[string, string]> = [];
+  for (let i = 0; i + 1 < flat.length; i += 2)
+    out.push([flat[i]!, flat[i + 1]!]);
+  return out;
+}
+
+function byCallKey(a: CallRecord, b: CallRecord): number {
+  return a.segment - b.segment || a.superstep - b.superstep || a.seq - b.seq;
+}
+
+function keepMs(lease = Date.now()): number {
+  return Math.max(Math.ceil(lease - Date.now()), 0) + OWNER_KEEP_MS;
+}

@@ -1,0 +1,375 @@
+import { createServer, connect, type Server, type Socket } from 'node:net';
+import calculateSlot from 'cluster-key-slot';
+import Redis from 'ioredis';
+import {
+  CheckpointConflict,
+  RedisCheckpointStore,
+  type CallRecord,
+  type CheckpointRecord,
+  type CheckpointStore,
+  type RedisCheckpointStoreOptions,
+} from 'agent-adapter';
+import { checkpointStoreConformance } from './checkpoint-store.conformance';
+import { REDIS_URL, describeWithService, suiteId } from '../utils/services';
+
+describeWithService('redis', 'RedisCheckpointStore', () => {
+  const prefixes: string[] = [];
+  const stores: RedisCheckpointStore[] = [];
+  let admin: Redis;
+
+  beforeAll(() => {
+    admin = new Redis(REDIS_URL);
+  });
+
+  afterAll(async () => {
+    await Promise.all(stores.map((s) => s.close()));
+    for (const prefix of prefixes) {
+      const keys = await scan(`*${prefix}*`);
+      if (keys.length) await admin.del(...keys);
+    }
+    await admin.quit();
+  });
+
+  /** A store in a fresh namespace, with the client it owns (for killing its connection). */
+  function open(options: RedisCheckpointStoreOptions = {}) {
+    const prefix = suiteId('aa');
+    prefixes.push(prefix);
+    let client: Redis | undefined;
+    const store = new RedisCheckpointStore(
+      () => (client = new Redis(REDIS_URL)),
+      { prefix, ...options },
+    );
+    return { store, client: client!, prefix };
+  }
+
+  async function scan(pattern: string): Promise<string[]> {
+    const out: string[] = [];
+    let cursor = '0';
+    do {
+      const [next, keys] = await admin.scan(
+        cursor,
+        'MATCH',
+        pattern,
+        'COUNT',
+        1000,
+      );
+      out.push(...keys);
+      cursor = next;
+    } while (cursor !== '0');
+    return out;
+  }
+
+  const tag = (store: CheckpointStore, runId: string) =>
+    `{${(store as RedisCheckpointStore).prefix}:${runId}}`;
+  const runKeys = (store: CheckpointStore, runId: string) =>
+    scan(`${tag(store, runId).replace(/[[\]*?\\]/g, '\\$&')}*`);
+
+  checkpointStoreConformance({
+    name: 'redis',
+    make: async () => open().store,
+    raw: {
+      rewriteCall: async (store, runId, k, sealed) => {
+        await admin.hset(
+          `${tag(store, runId)}:calls:${k.superstep}`,
+          `${k.segment}:${k.seq}`,
+          sealed,
+        );
+      },
+      deleteCall: async (store, runId, k) => {
+        await admin.hdel(
+          `${tag(store, runId)}:calls:${k.superstep}`,
+          `${k.segment}:${k.seq}`,
+        );
+      },
+      rewriteCheckpoint: async (store, runId, step, sealed) => {
+        await admin.hset(`${tag(store, runId)}:cps`, String(step), sealed);
+      },
+    },
+  });
+
+  describe('redis specifics', () => {
+    let n = 0;
+    const uid = (p = 'run') => `${p}-${Date.now().toString(36)}-${++n}`;
+    const cp = (
+      runId: string,
+      step: number,
+      over: Partial<CheckpointRecord> = {},
+    ): CheckpointRecord => ({
+      runId,
+      step,
+      flow: 'f',
+      status: 'running',
+      segment: 1,
+      sealed: `cp-${runId}-${step}`,
+      ...over,
+    });
+    const call = (
+      runId: string,
+      seq: number,
+      over: Partial<CallRecord> = {},
+    ): CallRecord => ({
+      runId,
+      segment: 1,
+      seq,
+      superstep: 0,
+      sealed: `call-${runId}-${seq}`,
+      ...over,
+    });
+    const make = (options: RedisCheckpointStoreOptions = {}) => {
+      const opened = open(options);
+      stores.push(opened.store);
+      return opened;
+    };
+    const ttls = async (keys: string[]) =>
+      Promise.all(keys.map((k) => admin.ttl(k)));
+
+    it('every key of a run gets the TTL on each write, loses it while paused, and gets it back', async () => {
+      const { store } = make({ ttlSeconds: 60 });
+      const id = uid();
+      await store.save(cp(id, 0));
+      await store.recordCall(id, 1, [call(id, 1)]);
+      await store.save(cp(id, 1), { calls: [call(id, 2)] });
+      await store.recordCall(id, 1, [call(id, 1, { superstep: 1 })]);
+      const keys = await runKeys(store, id);
+      expect(keys.sort()).toEqual(
+        ['calls:0', 'calls:1', 'cps', 'head', 'supersteps'].map(
+          (k) => `${tag(store, id)}:${k}`,
+        ),
+      );
+      for (const ttl of await ttls(keys)) expect(ttl).toBeGreaterThan(0);
+
+      await store.save(cp(id, 2, { status: 'paused' }));
+      expect(await ttls(keys)).toEqual(keys.map(() => -1));
+
+      await store.save(cp(id, 3));
+      for (const ttl of await ttls(keys)) expect(ttl).toBeGreaterThan(50);
+      await store.save(cp(id, 4, { status: 'done' }));
+      for (const ttl of await ttls(keys)) expect(ttl).toBeGreaterThan(50);
+    });
+
+    it('without ttlSeconds nothing expires', async () => {
+      const { store } = make();
+      const id = uid();
+      await store.save(cp(id, 0));
+      await store.recordCall(id, 1, [call(id, 1)]);
+      const keys = await runKeys(store, id);
+      expect(keys.length).toBe(4);
+      expect(await ttls(keys)).toEqual(keys.map(() => -1));
+    });
+
+    it('keys really expire: the run is gone and listUnfinished no longer returns it', async () => {
+      const { store } = make({ ttlSeconds: 1 });
+      const flow = uid('flow');
+      const id = uid();
+      await store.save(cp(id, 0, { flow }));
+      await store.recordCall(id, 1, [call(id, 1)]);
+      expect((await store.listUnfinished(flow)).map((h) => h.runId)).toEqual([
+        id,
+      ]);
+      await new Promise((r) => setTimeout(r, 2200));
+      expect(await runKeys(store, id)).toEqual([]);
+      expect(await store.latest(id)).toBeUndefined();
+      expect(await store.head(id)).toBeUndefined();
+      expect(await store.listUnfinished(flow)).toEqual([]);
+      expect((await store.list({ flow })).runs).toEqual([]);
+      await store.save(cp(id, 0, { flow, sealed: 'again' }));
+      expect(await store.calls(id, 0)).toEqual([]);
+    });
+
+    it('all keys of one run map to one cluster slot, and so do the index keys of one prefix', async () => {
+      const { store, prefix } = make();
+      const id = uid();
+      await store.save(cp(id, 0), { owner: 'w1', leaseExpiresAt: Date.now() });
+      await store.recordCall(id, 1, [
+        call(id, 1),
+        call(id, 2, { superstep: 3 }),
+      ]);
+      const keys = await runKeys(store, id);
+      expect(keys.length).toBe(5);
+      expect(new Set(keys.map((k) => calculateSlot(k))).size).toBe(1);
+      const index = await scan(`{${prefix}}:*`);
+      expect(index.length).toBeGreaterThanOrEqual(4);
+      expect(new Set(index.map((k) => calculateSlot(k))).size).toBe(1);
+    });
+
+    it('the owner lease key renews every owned unfinished run, and only while the owner holds it', async () => {
+      const { store } = make();
+      const [a, b] = [uid('a'), uid('b')];
+      await store.save(cp(a, 0), { owner: 'w1', leaseExpiresAt: 1_000 });
+      await store.save(cp(b, 0), { owner: 'w1', leaseExpiresAt: 1_000 });
+      expect(await store.renewLeases('w1', 50_000)).toBe(2);
+      expect((await store.head(a))?.leaseExpiresAt).toBe(50_000);
+      await store.save(cp(a, 1, { segment: 2 }), {
+        owner: 'w2',
+        leaseExpiresAt: 2_000,
+      });
+      expect((await store.head(a))?.leaseExpiresAt).toBe(2_000);
+      expect(await store.renewLeases('w1', 60_000)).toBe(1); // a left w1's set
+      expect(await admin.smembers(`${store.prefix}:owned:w1`)).toEqual([b]);
+    });
+
+    it('listUnfinished keeps an index entry whose step 0 may be in flight, and cleans stale ones', async () => {
+      const { store, prefix } = make();
+      const flow = uid('flow');
+      const unfinished = `{${prefix}}:unfinished:${flow}`;
+      const born = `{${prefix}}:born`;
+      // A crash between the index write and the save script, just now and long ago:
+      await admin.zadd(unfinished, 0, 'fresh', 0, 'old');
+      await admin.hset(born, 'fresh', Date.now(), 'old', Date.now() - 120_000);
+      // An ended run whose worker died before it removed the index entry:
+      const ended = uid('ended');
+      await store.save(cp(ended, 0, { flow }));
+      await store.save(cp(ended, 1, { flow, status: 'failed' }));
+      await admin.zadd(unfinished, 0, ended);
+      const live = uid('live');
+      await store.save(cp(live, 0, { flow }));
+
+      expect((await store.listUnfinished(flow)).map((h) => h.runId)).toEqual([
+        live,
+      ]);
+      expect((await admin.zrange(unfinished, 0, -1)).sort()).toEqual(
+        ['fresh', live].sort(),
+      );
+      // The creation that was in flight lands: recovery finds it.
+      await store.save(cp('fresh', 0, { flow }));
+      expect(
+        (await store.listUnfinished(flow)).map((h) => h.runId).sort(),
+      ).toEqual(['fresh', live].sort());
+    });
+
+    it('a killed connection is survived; the write in flight is applied whole or not at all', async () => {
+      const { store, client } = make({ ttlSeconds: 60 });
+      const id = uid();
+      await store.save(cp(id, 0));
+      for (let step = 1; step <= 3; step++) {
+        const clientId = await client.client('ID');
+        const inflight = store
+          .save(cp(id, step), {
+            calls: [call(id, step, { superstep: step - 1 })],
+          })
+          .then(
+            () => 'ok',
+            (e: unknown) => e,
+          );
+        await admin.client('KILL', 'ID', String(clientId));
+        const outcome = await inflight;
+        const head = (await store.head(id))!;
+        const history = await store.history(id);
+        expect(history.checkpoints.map((c) => c.step)).toEqual(
+          Array.from({ length: head.step + 1 }, (_, i) => i),
+        );
+        expect(history.calls.length).toBe(head.step);
+        expect(head.calls).toBe(head.step);
+        expect((await store.latest(id))?.step).toBe(head.step);
+        if (outcome === 'ok') expect(head.step).toBe(step);
+        else if (head.step < step)
+          await store.save(cp(id, step), {
+            calls: [call(id, step, { superstep: step - 1 })],
+          });
+      }
+      // Killed while idle: the next save waits for the reconnect and succeeds.
+      await admin.client('KILL', 'ID', String(await client.client('ID')));
+      await store.save(cp(id, 4));
+      expect((await store.head(id))?.step).toBe(4);
+    });
+
+    it('a write whose reply is lost is resent by ioredis and recognised as already applied', async () => {
+      const proxy = await lossyProxy(new URL(REDIS_URL));
+      const prefix = suiteId('aa');
+      prefixes.push(prefix);
+      const store = new RedisCheckpointStore(() => new Redis(proxy.url), {
+        prefix,
+      });
+      try {
+        const id = uid();
+        await store.save(cp(id, 0));
+        proxy.dropNextReply();
+        await store.save(cp(id, 1)); // applied, reply dropped, connection cut, resent
+        proxy.dropNextReply();
+        await store.recordCall(id, 1, [call(id, 1)]);
+        expect(proxy.dropped).toBe(2);
+        expect(
+          (await store.history(id)).checkpoints.map((c) => c.step),
+        ).toEqual([0, 1]);
+        expect((await store.head(id))?.calls).toBe(1);
+        await store.save(cp(id, 2));
+      } finally {
+        await store.close();
+        await proxy.close();
+      }
+    });
+
+    it('refuses a prefix or run id that would break the hash tag', async () => {
+      expect(
+        () =>
+          new RedisCheckpointStore(
+            () => new Redis(REDIS_URL, { lazyConnect: true }),
+            { prefix: 'a{b}' },
+          ),
+      ).toThrow(/prefix/);
+      const { store } = make();
+      await expect(store.save(cp('x{y}', 0))).rejects.toThrow(/run id/);
+      await expect(store.recordCall('x}', 1, [])).rejects.toThrow(/run id/);
+    });
+
+    it('a duplicate call is refused with the duplicate message, a cut-off one with the fenced message', async () => {
+      const { store } = make();
+      const id = uid();
+      await store.save(cp(id, 0));
+      await store.recordCall(id, 1, [call(id, 1)]);
+      await expect(store.recordCall(id, 1, [call(id, 1)])).rejects.toThrow(
+        /already exists/,
+      );
+      await store.save(cp(id, 1, { segment: 2 }));
+      const err = await store
+        .recordCall(id, 1, [call(id, 2)])
+        .catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(CheckpointConflict);
+      expect((err as Error).message).toMatch(
+        /segment 1 was cut off \(the run's current segment is 2\)/,
+      );
+    });
+  });
+});
+
+/**
+ * A TCP proxy to Redis that can drop one reply and cut the connection, like a network failure
+ * after the server applied a write but before the client heard back.
+ */
+async function lossyProxy(target: URL) {
+  let drop = false;
+  let dropped = 0;
+  const sockets = new Set<Socket>();
+  const server: Server = createServer((client) => {
+    const upstream = connect(Number(target.port || 6379), target.hostname);
+    for (const s of [client, upstream]) {
+      sockets.add(s);
+      s.on('error', () => undefined);
+      s.on('close', () => {
+        sockets.delete(s);
+        client.destroy();
+        upstream.destroy();
+      });
+    }
+    client.pipe(upstream);
+    upstream.on('data', (reply: Buffer) => {
+      if (!drop) return void client.write(reply);
+      drop = false;
+      dropped++;
+      client.destroy();
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as { port: number };
+  return {
+    url: `redis://127.0.0.1:${port}`,
+    dropNextReply: () => void (drop = true),
+    get dropped() {
+      return dropped;
+    },
+    close: () => {
+      for (const s of sockets) s.destroy();
+      return new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
