@@ -45,9 +45,16 @@ export type {
 export {
   CheckpointStore,
   MemoryCheckpointStore,
+  SQLCheckpointStore,
+  SQLiteCheckpointStore,
+  agentAdapterMigrations,
   UNFINISHED,
 } from './exec/checkpoints';
 export type {
+  SQLCheckpointStoreOptions,
+  DataSourceLike,
+  SqlConnectionOptions,
+  SqlTableOptions,
   RunStatus,
   CheckpointRecord,
   CallRecord,
@@ -85,5 +92,7 @@ export {
   ToolFailed,
   UnsealableValue,
   CheckpointKeyError,
+  DriverNotInstalledError,
+  CheckpointStoreUnavailable,
 } from './errors';
 export type { StateViolation } from './errors';

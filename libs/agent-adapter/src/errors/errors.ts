@@ -110,3 +110,15 @@ export class UnsealableValue extends DurableError {
 
 /** The checkpoint key is missing, too short or unknown. */
 export class CheckpointKeyError extends DurableError {}
+
+/** A store's driver package is not installed. The message gives the npm command. @publicApi */
+export class DriverNotInstalledError extends DurableError {
+  constructor(store: string, pkg: string) {
+    super(
+      `${store} needs the "${pkg}" package, which is not installed. Install it: npm install ${pkg}`,
+    );
+  }
+}
+
+/** A store cannot be reached, or its tables are not the ones this version uses. @publicApi */
+export class CheckpointStoreUnavailable extends DurableError {}

@@ -1,0 +1,19 @@
+import type { SqlTableOptions } from './sql.schema';
+import { SQLCheckpointStore, sqliteConnection } from './sql.store';
+
+/**
+ * The SQL store on one SQLite file: WAL journal, a 10 s busy timeout, full sync, immediate
+ * transactions. Every process on one host can share the file. Not a second copy of the SQL logic:
+ * it is `SQLCheckpointStore` with these connection options.
+ * @publicApi
+ */
+export class SQLiteCheckpointStore extends SQLCheckpointStore {
+  constructor(path: string, options: SqlTableOptions = {}) {
+    if (typeof path !== 'string' || path === '') {
+      throw new TypeError(
+        'SQLiteCheckpointStore(path): give the database file path (":memory:" is one process only).',
+      );
+    }
+    super(sqliteConnection(path), options);
+  }
+}

@@ -1,0 +1,211 @@
+import {
+  CheckpointStoreUnavailable,
+  DriverNotInstalledError,
+  SQLCheckpointStore,
+  agentAdapterMigrations,
+  type CheckpointStore,
+} from 'agent-adapter';
+import { DataSource } from 'typeorm';
+import { checkpointStoreConformance } from './checkpoint-store.conformance';
+import { sqlRaw } from './sql.fixtures';
+import { DATABASE_URL, describeWithService, suiteId } from '../utils/services';
+
+describeWithService('postgres', 'SQLCheckpointStore on Postgres', () => {
+  // One pool for the whole suite; every store gets its own schema (a tenant).
+  const ds = new DataSource({
+    type: 'postgres',
+    url: DATABASE_URL,
+    poolSize: 8,
+  });
+  const schemas: string[] = [];
+  const schemaOf = new Map<CheckpointStore, string>();
+
+  beforeAll(async () => {
+    await ds.initialize();
+  });
+  afterAll(async () => {
+    for (const s of schemas)
+      await ds.query(`DROP SCHEMA IF EXISTS "${s}" CASCADE`);
+    await ds.destroy();
+  });
+
+  const fresh = (options: { createTables?: boolean } = {}) => {
+    const schema = suiteId('aa_pg');
+    schemas.push(schema);
+    const store = new SQLCheckpointStore(ds, { schema, ...options });
+    schemaOf.set(store, schema);
+    return store;
+  };
+
+  checkpointStoreConformance({
+    name: 'postgres',
+    make: async () => fresh(),
+    raw: sqlRaw(
+      ds,
+      (store) => {
+        const s = schemaOf.get(store)!;
+        return {
+          calls: `"${s}"."aa_calls"`,
+          checkpoints: `"${s}"."aa_checkpoints"`,
+        };
+      },
+      (i) => `$${i}`,
+    ),
+  });
+
+  describe('Postgres specifics', () => {
+    it('the hot path is one statement per write: CAS, fencing and the call count hold under concurrency', async () => {
+      const store = fresh();
+      const id = 'race';
+      await store.save({
+        runId: id,
+        step: 0,
+        flow: 'f',
+        status: 'running',
+        segment: 1,
+        sealed: 's0',
+      });
+      // Many appenders and one claimer at once: every append either lands before the claim (and is
+      // counted) or is refused after it; the head's count equals the rows in the log.
+      const appends = Array.from({ length: 20 }, (_, i) =>
+        store
+          .recordCall(id, 1, [
+            {
+              runId: id,
+              segment: 1,
+              superstep: 0,
+              seq: i + 1,
+              sealed: `c${i}`,
+            },
+          ])
+          .then(
+            () => 'ok',
+            (e: Error) => e.name,
+          ),
+      );
+      const claim = store.save({
+        runId: id,
+        step: 1,
+        flow: 'f',
+        status: 'running',
+        segment: 2,
+        sealed: 's1',
+      });
+      const results = await Promise.all(appends);
+      await claim;
+      const head = (await store.head(id))!;
+      const logged = (await store.calls(id, 0)).length;
+      expect(head.calls).toBe(logged);
+      expect(results.filter((r) => r === 'ok')).toHaveLength(logged);
+      expect(
+        results.every((r) => r === 'ok' || r === 'CheckpointConflict'),
+      ).toBe(true);
+    });
+
+    it('tables come from the shipped TypeORM migration; the store then only checks them', async () => {
+      const schema = suiteId('aa_mig');
+      schemas.push(schema);
+      await ds.query(`CREATE SCHEMA "${schema}"`);
+      const migrated = new DataSource({
+        type: 'postgres',
+        url: DATABASE_URL,
+        schema,
+        migrations: agentAdapterMigrations({ schema }),
+        migrationsTableName: `${schema}_migrations`,
+      });
+      await migrated.initialize();
+      try {
+        const ran = await migrated.runMigrations();
+        expect(ran.map((m) => m.name)).toEqual([
+          expect.stringMatching(/^AgentAdapterInit.*1795900000000$/),
+        ]);
+        const store = new SQLCheckpointStore(migrated, {
+          schema,
+          createTables: false,
+        });
+        await store.save({
+          runId: 'm',
+          step: 0,
+          flow: 'f',
+          status: 'running',
+          segment: 1,
+          sealed: 'x',
+        });
+        expect((await store.latest('m'))?.sealed).toBe('x');
+        await store.close();
+        expect(migrated.isInitialized).toBe(true); // a DataSource the user passed stays theirs
+        await migrated.undoLastMigration();
+        await expect(
+          new SQLCheckpointStore(migrated, {
+            schema,
+            createTables: false,
+          }).head('m'),
+        ).rejects.toThrow(/missing or unreadable.*migrations/);
+      } finally {
+        await migrated.destroy();
+      }
+    });
+
+    it('tables made by an incompatible version are refused with a clear error, and nothing is changed', async () => {
+      const store = fresh();
+      await store.save({
+        runId: 'v',
+        step: 0,
+        flow: 'f',
+        status: 'running',
+        segment: 1,
+        sealed: 'x',
+      });
+      const schema = schemaOf.get(store)!;
+      await ds.query(
+        `UPDATE "${schema}"."aa_meta" SET value = '99' WHERE key = 'schema_version'`,
+      );
+      const again = new SQLCheckpointStore(ds, { schema });
+      await expect(again.latest('v')).rejects.toBeInstanceOf(
+        CheckpointStoreUnavailable,
+      );
+      await expect(again.latest('v')).rejects.toThrow(/schema version 99/);
+      const [row] = await ds.query<Array<{ n: number }>>(
+        `SELECT count(*)::int AS n FROM "${schema}"."aa_checkpoints"`,
+      );
+      expect(row?.n).toBe(1);
+    });
+
+    it('an unreachable database is a clear error, not a hang', async () => {
+      const store = new SQLCheckpointStore({
+        type: 'postgres',
+        url: 'postgres://postgres@127.0.0.1:1/none',
+        connectTimeoutMS: 2000,
+      });
+      await expect(store.latest('x')).rejects.toThrow(
+        /cannot connect to the postgres database/,
+      );
+      await store.close();
+    });
+
+    it('connection options: the store owns (and closes) the DataSource it creates', async () => {
+      const schema = suiteId('aa_own');
+      schemas.push(schema);
+      const store = new SQLCheckpointStore(
+        { type: 'postgres', url: DATABASE_URL, poolSize: 2 },
+        { schema },
+      );
+      await store.save({
+        runId: 'o',
+        step: 0,
+        flow: 'f',
+        status: 'running',
+        segment: 1,
+        sealed: 'x',
+      });
+      await store.close();
+      await expect(store.latest('o')).rejects.toThrow(/closed/);
+    });
+
+    it('names a missing driver package with the npm command', () => {
+      expect(
+        new DriverNotInstalledError('SQLCheckpointStore', 'pg').message,
+      ).toMatch(/npm install pg/);
+    });
+  });
+});
