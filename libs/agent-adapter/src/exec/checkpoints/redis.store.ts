@@ -74,6 +74,8 @@ export class RedisCheckpointStore extends CheckpointStore {
   private readonly runs: string;
   private readonly born: string;
   private readonly seq: string;
+  /** Run id → `owner/segment` this store last added to its owner's set (see save). */
+  private readonly registered = new Map<string, string>();
 
   constructor(
     connect: () => RedisClientLike,
@@ -117,18 +119,30 @@ export class RedisCheckpointStore extends CheckpointStore {
         options.expectCalls ?? '', created, intent, CREATE_WINDOW_MS / 2,
         ...callArgs(runId, options.calls ?? []),
       ];
-      const owned = owner !== undefined && UNFINISHED.includes(status);
+      // The owned set is only written when this worker starts holding the run (a new segment),
+      // not on every checkpoint; renewLeases keeps the set alive.
+      const tenure = `${owner ?? ''}/${segment}`;
+      const register =
+        owner !== undefined &&
+        UNFINISHED.includes(status) &&
+        this.registered.get(runId) !== tenure;
       const [reply] = await Promise.all([
         this.script('aaSave', keys.list, args) as Promise<Reply>,
         // Same round trip as the script; a refused save leaves a member renewLeases prunes.
-        owned && this.client.sadd(this.ownedKey(owner), runId),
-        owned && this.client.pexpire(this.ownedKey(owner), keepMs(lease)),
+        register && this.client.sadd(this.ownedKey(owner), runId),
+        register && this.client.pexpire(this.ownedKey(owner), keepMs(lease)),
       ]);
+      if (register) {
+        // Bounded: forgetting only costs a repeated SADD.
+        if (this.registered.size >= 10_000) this.registered.clear();
+        this.registered.set(runId, tenure);
+      }
       if (reply[0] === 'late' && attempt < 3) continue;
       this.check(reply, runId, step);
       break;
     }
     if (!UNFINISHED.includes(status)) {
+      this.registered.delete(runId);
       // Only once the run has ended; a crash before this leaves an entry that readers clean.
       await Promise.all([
         this.drop([this.unfinishedKey(flow)], false, [runId, '*']),
@@ -318,6 +332,7 @@ export class RedisCheckpointStore extends CheckpointStore {
         keepMs(leaseExpiresAt),
       ),
       this.client.smembers(this.ownedKey(owner)),
+      this.client.pexpire(this.ownedKey(owner), keepMs(leaseExpiresAt)),
     ]);
     const heads = await Promise.all(
       ids.map((id) =>

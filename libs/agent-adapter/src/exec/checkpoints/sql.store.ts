@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import {
   CheckpointConflict,
   CheckpointStoreUnavailable,
@@ -532,10 +533,26 @@ function toCall(r: CallRow): CallRecord {
  */
 class PostgresEngine implements Engine {
   readonly dialect = 'postgres' as const;
-  constructor(private readonly ds: DataSourceLike) {}
+  /** Statement text → prepared-statement name (pg prepares each once per connection). */
+  private readonly names = new Map<string, string>();
+  private readonly pool?: PgPool;
+
+  constructor(private readonly ds: DataSourceLike) {
+    // TypeORM's pg pool (the primary's, with replication): named statements are parsed and
+    // planned once per connection instead of on every write.
+    const master = (ds.driver as { master?: unknown }).master;
+    if (isPgPool(master)) this.pool = master;
+  }
 
   async all<T>(sql: string, params: unknown[]): Promise<T[]> {
-    return (await this.ds.query(sql, params)) as T[];
+    if (!this.pool) return (await this.ds.query(sql, params)) as T[];
+    let name = this.names.get(sql);
+    if (!name) {
+      name = `aa_${createHash('sha1').update(sql).digest('hex').slice(0, 20)}`;
+      this.names.set(sql, name);
+    }
+    return (await this.pool.query({ name, text: sql, values: params }))
+      .rows as T[];
   }
 
   async change(sql: string, params: unknown[]): Promise<number> {
@@ -617,6 +634,19 @@ class PostgresEngine implements Engine {
       `DO $$ BEGIN PERFORM pg_advisory_xact_lock(7262001); ${statements.map((s) => `EXECUTE ${quoteLiteral(s)};`).join(' ')} END $$`,
     );
   }
+}
+
+/** The part of pg's Pool the engine uses. */
+interface PgPool {
+  query(q: {
+    name: string;
+    text: string;
+    values: unknown[];
+  }): Promise<{ rows: unknown[] }>;
+}
+
+function isPgPool(value: unknown): value is PgPool {
+  return typeof (value as PgPool | undefined)?.query === 'function';
 }
 
 function quoteLiteral(s: string): string {

@@ -1,0 +1,247 @@
+/**
+ * Cost of one durable superstep with one tool call (a `started` record, a `done` record and a
+ * checkpoint) per backend, as a ratio to the floor measured in the same run on the same server:
+ * three raw single-row writes of the same size, each its own commit, with the same durability
+ * settings and through the same client library.
+ *
+ *   npm run bench -- [--stores postgres,redis,sqlite,memory] [--supersteps 300] [--rounds 3]
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import Redis from 'ioredis';
+import type { Pool } from 'pg';
+import { DataSource } from 'typeorm';
+import {
+  Executor,
+  Flow,
+  FlowRunner,
+  MemoryCheckpointStore,
+  RedisCheckpointStore,
+  SQLCheckpointStore,
+  SQLiteCheckpointStore,
+  ToolRegistry,
+  type CheckpointStore,
+} from 'agent-adapter';
+import { arg, median, suffix } from './util';
+
+const KEY = 'bench-key-bench-key-bench-key-32b';
+const DATABASE_URL =
+  process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+const SUPERSTEPS = Number(arg('supersteps', '300'));
+const ROUNDS = Number(arg('rounds', '3'));
+const STORES = arg('stores', 'postgres,redis,sqlite,memory').split(',');
+
+/** A flow that loops one node, one tool call per superstep, SUPERSTEPS times. */
+function loopFlow(): Flow<{ i: number; note: string }> {
+  return new Flow<{ i: number; note: string }>('bench-loop', {
+    maxVisits: SUPERSTEPS + 1,
+  })
+    .node('work', async (s, ctx) => ({
+      i: s.i + 1,
+      note: await ctx.call<string>('touch', { i: s.i, who: 'bench' }),
+    }))
+    .route('work', (s) => (s.i < SUPERSTEPS ? 'work' : 'done'), [
+      'work',
+      'done',
+    ])
+    .node('done', () => ({}))
+    .end('done');
+}
+
+/** Milliseconds per superstep of the durable flow on `store` (median of ROUNDS runs). */
+async function durable(
+  store: CheckpointStore,
+): Promise<{ ms: number; sizes: number[] }> {
+  const registry = new ToolRegistry().register(
+    'touch',
+    (a: { i: number }) => `touched ${a.i}`,
+  );
+  const runner = new FlowRunner(new Executor(registry), {
+    checkpoints: store,
+    checkpointKey: KEY,
+  });
+  const flow = loopFlow();
+  await runner.run(
+    flow,
+    { i: SUPERSTEPS - 3, note: '' },
+    { runId: `warm-${suffix()}` },
+  );
+  const times: number[] = [];
+  let sizes: number[] = [];
+  for (let r = 0; r < ROUNDS; r++) {
+    const runId = `bench-${suffix()}`;
+    const t0 = process.hrtime.bigint();
+    await runner.run(flow, { i: 0, note: '' }, { runId });
+    times.push(Number(process.hrtime.bigint() - t0) / 1e6 / (SUPERSTEPS + 1));
+    if (r === 0) {
+      const h = await store.history(runId);
+      sizes = [
+        h.calls[0]!.sealed.length,
+        h.calls[1]!.sealed.length,
+        h.checkpoints[1]!.sealed.length,
+      ];
+    }
+  }
+  runner.close();
+  return { ms: median(times), sizes };
+}
+
+/** Milliseconds for three raw single-row writes of the given sizes (median of ROUNDS rounds). */
+async function floor(
+  write: (payload: string, i: number) => Promise<void>,
+  sizes: number[],
+): Promise<number> {
+  const payloads = sizes.map((n) => 'x'.repeat(n));
+  for (let i = 0; i < 20; i++) await write(payloads[i % 3]!, i);
+  const times: number[] = [];
+  for (let r = 0; r < ROUNDS; r++) {
+    const t0 = process.hrtime.bigint();
+    for (let i = 0; i < SUPERSTEPS; i++)
+      for (const p of payloads) await write(p, i);
+    times.push(Number(process.hrtime.bigint() - t0) / 1e6 / SUPERSTEPS);
+  }
+  return median(times);
+}
+
+interface Row {
+  store: string;
+  superstepMs: number;
+  floorMs: number;
+  target?: number;
+}
+
+async function postgres(): Promise<Row> {
+  const schema = `aa_bench_${suffix()}`;
+  const ds = new DataSource({
+    type: 'postgres',
+    url: DATABASE_URL,
+    poolSize: 4,
+  });
+  await ds.initialize();
+  try {
+    const store = new SQLCheckpointStore(ds, { schema });
+    const { ms, sizes } = await durable(store);
+    // Same server, same client path (the DataSource's pg pool, a prepared statement), and the
+    // server's synchronous commit setting.
+    await ds.query(
+      `CREATE TABLE "${schema}".floor (id BIGSERIAL PRIMARY KEY, run_id VARCHAR(200), payload TEXT)`,
+    );
+    const pool = (ds.driver as unknown as { master: Pool }).master;
+    const text = `INSERT INTO "${schema}".floor (run_id, payload) VALUES ($1, $2)`;
+    const floorMs = await floor(
+      (p, i) =>
+        pool
+          .query({ name: `floor_${schema}`, text, values: [`r${i}`, p] })
+          .then(() => undefined),
+      sizes,
+    );
+    return { store: 'postgres', superstepMs: ms, floorMs, target: 1.0 };
+  } finally {
+    await ds.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+    await ds.destroy();
+  }
+}
+
+async function redis(): Promise<Row> {
+  const prefix = `aabench${suffix()}`;
+  const store = new RedisCheckpointStore(() => new Redis(REDIS_URL), {
+    prefix,
+  });
+  const raw = new Redis(REDIS_URL);
+  try {
+    const { ms, sizes } = await durable(store);
+    const floorMs = await floor(
+      (p, i) =>
+        raw.set(`${prefix}:floor:${i}:${p.length}`, p).then(() => undefined),
+      sizes,
+    );
+    return { store: 'redis', superstepMs: ms, floorMs, target: 1.2 };
+  } finally {
+    for (let cursor = '0'; ;) {
+      const [next, keys] = await raw.scan(
+        cursor,
+        'MATCH',
+        `*${prefix}*`,
+        'COUNT',
+        1000,
+      );
+      if (keys.length) await raw.del(...keys);
+      if ((cursor = next) === '0') break;
+    }
+    await store.close();
+    raw.disconnect();
+  }
+}
+
+async function sqlite(): Promise<Row> {
+  const dir = mkdtempSync(join(tmpdir(), 'aa-bench-'));
+  try {
+    const store = new SQLiteCheckpointStore(join(dir, 'runs.db'));
+    const { ms, sizes } = await durable(store);
+    await store.close();
+    // The same settings the store uses: WAL, synchronous = FULL, one transaction per write.
+    const db = new Database(join(dir, 'floor.db'));
+    db.pragma('journal_mode = WAL');
+    db.pragma('synchronous = FULL');
+    db.exec(
+      'CREATE TABLE floor (id INTEGER PRIMARY KEY, run_id TEXT, payload TEXT)',
+    );
+    const insert = db.prepare(
+      'INSERT INTO floor (run_id, payload) VALUES (?, ?)',
+    );
+    const floorMs = await floor(
+      async (p, i) => void insert.run(`r${i}`, p),
+      sizes,
+    );
+    db.close();
+    return { store: 'sqlite', superstepMs: ms, floorMs, target: 1.2 };
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+async function memory(): Promise<Row> {
+  const { ms } = await durable(new MemoryCheckpointStore());
+  return { store: 'memory', superstepMs: ms, floorMs: Number.NaN };
+}
+
+async function main(): Promise<void> {
+  const benches: Record<string, () => Promise<Row>> = {
+    postgres,
+    redis,
+    sqlite,
+    memory,
+  };
+  console.log(
+    `superstep with one tool call: ${SUPERSTEPS} supersteps x ${ROUNDS} rounds (median)\n`,
+  );
+  console.log(
+    'store      superstep ms   floor ms (3 raw writes)   ratio   target',
+  );
+  for (const name of STORES) {
+    const bench = benches[name];
+    if (!bench)
+      throw new Error(
+        `unknown store "${name}" (postgres, redis, sqlite, memory)`,
+      );
+    const r = await bench();
+    const ratio = r.superstepMs / r.floorMs;
+    const verdict =
+      r.target === undefined
+        ? ''
+        : ratio <= r.target
+          ? `<= ${r.target}x  met`
+          : `<= ${r.target}x  NOT MET`;
+    console.log(
+      `${r.store.padEnd(10)} ${r.superstepMs.toFixed(3).padStart(12)}   ${Number.isNaN(r.floorMs) ? '      -' : r.floorMs.toFixed(3).padStart(22)}   ${Number.isNaN(ratio) ? '   -' : ratio.toFixed(2).padStart(5) + 'x'}   ${verdict}`,
+    );
+  }
+}
+
+main().catch((error: unknown) => {
+  console.error(error);
+  process.exit(1);
+});

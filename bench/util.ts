@@ -1,0 +1,19 @@
+import { randomBytes } from 'node:crypto';
+
+/** `--name value` from the command line, or the default. */
+export function arg(name: string, fallback: string): string {
+  const i = process.argv.indexOf(`--${name}`);
+  return i >= 0 && process.argv[i + 1] !== undefined
+    ? process.argv[i + 1]!
+    : fallback;
+}
+
+export function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = Math.floor(s.length / 2);
+  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
+}
+
+export function suffix(): string {
+  return randomBytes(4).toString('hex');
+}

@@ -1,0 +1,252 @@
+/**
+ * Review findings (protocol review of FlowRunner, executor, durable/*, memory store).
+ * Each test asserts the behaviour the spec / DESIGN / doc comments call for; a FAILING test here
+ * is a PROVEN finding. Memory store only; the Redis ones are in test/stores/review-findings.e2e-spec.ts.
+ */
+import {
+  CheckpointConflict,
+  CheckpointKeyError,
+  FlowRunner,
+  KeyRing,
+  MemoryCheckpointStore,
+  type CallRecord,
+} from 'agent-adapter';
+import {
+  CrashingStore,
+  SimulatedCrash,
+  settle,
+} from '../../../../test/utils/crashing-store';
+import {
+  KEY,
+  executorFor,
+  ticketsFlow,
+  type LedgerEntry,
+} from '../../../../test/utils/tickets';
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+function gate() {
+  let open!: () => void;
+  const opened = new Promise<void>((r) => (open = r));
+  let signal!: () => void;
+  const entered = new Promise<void>((r) => (signal = r));
+  return { open, opened, signal, entered };
+}
+
+describe('review findings (memory store)', () => {
+  it('F1 fencing across incarnations: a stale worker of a deleted run must not write into (or run calls for) a new run with the same id', async () => {
+    const store = new MemoryCheckpointStore();
+    const ledger: LedgerEntry[] = [];
+    const g1 = gate();
+    const g2 = gate();
+    const blockIn = (g: ReturnType<typeof gate>) => async (tool: string) => {
+      if (tool !== 'hold_seats') return;
+      g.signal();
+      await g.opened;
+    };
+    const w1 = new FlowRunner(
+      executorFor(ledger, 'w1', { onTool: blockIn(g1) }),
+      { checkpoints: store, checkpointKey: KEY },
+    );
+    const w2 = new FlowRunner(
+      executorFor(ledger, 'w2', { onTool: blockIn(g2) }),
+      { checkpoints: store, checkpointKey: KEY },
+    );
+    // Incarnation 1 (order A); W1 is slow inside hold_seats.
+    const p1 = w1.run(ticketsFlow(), { show: 'A', seats: 1 }, { runId: 'o-9' });
+    const r1 = p1.then(
+      (r) => r,
+      (e: unknown) => e,
+    );
+    await g1.entered;
+    // An operator deletes the run and the app starts it again with the same business id.
+    expect(await store.delete('o-9')).toBe(true);
+    const p2 = w2.run(ticketsFlow(), { show: 'B', seats: 5 }, { runId: 'o-9' });
+    const r2 = p2.then(
+      (r) => r,
+      (e: unknown) => e,
+    );
+    await g2.entered;
+    // The stale W1 wakes up.
+    g1.open();
+    const stale = await r1;
+    g2.open();
+    await r2;
+    // W1 belongs to a run that no longer exists: it must be fenced and must charge nothing.
+    expect(
+      ledger.filter((e) => e.worker === 'w1' && e.tool === 'charge_card'),
+    ).toEqual([]);
+    expect(stale).toBeInstanceOf(CheckpointConflict);
+  });
+
+  it("F1b idempotency keys repeat across incarnations of a run id: a re-created run reuses the deleted run's keys", async () => {
+    const store = new MemoryCheckpointStore();
+    const ledger: LedgerEntry[] = [];
+    const w = new FlowRunner(executorFor(ledger, 'w'), {
+      checkpoints: store,
+      checkpointKey: KEY,
+    });
+    await w.run(ticketsFlow(), { show: 'A', seats: 1 }, { runId: 'order-8' });
+    await store.delete('order-8'); // or: its Redis keys expired (ttlSeconds)
+    await w.run(ticketsFlow(), { show: 'B', seats: 5 }, { runId: 'order-8' });
+    const charges = ledger.filter((e) => e.tool === 'charge_card');
+    expect(charges).toHaveLength(2);
+    // Same key for a different charge (1 seat vs 5): the payment API returns the OLD charge and
+    // the new order is never charged. Doc of idempotencyKey(): "different for every other call".
+    expect(charges[1]!.key).not.toBe(charges[0]!.key);
+  });
+
+  it('F2 recoverAll on a quickly restarted worker: an unfinished run of the crashed worker is neither recovered nor reported', async () => {
+    const store = new MemoryCheckpointStore();
+    const ledger: LedgerEntry[] = [];
+    const dying = new CrashingStore(store);
+    const w1 = new FlowRunner(
+      executorFor(ledger, 'w1', {
+        onTool: (t) => (t === 'email_tickets' ? dying.kill() : undefined),
+      }),
+      { checkpoints: dying, checkpointKey: KEY },
+    );
+    await expect(
+      w1.run(ticketsFlow(), { show: 'H', seats: 2 }, { runId: 'order-7' }),
+    ).rejects.toBeInstanceOf(SimulatedCrash);
+    await settle();
+    // The process restarts within leaseMs (15 s by default; k8s/systemd restart in ~1 s) and runs
+    // the bootstrap recovery, the only place recoverAll is called.
+    const restarted = new FlowRunner(executorFor(ledger, 'w1-restarted'), {
+      checkpoints: store,
+      checkpointKey: KEY,
+    });
+    const out = await restarted.recoverAll(ticketsFlow(), {
+      rerunInDoubt: true,
+    });
+    // Spec: "recover_all(flow) recovers every unfinished run ... It maps each run id to its result
+    // or to the error that stopped it." The run is silently skipped and nothing retries it later.
+    expect([...out.keys()]).toContain('order-7');
+  });
+
+  it('F3 a run its worker dropped after a transient store error keeps a live lease for as long as that worker drives any other run', async () => {
+    class FlakyStore extends MemoryCheckpointStore {
+      readonly failOnce = new Set<string>();
+      override async recordCall(
+        runId: string,
+        segment: number,
+        records: CallRecord[],
+      ): Promise<void> {
+        if (this.failOnce.delete(runId))
+          throw new Error('ECONNRESET (simulated transient store error)');
+        return super.recordCall(runId, segment, records);
+      }
+    }
+    const store = new FlakyStore();
+    let slowMs = 0;
+    const w = new FlowRunner(
+      executorFor([], 'w', {
+        onTool: async (t) => {
+          if (t === 'hold_seats' && slowMs) await sleep(slowMs);
+        },
+      }),
+      { checkpoints: store, checkpointKey: KEY, leaseMs: 300 },
+    );
+    store.failOnce.add('r1');
+    await expect(
+      w.run(ticketsFlow(), { show: 'X', seats: 1 }, { runId: 'r1' }),
+    ).rejects.toThrow(/ECONNRESET/);
+    // r1 is unfinished and nobody drives it. The same worker goes on with other work.
+    slowMs = 1500;
+    const p2 = w.run(ticketsFlow(), { show: 'Y', seats: 1 }, { runId: 'r2' });
+    await sleep(1000); // > 3 × leaseMs after r1 was dropped
+    const claimable = await store.listUnfinished('tickets', {
+      leaseExpiredBefore: Date.now(),
+    });
+    slowMs = 0;
+    await p2;
+    w.close();
+    expect(claimable.map((h) => h.runId)).toContain('r1');
+  });
+
+  it('F4 a run whose idempotency key id left the ring is refused before anything is written (not failed after logging `started`)', async () => {
+    const A = KEY;
+    const B = 'bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb';
+    const store = new MemoryCheckpointStore();
+    const input = { show: 'K', seats: 1 };
+    // W1 (key A) dies inside charge_card.
+    const d1 = new CrashingStore(store);
+    const w1 = new FlowRunner(
+      executorFor([], 'w1', {
+        onTool: (t) => (t === 'charge_card' ? d1.kill() : undefined),
+      }),
+      { checkpoints: d1, checkpointKey: A },
+    );
+    await expect(
+      w1.run(ticketsFlow(), input, { runId: 'k' }),
+    ).rejects.toBeInstanceOf(SimulatedCrash);
+    await settle();
+    // W2 (rotated: B current, A previous) recovers, finishes pay, dies inside email_tickets.
+    const d2 = new CrashingStore(store);
+    const w2 = new FlowRunner(
+      executorFor([], 'w2', {
+        onTool: (t) => (t === 'email_tickets' ? d2.kill() : undefined),
+      }),
+      { checkpoints: d2, checkpointKey: { current: B, previous: [A] } },
+    );
+    await expect(
+      w2.recover(ticketsFlow(), 'k', { rerunInDoubt: true }),
+    ).rejects.toBeInstanceOf(SimulatedCrash);
+    await settle();
+    // Everything the next recovery reads is now signed with B, so the operator drops A.
+    const before = (await store.head('k'))!;
+    const w3 = new FlowRunner(executorFor([], 'w3'), {
+      checkpoints: store,
+      checkpointKey: B,
+    });
+    const outcome = await w3
+      .recover(ticketsFlow(), 'k', { rerunInDoubt: true })
+      .then(
+        (r) => r,
+        (e: unknown) => e,
+      );
+    const after = (await store.head('k'))!;
+    expect(outcome).toBeInstanceOf(CheckpointKeyError);
+    expect(after).toMatchObject({ step: before.step, status: 'running' });
+  });
+
+  it('F5 the unknown-key message names the KeyRing option that exists (`previous`, not `previousKeys`)', () => {
+    let message = '';
+    try {
+      new KeyRing({ current: KEY }).get('nope');
+    } catch (e) {
+      message = (e as Error).message;
+    }
+    expect(message).not.toContain('previousKeys');
+    expect(message).toMatch(/\bprevious\b/);
+  });
+
+  it('F6 a worker whose run was deleted under it is told so, not that "another worker recovered it"', async () => {
+    const store = new MemoryCheckpointStore();
+    const g = gate();
+    const w = new FlowRunner(
+      executorFor([], 'w', {
+        onTool: async (t) => {
+          if (t !== 'hold_seats') return;
+          g.signal();
+          await g.opened;
+        },
+      }),
+      { checkpoints: store, checkpointKey: KEY },
+    );
+    const p = w
+      .run(ticketsFlow(), { show: 'D', seats: 1 }, { runId: 'del' })
+      .then(
+        (r) => r,
+        (e: unknown) => e,
+      );
+    await g.entered;
+    await store.delete('del');
+    g.open();
+    const error = (await p) as Error;
+    expect(error).toBeInstanceOf(CheckpointConflict);
+    expect(error.message).not.toMatch(
+      /another worker recovered it|has no checkpoint yet/,
+    );
+  });
+});
