@@ -146,7 +146,7 @@ export function checkpointStoreConformance(fixture: StoreFixture): void {
         await store.save(cp(id, 0));
         const results = await Promise.allSettled(
           Array.from({ length: 12 }, (_, i) =>
-            store.save(cp(id, 1, { segment: 2 + i, sealed: `claim-${i}` })),
+            store.save(cp(id, 1, { segment: 2, sealed: `claim-${i}` })),
           ),
         );
         const won = results.filter((r) => r.status === 'fulfilled');
@@ -165,6 +165,24 @@ export function checkpointStoreConformance(fixture: StoreFixture): void {
           Array.from({ length: 8 }, () => store.save(cp(id, 0))),
         );
         expect(results.filter((r) => r.status === 'fulfilled')).toHaveLength(1);
+      });
+
+      it('a checkpoint keeps the segment or claims the next one; a stale or foreign segment is refused', async () => {
+        const store = await make();
+        const id = uid();
+        await store.save(cp(id, 0, { segment: 500 }));
+        await store.save(cp(id, 1, { segment: 500 }));
+        await expect(
+          store.save(cp(id, 2, { segment: 1 })),
+        ).rejects.toBeInstanceOf(CheckpointConflict);
+        await expect(
+          store.save(cp(id, 2, { segment: 502 })),
+        ).rejects.toBeInstanceOf(CheckpointConflict);
+        await store.save(cp(id, 2, { segment: 501 }));
+        await expect(
+          store.save(cp(id, 3, { segment: 500 })),
+        ).rejects.toBeInstanceOf(CheckpointConflict);
+        expect((await store.head(id))?.segment).toBe(501);
       });
 
       it('a run that ended takes no further checkpoint', async () => {
@@ -317,10 +335,16 @@ export function checkpointStoreConformance(fixture: StoreFixture): void {
         );
       });
 
-      it("leases: listUnfinished can skip live leases; renewLeases renews all of one owner's unfinished runs at once", async () => {
+      it('leases: listUnfinished can skip live leases; renewLeases renews the listed runs an owner still holds, at once', async () => {
         const store = await make();
         const flow = uid('flow');
-        const [a, b, c, d] = [uid('a'), uid('b'), uid('c'), uid('d')];
+        const [a, b, c, d, e] = [
+          uid('a'),
+          uid('b'),
+          uid('c'),
+          uid('d'),
+          uid('e'),
+        ];
         await store.save(cp(a, 0, { flow }), {
           owner: 'w1',
           leaseExpiresAt: 1_000,
@@ -341,14 +365,20 @@ export function checkpointStoreConformance(fixture: StoreFixture): void {
           owner: 'w1',
           leaseExpiresAt: 1_000,
         });
+        // e: w1 holds it but is no longer driving it (not in the list): its lease must run out.
+        await store.save(cp(e, 0, { flow }), {
+          owner: 'w1',
+          leaseExpiresAt: 1_000,
+        });
         const expired = async (before: number) =>
           (await store.listUnfinished(flow, { leaseExpiredBefore: before }))
             .map((h) => h.runId)
             .sort();
-        expect(await expired(2_000)).toEqual([a].sort());
-        expect(await expired(10_000)).toEqual([a, b, c].sort());
-        expect(await store.renewLeases('w1', 20_000)).toBe(2);
-        expect(await expired(10_000)).toEqual([c]);
+        expect(await expired(2_000)).toEqual([a, e].sort());
+        expect(await expired(10_000)).toEqual([a, b, c, e].sort());
+        expect(await store.renewLeases('w1', 20_000, [a, b, c, d])).toBe(2);
+        expect(await expired(10_000)).toEqual([c, e].sort());
+        expect(await store.renewLeases('w1', 30_000, [])).toBe(0);
         expect((await store.head(d))?.leaseExpiresAt).toBe(1_000);
         expect((await store.head(c))?.owner).toBe('w2');
       });
@@ -528,7 +558,7 @@ export function checkpointStoreConformance(fixture: StoreFixture): void {
               const c = calls[0]!;
               await raw.deleteCall(store, id, c);
               const moved = openCall(ring, c);
-              await store.recordCall(id, 1, [
+              await store.recordCall(id, c.segment, [
                 sealCall(ring, { ...moved, seq: 2 }),
               ]);
             }

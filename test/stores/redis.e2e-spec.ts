@@ -192,20 +192,24 @@ describeWithService('redis', 'RedisCheckpointStore', () => {
       expect(new Set(index.map((k) => calculateSlot(k))).size).toBe(1);
     });
 
-    it('the owner lease key renews every owned unfinished run, and only while the owner holds it', async () => {
+    it('the owner lease key renews the runs the owner drives, and only while the owner holds them', async () => {
       const { store } = make();
       const [a, b] = [uid('a'), uid('b')];
       await store.save(cp(a, 0), { owner: 'w1', leaseExpiresAt: 1_000 });
       await store.save(cp(b, 0), { owner: 'w1', leaseExpiresAt: 1_000 });
-      expect(await store.renewLeases('w1', 50_000)).toBe(2);
+      expect(await store.renewLeases('w1', 50_000, [a, b])).toBe(2);
       expect((await store.head(a))?.leaseExpiresAt).toBe(50_000);
       await store.save(cp(a, 1, { segment: 2 }), {
         owner: 'w2',
         leaseExpiresAt: 2_000,
       });
       expect((await store.head(a))?.leaseExpiresAt).toBe(2_000);
-      expect(await store.renewLeases('w1', 60_000)).toBe(1); // a left w1's set
-      expect(await admin.smembers(`${store.prefix}:owned:w1`)).toEqual([b]);
+      expect(await store.renewLeases('w1', 60_000, [a, b])).toBe(1); // a is w2's now
+      expect((await store.head(a))?.leaseExpiresAt).toBe(2_000);
+      expect((await store.head(b))?.leaseExpiresAt).toBe(60_000);
+      // b no longer driven by w1: its lease falls back to the one saved with its checkpoint.
+      expect(await store.renewLeases('w1', 70_000, [])).toBe(0);
+      expect((await store.head(b))?.leaseExpiresAt).toBe(1_000);
     });
 
     it('listUnfinished keeps an index entry whose step 0 may be in flight, and cleans stale ones', async () => {

@@ -127,9 +127,13 @@ export class CrashingStore extends CheckpointStore {
     this.alive();
     return this.inner.history(runId);
   }
-  async renewLeases(owner: string, leaseExpiresAt: number) {
+  async renewLeases(
+    owner: string,
+    leaseExpiresAt: number,
+    runIds: readonly string[],
+  ) {
     this.alive();
-    return this.inner.renewLeases(owner, leaseExpiresAt);
+    return this.inner.renewLeases(owner, leaseExpiresAt, runIds);
   }
   async close() {
     this.dead = true;

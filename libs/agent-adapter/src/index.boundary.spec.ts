@@ -6,8 +6,8 @@ import { join, sep } from 'node:path';
  * The core entry must load no store driver and none of the optional peers (the Nest layer,
  * class-validator/-transformer, ...): a plain-Node user of the memory store has none of them
  * installed. Jest keeps its own module registry, so this is checked where it is real: in a fresh
- * `node` that compiles the sources on the fly (TypeScript's transpileModule, no type check) and
- * then lists `require.cache`.
+ * `node` that compiles the sources on the fly (test/utils/ts-register.js: TypeScript's
+ * transpileModule, no type check) and then lists `require.cache`.
  */
 const ENTRY = join(__dirname, 'index.ts');
 const LIB_PACKAGE = join(__dirname, '..', 'package.json');
@@ -35,25 +35,19 @@ function marker(name: string): string {
   return `${sep}node_modules${sep}${name.replace(/\/$/, '').split('/').join(sep)}${sep}`;
 }
 
-// Runs in the child: a `.ts` require hook, then the entry, then what got loaded.
+// The test suites' shared `.ts` require hook (transpileModule, no type check).
+const HOOK = join(
+  __dirname,
+  '..',
+  '..',
+  '..',
+  'test',
+  'utils',
+  'ts-register.js',
+);
+
+// Runs in the child, after the hook: the entry, then what got loaded.
 const CHILD = `
-const fs = require('node:fs');
-const ts = require(${JSON.stringify(require.resolve('typescript'))});
-const options = {
-  module: ts.ModuleKind.CommonJS,
-  target: ts.ScriptTarget.ES2022,
-  esModuleInterop: true,
-  experimentalDecorators: true,
-  emitDecoratorMetadata: true,
-  sourceMap: false,
-};
-require.extensions['.ts'] = (module, filename) => {
-  const { outputText } = ts.transpileModule(fs.readFileSync(filename, 'utf8'), {
-    compilerOptions: options,
-    fileName: filename,
-  });
-  module._compile(outputText, filename);
-};
 const api = require(${JSON.stringify(ENTRY)});
 process.stdout.write(JSON.stringify({
   exports: Object.keys(api),
@@ -65,7 +59,7 @@ describe('agent-adapter core entry (import boundary)', () => {
   let child: { exports: string[]; loaded: string[] };
 
   beforeAll(() => {
-    const out = spawnSync(process.execPath, ['-e', CHILD], {
+    const out = spawnSync(process.execPath, ['-r', HOOK, '-e', CHILD], {
       cwd: join(__dirname, '..', '..', '..'),
       encoding: 'utf8',
       env: { ...process.env, NODE_OPTIONS: '' },

@@ -88,6 +88,7 @@ export {
   RecoveryNeedsDecision,
   FlowError,
   RunAccessDenied,
+  RunLeaseHeld,
   InvalidFlowState,
   ToolFailed,
   UnsealableValue,

@@ -1,6 +1,22 @@
 import { DurableError } from './durable.error';
 import { Messages } from './messages';
 
+/**
+ * The run's owner may be alive: its lease has not expired. `recoverAll` reports such runs instead
+ * of taking them; try again after `until` (epoch ms), or force it if that worker is gone.
+ * @publicApi
+ */
+export class RunLeaseHeld extends DurableError {
+  readonly owner: string;
+  readonly until: number;
+
+  constructor(runId: string, owner: string, until: number) {
+    super(Messages.leaseHeld(runId, owner, until), runId);
+    this.owner = owner;
+    this.until = until;
+  }
+}
+
 /** Nothing is stored for the run id. @publicApi */
 export class CheckpointNotFound extends DurableError {
   constructor(runId: string) {

@@ -4,12 +4,14 @@ export const Messages = {
     `No checkpoint is stored for run "${runId}". Check the run id and that this worker uses the same store (and tenant prefix/schema) as the one that started it.`,
   conflictStep: (runId: string, step: number, stored: number | undefined) =>
     stored === undefined
-      ? `Run "${runId}": cannot save step ${step}, the run has no checkpoint yet (only step 0 starts a run).`
+      ? `Run "${runId}": cannot save step ${step}, the run does not exist (it was deleted or expired, or never started). This worker must stop working on it.`
       : step === 0
         ? `Run "${runId}" already exists (stored step ${stored}). Use another run id, or recover the existing run.`
         : `Run "${runId}": another worker saved step ${stored} first, so step ${step} was refused. This worker lost the run and ran nothing further; leave it to the winner.`,
   fenced: (runId: string, segment: number, current: number | undefined) =>
-    `Run "${runId}": segment ${segment} was cut off (the run's current segment is ${current ?? 'none'}): another worker recovered it. This worker must stop; the call was not started.`,
+    current === undefined
+      ? `Run "${runId}" no longer exists (it was deleted or expired): this worker must stop; the call was not started.`
+      : `Run "${runId}": segment ${segment} was cut off (the run's current segment is ${current}): another worker recovered it, or the run ended or paused. This worker must stop; the call was not started.`,
   duplicateCall: (
     runId: string,
     segment: number,
@@ -24,11 +26,13 @@ export const Messages = {
   otherFlow: (runId: string, stored: string, given: string) =>
     `Run "${runId}" belongs to flow "${stored}", not "${given}". Recover it with its own flow.`,
   leaseHeld: (runId: string, owner: string, until: number) =>
-    `Run "${runId}" is held by worker "${owner}" until ${new Date(until).toISOString()}; it is not crashed. Recover it with { force: true } only if you know that worker is gone.`,
+    `Run "${runId}" is held by worker "${owner}" until ${new Date(until).toISOString()}: that worker may be alive, so it was not taken. Call recoverAll again after that time, or recover it now (recover(flow, runId), or recoverAll with { force: true }) only if you know that worker is gone.`,
   corruptSignature: (runId: string, what: string) =>
     `Run "${runId}": ${what} does not match its signature (changed, forged, copied from another run or position, or signed with a key this worker does not have). Nothing was run from it. Restore the store from a backup or inspect the run; check that every worker uses the same checkpoint key ring.`,
   corruptUnreadable: (runId: string, what: string, why: string) =>
     `Run "${runId}": ${what} is unreadable (${why}). Nothing was run from it. Restore the store from a backup or inspect the run.`,
+  corruptCount: (runId: string, counted: number, found: number) =>
+    `Run "${runId}": the run's head counts ${counted} call records, but its checkpoint and call log account for ${found}: records are missing (evicted, deleted or restored from an older backup) or the head was changed. Nothing was run. Restore the store or inspect the run; with Redis, use maxmemory-policy noeviction.`,
   corruptGap: (
     runId: string,
     segment: number,
@@ -56,5 +60,5 @@ export const Messages = {
   noIdempotencyContext: () =>
     `idempotencyKey() was called outside a tool call. Call it inside a tool that a run executes (a function registered on the ToolRegistry and called through ctx.call or Call()).`,
   unknownKeyId: (kid: string) =>
-    `No key with id "${kid}" is in the checkpoint key ring. Add the old key to previousKeys so runs signed with it can still be verified.`,
+    `No key with id "${kid}" is in the checkpoint key ring. Add the old key to the ring's previous keys (checkpointKey: { current, previous: [old] }) so runs signed with it can still be verified.`,
 } as const;

@@ -13,6 +13,11 @@ export interface SuperstepScope {
   log: CallLog;
   ring: KeyRing;
   idemKid: string;
+  incarnation: number;
+  /** Calls in progress: the superstep waits for them, so no record lands after its checkpoint. */
+  inflight: Set<Promise<unknown>>;
+  /** Set once the superstep settled: a call made later (an un-awaited ctx.call) is refused. */
+  closed: boolean;
   /** What the cut-short superstep did; set only for the first superstep after a recovery. */
   replay?: ReplayBook;
   replayed: CallIdentity[];

@@ -16,7 +16,27 @@ export class Executor {
   constructor(readonly registry: ToolRegistry) {}
 
   /** Runs (or replays) one call of `tool` made by the node of `scope`. */
-  async call(scope: NodeScope, tool: string, args: unknown): Promise<unknown> {
+  call(scope: NodeScope, tool: string, args: unknown): Promise<unknown> {
+    const step = scope.step;
+    if (step.closed) {
+      return Promise.reject(
+        new FlowError(
+          `Node "${scope.node}" called tool "${tool}" after its superstep ended. Await every ctx.call before the node returns.`,
+          step.runId,
+        ),
+      );
+    }
+    const call = this.run(scope, tool, args);
+    step.inflight.add(call);
+    void call.catch(() => undefined).finally(() => step.inflight.delete(call));
+    return call;
+  }
+
+  private async run(
+    scope: NodeScope,
+    tool: string,
+    args: unknown,
+  ): Promise<unknown> {
     const step = scope.step;
     const definition = this.registry.get(tool);
     if (!definition) {
@@ -77,6 +97,7 @@ export class Executor {
         step.ring,
         step.idemKid,
         step.runId,
+        step.incarnation,
         step.superstep,
         identity,
       ),

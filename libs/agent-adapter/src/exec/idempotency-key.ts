@@ -25,6 +25,7 @@ export function deriveIdempotencyKey(
   ring: KeyRing,
   kid: string,
   runId: string,
+  incarnation: number,
   superstep: number,
   id: CallIdentity,
 ): string {
@@ -33,6 +34,7 @@ export function deriveIdempotencyKey(
       canonicalJson([
         'agent-adapter idempotency',
         runId,
+        incarnation,
         superstep,
         id.node,
         id.index,

@@ -18,6 +18,7 @@ import {
   MemoryCheckpointStore,
   RecoveryNeedsDecision,
   RunAccessDenied,
+  RunLeaseHeld,
   ToolFailed,
   ToolRegistry,
   DurableEvents,
@@ -156,7 +157,7 @@ describe('Durable runs (spec sentences)', () => {
       runId: 'o1',
       step: 1,
       status: 'running',
-      segment: 1,
+      segment: opened[0]!.incarnation,
       frontier: ['pay'],
       visits: { hold: 1 },
       digest: ticketsFlow().digest,
@@ -213,13 +214,14 @@ describe('Durable runs (spec sentences)', () => {
       ['started', 'done', 'started'],
     ]);
     const calls = (await store.history('r')).calls;
+    const segment = calls[0]!.segment;
     expect(
       calls.map((c) => [c.segment, c.superstep, c.seq, decode(c).phase]),
     ).toEqual([
-      [1, 0, 1, 'started'],
-      [1, 0, 2, 'done'],
-      [1, 0, 3, 'started'],
-      [1, 0, 4, 'done'],
+      [segment, 0, 1, 'started'],
+      [segment, 0, 2, 'done'],
+      [segment, 0, 3, 'started'],
+      [segment, 0, 4, 'done'],
     ]);
     expect(bodyOf(calls[1]!.sealed)).toMatchObject({
       outcome: { ok: true, value: 'ok' },
@@ -328,12 +330,13 @@ describe('Durable runs (spec sentences)', () => {
         const first = [...calls.entries()].find(([, c]) => c.superstep === 2)!;
         calls.delete(first[0]);
         const body = bodyOf(first[1].sealed) as never;
+        const segment = first[1].segment;
         calls.set(
-          '1/2/2',
+          `${segment}/2/2`,
           sealCall(KeyRing.from(KEY), {
             ...(body as object),
             runId: 'g',
-            segment: 1,
+            segment,
             seq: 2,
             superstep: 2,
           } as never),
@@ -541,7 +544,7 @@ describe('Durable runs (spec sentences)', () => {
     expect(count(ledger, 'charge_card')).toBe(3);
   });
 
-  it("recoverAll claims only runs whose owner's lease expired (a healthy worker is not fenced)", async () => {
+  it("recoverAll claims only runs whose owner's lease expired (a healthy worker is not fenced), and reports the others as RunLeaseHeld", async () => {
     const store = new MemoryCheckpointStore();
     const dying = new CrashingStore(store);
     const w1 = new FlowRunner(
@@ -552,9 +555,13 @@ describe('Durable runs (spec sentences)', () => {
     );
     await w1.run(ticketsFlow(), input, { runId: 'l' }).catch(() => undefined);
     const w2 = worker([], store);
-    expect(
-      (await w2.recoverAll(ticketsFlow(), { rerunInDoubt: true })).size,
-    ).toBe(0);
+    const held = (
+      await w2.recoverAll(ticketsFlow(), { rerunInDoubt: true })
+    ).get('l');
+    expect(held).toBeInstanceOf(RunLeaseHeld);
+    expect((held as RunLeaseHeld).owner).toBe(w1.workerId);
+    expect((held as RunLeaseHeld).until).toBeGreaterThan(Date.now() + 50_000);
+    expect((await store.head('l'))?.step).toBe(2); // nothing was written
     expect(
       (
         await w2.recoverAll(ticketsFlow(), { rerunInDoubt: true, force: true })
@@ -696,17 +703,18 @@ describe('Durable runs (spec sentences)', () => {
         rerunInDoubt: true,
       });
       const { checkpoints, calls } = await store.history('order-7');
+      const g = checkpoints[0]!.segment; // random: the run's incarnation
       expect(
         checkpoints.map((c) => [c.step, c.segment, bodyOf(c.sealed).reason]),
       ).toEqual([
-        [0, 1, 'start'],
-        [1, 1, 'superstep'],
-        [2, 1, 'superstep'],
-        [3, 2, 'claim'],
-        [4, 2, 'superstep'],
+        [0, g, 'start'],
+        [1, g, 'superstep'],
+        [2, g, 'superstep'],
+        [3, g + 1, 'claim'],
+        [4, g + 1, 'superstep'],
       ]);
       expect(
-        calls.filter((c) => c.segment === 2).map((c) => decode(c).phase),
+        calls.filter((c) => c.segment === g + 1).map((c) => decode(c).phase),
       ).toEqual(['started', 'done']);
     });
 

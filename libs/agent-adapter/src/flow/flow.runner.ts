@@ -1,10 +1,12 @@
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomInt } from 'node:crypto';
 import { hostname } from 'node:os';
 import pLimit from 'p-limit';
 import {
   CheckpointConflict,
   CheckpointKeyError,
   CheckpointNotFound,
+  CheckpointStoreCorrupt,
+  RunLeaseHeld,
   FlowError,
   RecoveryNeedsDecision,
   RunAccessDenied,
@@ -76,8 +78,11 @@ export class FlowRunner {
   readonly workerId: string;
   private readonly ring: KeyRing;
   private readonly leaseMs: number;
-  private active = 0;
+  /** Runs this worker is driving right now (their leases are renewed). */
+  private readonly driving = new Set<string>();
   private renewTimer?: NodeJS.Timeout;
+  private renewing = false;
+  private closed = false;
 
   constructor(
     readonly executor: Executor,
@@ -112,12 +117,15 @@ export class FlowRunner {
     const state = await compiled.state.fromInput(input);
     const runId = options.runId ?? randomBytes(16).toString('hex');
     checkRunId(runId);
+    const incarnation = randomInt(1, 2 ** 30);
     const cp: Checkpoint = {
       runId,
       step: 0,
       flow: compiled.name,
       status: 'running',
-      segment: 1,
+      segment: incarnation,
+      incarnation,
+      logBefore: 0,
       kind: 'flow',
       superstep: 0,
       state,
@@ -169,10 +177,22 @@ export class FlowRunner {
     if (cp.digest !== compiled.digest)
       throw new FlowError(Messages.graphChanged(runId, compiled.name), runId);
     if (cp.status === 'paused') return this.result(compiled, cp);
+    // The run's idempotency keys need the key they were derived with, from the first call on.
+    if (!this.ring.has(cp.idemKid)) {
+      throw new CheckpointKeyError(Messages.unknownKeyId(cp.idemKid));
+    }
 
     // Everything is checked before anything is written: signatures, numbering, calls in doubt.
     const calls = await this.store.calls(runId, cp.superstep);
     assertNoGaps(runId, calls);
+    // The head counts every call record; all but this superstep's are counted in the checkpoint.
+    // A record lost from the end of the log (eviction, a partial restore) shows up here.
+    if (head.calls !== cp.logBefore + calls.length) {
+      throw new CheckpointStoreCorrupt(
+        Messages.corruptCount(runId, head.calls, cp.logBefore + calls.length),
+        runId,
+      );
+    }
     const book = new ReplayBook(calls.map((c) => openCall(this.ring, c)));
     const undecided = book
       .inDoubt()
@@ -194,11 +214,16 @@ export class FlowRunner {
       compiled,
       claim,
       new CallLog(this.store, this.ring, runId, claim.segment),
-      book,
+      { book, seen: calls.length },
     );
   }
 
-  /** Recovers every unfinished run of the flow (for a worker on startup): run id → result or error. */
+  /**
+   * Recovers every unfinished run of the flow (for a worker on startup): run id → result or error.
+   * A run whose owner's lease is still live is not taken (that worker may be healthy): it maps to
+   * `RunLeaseHeld`, which says until when; call again after that. Runs this worker id owns but is
+   * not driving are taken at once (this process restarted under a stable `workerId`).
+   */
   async recoverAll<S extends object>(
     flow: Flow<S>,
     options: RecoverAllOptions = {},
@@ -211,11 +236,27 @@ export class FlowRunner {
       const page = await this.store.listUnfinished(flow.name, {
         limit: pageSize,
         ...(after !== undefined && { after }),
-        ...(!options.force && { leaseExpiredBefore: now }),
       });
       await Promise.all(
         page.map((head) =>
           limit(async () => {
+            const held =
+              !options.force &&
+              head.status === 'running' &&
+              head.leaseExpiresAt !== undefined &&
+              head.leaseExpiresAt >= now &&
+              (head.owner !== this.workerId || this.driving.has(head.runId));
+            if (held) {
+              out.set(
+                head.runId,
+                new RunLeaseHeld(
+                  head.runId,
+                  head.owner ?? '?',
+                  head.leaseExpiresAt!,
+                ),
+              );
+              return;
+            }
             try {
               const ctx = options.ctxFor?.(head.runId);
               out.set(
@@ -253,12 +294,16 @@ export class FlowRunner {
         Messages.otherFlow(runId, cp.flow, flow.name),
         runId,
       );
-    if (options.ctx) checkAccess(cp, options.ctx);
+    checkAccess(cp, options.ctx);
     return this.result(flow.compile(), cp);
   }
 
-  /** Stops lease renewal. Runs in flight keep going; the store is not closed. */
+  /**
+   * Stops renewing leases (for shutdown): runs still in flight here become recoverable by other
+   * workers once their leases expire. The store is not closed.
+   */
   close(): void {
+    this.closed = true;
     if (this.renewTimer) clearInterval(this.renewTimer);
     this.renewTimer = undefined;
   }
@@ -267,12 +312,14 @@ export class FlowRunner {
     flow: CompiledFlow<S>,
     start: Checkpoint,
     log: CallLog,
-    replay?: ReplayBook,
+    recovered?: { book: ReplayBook; seen: number },
   ): Promise<RunResult<S>> {
-    this.hold(+1);
+    this.hold(start.runId, true);
     try {
       let cp = start;
-      let book = replay;
+      let book = recovered?.book;
+      // Records of the current superstep that other segments wrote before this one took over.
+      let seen = recovered?.seen ?? 0;
       while (cp.status === 'running') {
         const scope: SuperstepScope = {
           runId: cp.runId,
@@ -282,6 +329,9 @@ export class FlowRunner {
           log,
           ring: this.ring,
           idemKid: cp.idemKid,
+          incarnation: cp.incarnation,
+          inflight: new Set(),
+          closed: false,
           ...(book && { replay: book }),
           replayed: [],
           rerun: [],
@@ -293,6 +343,7 @@ export class FlowRunner {
           ...cp,
           step: cp.step + 1,
           superstep: cp.superstep + 1,
+          logBefore: cp.logBefore + seen + log.count(cp.superstep),
           reason: 'superstep',
           ...('error' in outcome
             ? { status: 'failed', error: outcome.error }
@@ -319,11 +370,12 @@ export class FlowRunner {
           });
           book = undefined;
         }
+        seen = 0;
         cp = next;
       }
       return this.result(flow, cp);
     } finally {
-      this.hold(-1);
+      this.hold(start.runId, false);
     }
   }
 
@@ -381,6 +433,9 @@ export class FlowRunner {
         );
       }),
     );
+    // Calls a node left running (not awaited) finish before the checkpoint; later ones are refused.
+    while (scope.inflight.size) await Promise.allSettled([...scope.inflight]);
+    scope.closed = true;
     // A refused or lost call write means this worker lost the run, whatever a node made of it.
     if (scope.log.failure !== undefined) throw scope.log.failure;
     const updates: Array<readonly [string, unknown]> = [];
@@ -437,26 +492,40 @@ export class FlowRunner {
     };
   }
 
-  /** Keeps the leases of this worker's runs alive while any is being driven: one write per interval. */
-  private hold(delta: number): void {
-    this.active += delta;
-    if (this.active > 0 && !this.renewTimer) {
+  /**
+   * Keeps the leases of the runs this worker is driving alive: one store write per interval for
+   * all of them. A run it stops driving (ended, paused, or lost to an error) is no longer renewed,
+   * so its lease runs out and another worker may take it.
+   */
+  private hold(runId: string, driving: boolean): void {
+    if (driving) this.driving.add(runId);
+    else this.driving.delete(runId);
+    if (this.driving.size > 0 && !this.renewTimer && !this.closed) {
       this.renewTimer = setInterval(
-        () => {
-          this.store
-            .renewLeases(this.workerId, Date.now() + this.leaseMs)
-            .catch((error: unknown) => {
-              console.warn(
-                `agent-adapter: lease renewal failed for worker ${this.workerId}`,
-                error,
-              );
-            });
-        },
+        () => void this.renew(),
         Math.max(100, Math.floor(this.leaseMs / 3)),
       );
       this.renewTimer.unref();
-    } else if (this.active === 0) {
-      this.close();
+    } else if (this.driving.size === 0 && this.renewTimer) {
+      clearInterval(this.renewTimer);
+      this.renewTimer = undefined;
+    }
+  }
+
+  private async renew(): Promise<void> {
+    if (this.renewing || this.driving.size === 0) return; // a slow store: skip, never pile up
+    this.renewing = true;
+    try {
+      await this.store.renewLeases(this.workerId, Date.now() + this.leaseMs, [
+        ...this.driving,
+      ]);
+    } catch (error) {
+      console.warn(
+        `agent-adapter: lease renewal failed for worker ${this.workerId}`,
+        error,
+      );
+    } finally {
+      this.renewing = false;
     }
   }
 }

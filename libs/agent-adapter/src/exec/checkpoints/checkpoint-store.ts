@@ -107,7 +107,8 @@ export abstract class CheckpointStore {
 
   /**
    * Compare-and-set. Step 0 only creates a run that does not exist; any other step must be exactly
-   * the stored step + 1. Otherwise `CheckpointConflict`, and nothing is written.
+   * the stored step + 1, of an unfinished run, with the run's current segment or the next one (a
+   * claim). Otherwise `CheckpointConflict`, and nothing is written.
    */
   abstract save(
     checkpoint: CheckpointRecord,
@@ -150,9 +151,14 @@ export abstract class CheckpointStore {
   abstract head(runId: string): Promise<RunHead | undefined>;
 
   /**
-   * Extends the lease of every unfinished run `owner` holds, in one write. Returns how many.
+   * Extends the leases of `runIds` (the runs this worker is driving) that `owner` still holds and
+   * that are unfinished, in one write. Returns how many were extended.
    */
-  abstract renewLeases(owner: string, leaseExpiresAt: number): Promise<number>;
+  abstract renewLeases(
+    owner: string,
+    leaseExpiresAt: number,
+    runIds: readonly string[],
+  ): Promise<number>;
 
   /** Releases connections. The store is unusable afterwards. */
   abstract close(): Promise<void>;

@@ -57,6 +57,16 @@ export class MemoryCheckpointStore extends CheckpointStore {
         checkpoint.runId,
       );
     }
+    if (
+      run &&
+      checkpoint.segment !== run.head.segment &&
+      checkpoint.segment !== run.head.segment + 1
+    ) {
+      throw new CheckpointConflict(
+        Messages.fenced(checkpoint.runId, checkpoint.segment, run.head.segment),
+        checkpoint.runId,
+      );
+    }
     if (run && !UNFINISHED.includes(run.head.status)) {
       throw new CheckpointConflict(
         Messages.ended(checkpoint.runId, run.head.status),
@@ -189,10 +199,15 @@ export class MemoryCheckpointStore extends CheckpointStore {
     };
   }
 
-  async renewLeases(owner: string, leaseExpiresAt: number): Promise<number> {
+  async renewLeases(
+    owner: string,
+    leaseExpiresAt: number,
+    runIds: readonly string[],
+  ): Promise<number> {
     let renewed = 0;
-    for (const { head } of this.runs.values()) {
-      if (head.owner === owner && UNFINISHED.includes(head.status)) {
+    for (const runId of runIds) {
+      const head = this.runs.get(runId)?.head;
+      if (head?.owner === owner && UNFINISHED.includes(head.status)) {
         head.leaseExpiresAt = leaseExpiresAt;
         renewed++;
       }
@@ -224,7 +239,10 @@ export class MemoryCheckpointStore extends CheckpointStore {
           head.runId,
         );
       }
-      if (run.calls.has(callKey(call))) {
+      if (
+        run.calls.has(callKey(call)) ||
+        records.filter((c) => callKey(c) === callKey(call)).length > 1
+      ) {
         throw new CheckpointConflict(
           Messages.duplicateCall(
             head.runId,

@@ -94,6 +94,10 @@ if step == 0 then
 else
   if not head[1] or tonumber(head[1]) ~= step - 1 then return {'step', head[1]} end
   if head[2] ~= 'running' and head[2] ~= 'paused' then return {'ended', head[2]} end
+  -- A checkpoint keeps the run's segment or claims the next one; anything else is a worker of
+  -- another incarnation of this run id, or a stale one.
+  local seg, cur = tonumber(ARGV[6]), tonumber(head[3])
+  if seg ~= cur and seg ~= cur + 1 then return {'fenced', ARGV[6], head[3]} end
   if ARGV[12] ~= '' and tonumber(head[4] or 0) ~= tonumber(ARGV[12]) then return {'moved'} end
   if tonumber(ARGV[17]) > 0 then
     local refused = check_calls(head[3], head[3], head[2], tonumber(ARGV[16]), 17)
@@ -124,6 +128,13 @@ if n > 0 then
   touch(head[2], tonumber(ARGV[3]))
 end
 return {'ok'}
+`;
+
+/** Refreshes the TTL of a live run's keys (lease renewal of a long superstep). ARGV: 1 calls prefix, 2 ttl. */
+export const TOUCH_LUA = `${RUN}
+local status = redis.call('HGET', KEYS[1], 'status')
+if status == 'running' then touch(status, tonumber(ARGV[2])) end
+return 1
 `;
 
 /** The latest checkpoint: head columns and the sealed text of the head's step, read together. */
@@ -207,6 +218,7 @@ export const REDIS_SCRIPTS = {
   aaLatest: LATEST_LUA,
   aaHistory: HISTORY_LUA,
   aaDelete: DELETE_LUA,
+  aaTouch: TOUCH_LUA,
   aaIndexCreate: INDEX_CREATE_LUA,
   aaScanUnfinished: SCAN_UNFINISHED_LUA,
   aaScanRuns: SCAN_RUNS_LUA,

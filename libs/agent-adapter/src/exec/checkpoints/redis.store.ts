@@ -74,8 +74,6 @@ export class RedisCheckpointStore extends CheckpointStore {
   private readonly runs: string;
   private readonly born: string;
   private readonly seq: string;
-  /** Run id → `owner/segment` this store last added to its owner's set (see save). */
-  private readonly registered = new Map<string, string>();
 
   constructor(
     connect: () => RedisClientLike,
@@ -119,35 +117,14 @@ export class RedisCheckpointStore extends CheckpointStore {
         options.expectCalls ?? '', created, intent, CREATE_WINDOW_MS / 2,
         ...callArgs(runId, options.calls ?? []),
       ];
-      // The owned set is only written when this worker starts holding the run (a new segment),
-      // not on every checkpoint; renewLeases keeps the set alive.
-      const tenure = `${owner ?? ''}/${segment}`;
-      const register =
-        owner !== undefined &&
-        UNFINISHED.includes(status) &&
-        this.registered.get(runId) !== tenure;
-      const [reply] = await Promise.all([
-        this.script('aaSave', keys.list, args) as Promise<Reply>,
-        // Same round trip as the script; a refused save leaves a member renewLeases prunes.
-        register && this.client.sadd(this.ownedKey(owner), runId),
-        register && this.client.pexpire(this.ownedKey(owner), keepMs(lease)),
-      ]);
-      if (register) {
-        // Bounded: forgetting only costs a repeated SADD.
-        if (this.registered.size >= 10_000) this.registered.clear();
-        this.registered.set(runId, tenure);
-      }
+      const reply = (await this.script('aaSave', keys.list, args)) as Reply;
       if (reply[0] === 'late' && attempt < 3) continue;
       this.check(reply, runId, step);
       break;
     }
     if (!UNFINISHED.includes(status)) {
-      this.registered.delete(runId);
       // Only once the run has ended; a crash before this leaves an entry that readers clean.
-      await Promise.all([
-        this.drop([this.unfinishedKey(flow)], false, [runId, '*']),
-        owner !== undefined && this.client.srem(this.ownedKey(owner), runId),
-      ]);
+      await this.drop([this.unfinishedKey(flow)], false, [runId, '*']);
     }
   }
 
@@ -217,18 +194,13 @@ export class RedisCheckpointStore extends CheckpointStore {
 
   async delete(runId: string): Promise<boolean> {
     const keys = this.runKeys(runId);
-    const [deleted, flow, owner] = (await this.script('aaDelete', keys.list, [
+    const [deleted, flow] = (await this.script('aaDelete', keys.list, [
       keys.calls,
     ])) as Reply;
     if (!deleted) return false;
     const sets = [this.runs];
     if (flow != null) sets.push(this.unfinishedKey(String(flow)));
-    await Promise.all([
-      this.drop(sets, true, [runId, '*']),
-      owner != null
-        ? this.client.srem(this.ownedKey(String(owner)), runId)
-        : undefined,
-    ]);
+    await this.drop(sets, true, [runId, '*']);
     return true;
   }
 
@@ -323,28 +295,44 @@ export class RedisCheckpointStore extends CheckpointStore {
   }
 
   /** One write (the owner's lease key) renews every run of the owner; the count only reads. */
-  async renewLeases(owner: string, leaseExpiresAt: number): Promise<number> {
-    const [, ids] = await Promise.all([
-      this.client.set(
-        this.leaseKey(owner),
-        String(leaseExpiresAt),
-        'PX',
-        keepMs(leaseExpiresAt),
+  /**
+   * One owner's renewal: its lease key and the set of runs it drives, replaced together (they
+   * share a hash tag, so MULTI works on a Cluster too). A run's lease is the later of the one saved
+   * with its checkpoint and its owner's key, and the key only counts for runs in that set. With a
+   * TTL, the driven runs' keys are refreshed too, so a long superstep cannot expire a live run.
+   */
+  async renewLeases(
+    owner: string,
+    leaseExpiresAt: number,
+    runIds: readonly string[],
+  ): Promise<number> {
+    const keep = keepMs(leaseExpiresAt);
+    const tx = this.client.multi().del(this.ownedKey(owner));
+    if (runIds.length)
+      tx.sadd(this.ownedKey(owner), ...runIds).pexpire(
+        this.ownedKey(owner),
+        keep,
+      );
+    const [, heads] = await Promise.all([
+      tx.set(this.leaseKey(owner), String(leaseExpiresAt), 'PX', keep).exec(),
+      Promise.all(
+        runIds.map((id) =>
+          this.client.hmget(this.runKeys(id).head, 'owner', 'status'),
+        ),
       ),
-      this.client.smembers(this.ownedKey(owner)),
-      this.client.pexpire(this.ownedKey(owner), keepMs(leaseExpiresAt)),
+      ...(this.ttl > 0
+        ? runIds.map((id) =>
+            this.script('aaTouch', this.runKeys(id).list, [
+              this.runKeys(id).calls,
+              this.ttl,
+            ]),
+          )
+        : []),
     ]);
-    const heads = await Promise.all(
-      ids.map((id) =>
-        this.client.hmget(this.runKeys(id).head, 'owner', 'status'),
-      ),
-    );
-    const stale = ids.filter((_, i) => {
-      const [holder, status] = heads[i]!;
-      return holder !== owner || !UNFINISHED.includes(status as RunStatus);
-    });
-    if (stale.length) await this.client.srem(this.ownedKey(owner), ...stale);
-    return ids.length - stale.length;
+    return heads.filter(
+      ([holder, status]) =>
+        holder === owner && UNFINISHED.includes(status as RunStatus),
+    ).length;
   }
 
   async close(): Promise<void> {
@@ -374,10 +362,10 @@ export class RedisCheckpointStore extends CheckpointStore {
     return `{${this.prefix}}:unfinished:${flow}`;
   }
   private leaseKey(owner: string): string {
-    return `${this.prefix}:lease:${owner}`;
+    return `{${this.prefix}:owner:${owner}}:lease`;
   }
   private ownedKey(owner: string): string {
-    return `${this.prefix}:owned:${owner}`;
+    return `{${this.prefix}:owner:${owner}}:driving`;
   }
 
   private script(
@@ -443,15 +431,22 @@ export class RedisCheckpointStore extends CheckpointStore {
       (h) => h.owner !== undefined && UNFINISHED.includes(h.status),
     );
     const owners = [...new Set(held.map((h) => h.owner!))];
-    const values = await Promise.all(
-      owners.map((o) => this.client.get(this.leaseKey(o))),
-    );
+    const [values, driven] = await Promise.all([
+      Promise.all(owners.map((o) => this.client.get(this.leaseKey(o)))),
+      Promise.all(
+        held.map((h) =>
+          this.client.sismember(this.ownedKey(h.owner!), h.runId),
+        ),
+      ),
+    ]);
     const leases = new Map(owners.map((o, i) => [o, values[i]]));
-    for (const head of held) {
+    held.forEach((head, i) => {
       const renewed = leases.get(head.owner!);
       const saved = head.leaseExpiresAt ?? -Infinity;
-      if (renewed != null) head.leaseExpiresAt = Math.max(saved, +renewed);
-    }
+      // The owner's key only speaks for the runs it said it drives.
+      if (renewed != null && driven[i] === 1)
+        head.leaseExpiresAt = Math.max(saved, +renewed);
+    });
     return heads;
   }
 

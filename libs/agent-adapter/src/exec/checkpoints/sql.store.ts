@@ -328,11 +328,25 @@ export class SQLCheckpointStore extends CheckpointStore {
     };
   }
 
-  async renewLeases(owner: string, leaseExpiresAt: number): Promise<number> {
+  async renewLeases(
+    owner: string,
+    leaseExpiresAt: number,
+    runIds: readonly string[],
+  ): Promise<number> {
+    if (runIds.length === 0) return 0;
     const { engine, names } = await this.open();
+    // One statement for all the runs this worker drives.
+    const listed =
+      engine.dialect === 'postgres'
+        ? 'run_id = ANY($3::varchar[])'
+        : 'run_id IN (SELECT value FROM json_each($3))';
     return engine.change(
-      `UPDATE ${names.runs} SET lease_expires_at = $1 WHERE owner = $2 AND ${UNFINISHED_SQL}`,
-      [leaseExpiresAt, owner],
+      `UPDATE ${names.runs} SET lease_expires_at = $1 WHERE owner = $2 AND ${listed} AND ${UNFINISHED_SQL}`,
+      [
+        leaseExpiresAt,
+        owner,
+        engine.dialect === 'postgres' ? [...runIds] : JSON.stringify(runIds),
+      ],
     );
   }
 
@@ -359,6 +373,12 @@ export class SQLCheckpointStore extends CheckpointStore {
       if (head.status === 'done' || head.status === 'failed') {
         return new CheckpointConflict(
           Messages.ended(runId, head.status),
+          runId,
+        );
+      }
+      if (save.segment !== head.segment && save.segment !== head.segment + 1) {
+        return new CheckpointConflict(
+          Messages.fenced(runId, save.segment, head.segment),
           runId,
         );
       }
@@ -585,6 +605,7 @@ class PostgresEngine implements Engine {
         : `UPDATE ${n.runs} SET step = $2, status = $3, segment = $4, owner = $5, lease_expires_at = $6,
              updated_at = $7, calls = calls + $14
            WHERE run_id = $1 AND step = $2 - 1 AND ${UNFINISHED_SQL}
+             AND (segment = $4 OR segment = $4 - 1)
              AND ($${params.push(o.expectCalls ?? null)}::int IS NULL OR calls = $${params.length})
              AND ($${params.push(calls[0]?.segment ?? null)}::int IS NULL
                   OR (segment = $${params.length} AND status = 'running'))
@@ -742,6 +763,7 @@ class SqliteEngine implements Engine {
               `UPDATE ${n.runs} SET step = $2, status = $3, segment = $4, owner = $5, lease_expires_at = $6,
                  updated_at = $7, calls = calls + $8
                WHERE run_id = $1 AND step = $2 - 1 AND ${UNFINISHED_SQL}
+             AND (segment = $4 OR segment = $4 - 1)
                  AND ($9 IS NULL OR calls = $9) AND ($10 IS NULL OR (segment = $10 AND status = 'running'))`,
               [
                 cp.runId,

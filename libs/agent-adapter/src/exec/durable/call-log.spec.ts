@@ -45,6 +45,8 @@ async function storeWithRun(): Promise<MemoryCheckpointStore> {
       digest: 'd',
       identity: {},
       idemKid: ring.current.id,
+      incarnation: 1,
+      logBefore: 0,
       reason: 'start',
     }),
   );
@@ -355,6 +357,8 @@ describe('CallLog', () => {
         digest: 'd',
         identity: {},
         idemKid: ring.current.id,
+        incarnation: 1,
+        logBefore: 0,
         reason: 'claim',
       }),
     );

@@ -33,6 +33,11 @@ export class CallLog {
     readonly segment: number,
   ) {}
 
+  /** How many records this log numbered for `superstep` (stored or still buffered). */
+  count(superstep: number): number {
+    return superstep === this.superstep ? this.nextSeq - 1 : 0;
+  }
+
   /** Logs `started` and resolves once it is stored; throws if refused (fenced) or lost. */
   async started(superstep: number, content: CallContent): Promise<void> {
     this.add(superstep, content);

@@ -31,6 +31,8 @@ const checkpoint: Checkpoint = {
   digest: 'digest-1',
   identity: { user: 'u1', thread: 't1' },
   idemKid: ring.current.id,
+  incarnation: 1,
+  logBefore: 0,
   reason: 'superstep',
 };
 

@@ -38,6 +38,14 @@ export interface CheckpointContent {
   identity: RunIdentity;
   /** Key id the run's idempotency keys derive from, fixed at start so rotation does not change them. */
   idemKid: string;
+  /**
+   * The segment the run started with: random, so a run id that is deleted and used again starts a
+   * new, unrelated sequence of segments (a worker of the old run is fenced from the new one), and
+   * its idempotency keys differ.
+   */
+  incarnation: number;
+  /** Call records of all supersteps before `superstep`: recovery checks none went missing. */
+  logBefore: number;
   /** Why this checkpoint was written. */
   reason: 'start' | 'superstep' | 'claim' | 'resume';
   error?: SealedError;

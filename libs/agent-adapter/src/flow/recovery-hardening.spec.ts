@@ -1,11 +1,12 @@
 /**
- * Review findings (protocol review of FlowRunner, executor, durable/*, memory store).
- * Each test asserts the behaviour the spec / DESIGN / doc comments call for; a FAILING test here
- * is a PROVEN finding. Memory store only; the Redis ones are in test/stores/review-findings.e2e-spec.ts.
+ * Interleavings a protocol review proved unsafe, kept as regression tests: run ids used again,
+ * restarted workers and their leases, rotated keys, deleted runs, lost checkpoints. Memory store;
+ * the Redis-specific ones (TTL, evicted keys) are in test/stores/redis-hardening.e2e-spec.ts.
  */
 import {
   CheckpointConflict,
   CheckpointKeyError,
+  CheckpointStoreCorrupt,
   FlowRunner,
   KeyRing,
   MemoryCheckpointStore,
@@ -33,8 +34,8 @@ function gate() {
   return { open, opened, signal, entered };
 }
 
-describe('review findings (memory store)', () => {
-  it('F1 fencing across incarnations: a stale worker of a deleted run must not write into (or run calls for) a new run with the same id', async () => {
+describe('recovery hardening (memory store)', () => {
+  it('a worker of a deleted run cannot write into (or run calls for) a new run with the same id', async () => {
     const store = new MemoryCheckpointStore();
     const ledger: LedgerEntry[] = [];
     const g1 = gate();
@@ -79,7 +80,7 @@ describe('review findings (memory store)', () => {
     expect(stale).toBeInstanceOf(CheckpointConflict);
   });
 
-  it("F1b idempotency keys repeat across incarnations of a run id: a re-created run reuses the deleted run's keys", async () => {
+  it('a run id used again gets new idempotency keys (its incarnation is part of them)', async () => {
     const store = new MemoryCheckpointStore();
     const ledger: LedgerEntry[] = [];
     const w = new FlowRunner(executorFor(ledger, 'w'), {
@@ -96,7 +97,7 @@ describe('review findings (memory store)', () => {
     expect(charges[1]!.key).not.toBe(charges[0]!.key);
   });
 
-  it('F2 recoverAll on a quickly restarted worker: an unfinished run of the crashed worker is neither recovered nor reported', async () => {
+  it('recoverAll on a quickly restarted worker reports the crashed run whose lease is still live', async () => {
     const store = new MemoryCheckpointStore();
     const ledger: LedgerEntry[] = [];
     const dying = new CrashingStore(store);
@@ -124,7 +125,7 @@ describe('review findings (memory store)', () => {
     expect([...out.keys()]).toContain('order-7');
   });
 
-  it('F3 a run its worker dropped after a transient store error keeps a live lease for as long as that worker drives any other run', async () => {
+  it('a run its worker dropped after a store error stops being renewed, though the worker drives other runs', async () => {
     class FlakyStore extends MemoryCheckpointStore {
       readonly failOnce = new Set<string>();
       override async recordCall(
@@ -164,7 +165,7 @@ describe('review findings (memory store)', () => {
     expect(claimable.map((h) => h.runId)).toContain('r1');
   });
 
-  it('F4 a run whose idempotency key id left the ring is refused before anything is written (not failed after logging `started`)', async () => {
+  it('a run whose idempotency key id left the ring is refused before anything is written', async () => {
     const A = KEY;
     const B = 'bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb';
     const store = new MemoryCheckpointStore();
@@ -210,7 +211,7 @@ describe('review findings (memory store)', () => {
     expect(after).toMatchObject({ step: before.step, status: 'running' });
   });
 
-  it('F5 the unknown-key message names the KeyRing option that exists (`previous`, not `previousKeys`)', () => {
+  it('the unknown-key message names the KeyRing option that exists (previous)', () => {
     let message = '';
     try {
       new KeyRing({ current: KEY }).get('nope');
@@ -221,7 +222,7 @@ describe('review findings (memory store)', () => {
     expect(message).toMatch(/\bprevious\b/);
   });
 
-  it('F6 a worker whose run was deleted under it is told so, not that "another worker recovered it"', async () => {
+  it('a worker whose run was deleted under it is told so', async () => {
     const store = new MemoryCheckpointStore();
     const g = gate();
     const w = new FlowRunner(
@@ -248,5 +249,50 @@ describe('review findings (memory store)', () => {
     expect(error.message).not.toMatch(
       /another worker recovered it|has no checkpoint yet/,
     );
+  });
+
+  it('lost tail checkpoints (a rolled-back head) are CheckpointStoreCorrupt, not a silent rerun of done calls', async () => {
+    class EditableStore extends MemoryCheckpointStore {
+      /** Loses the last n checkpoint rows (a partial restore, or an edited head), nothing else. */
+      dropLatest(runId: string, n: number): void {
+        const run = this.runs.get(runId)!;
+        run.checkpoints.splice(-n);
+        const last = run.checkpoints[run.checkpoints.length - 1]!;
+        run.head = {
+          ...run.head,
+          step: last.step,
+          status: last.status,
+          segment: last.segment,
+        };
+      }
+    }
+    const store = new EditableStore();
+    const ledger: LedgerEntry[] = [];
+    const dying = new CrashingStore(store);
+    const w1 = new FlowRunner(
+      executorFor(ledger, 'w1', {
+        onTool: (t) => (t === 'email_tickets' ? dying.kill() : undefined),
+      }),
+      { checkpoints: dying, checkpointKey: KEY },
+    );
+    await expect(
+      w1.run(ticketsFlow(), { show: 'R', seats: 2 }, { runId: 'rb' }),
+    ).rejects.toBeInstanceOf(SimulatedCrash);
+    await settle();
+    expect(ledger.map((e) => e.tool)).toEqual(['hold_seats', 'charge_card']);
+    // The call log (5 records, all signed, no gap) is intact; steps 1 and 2 are gone.
+    store.dropLatest('rb', 2);
+    const w2 = new FlowRunner(executorFor(ledger, 'w2'), {
+      checkpoints: store,
+      checkpointKey: KEY,
+    });
+    const outcome = await w2.recover(ticketsFlow(), 'rb').then(
+      (r) => r,
+      (e: unknown) => e,
+    );
+    // Today: recovery succeeds, charges the card a second time and sends the in-doubt mail
+    // without a RecoveryNeedsDecision (the replay book covers only the first superstep).
+    expect(ledger.filter((e) => e.tool === 'charge_card')).toHaveLength(1);
+    expect(outcome).toBeInstanceOf(CheckpointStoreCorrupt);
   });
 });
