@@ -22,7 +22,7 @@ export function ticketsRegistry(ledger: string): ToolRegistry {
   return new ToolRegistry()
     .register(
       'hold_seats',
-      async (a: { show: string; seats: number }) => {
+      (a: { show: string; seats: number }) => {
         act('hold_seats', `held ${a.seats} seats for ${a.show}`);
         return `held ${a.seats}`;
       },
@@ -31,12 +31,12 @@ export function ticketsRegistry(ledger: string): ToolRegistry {
         description: 'Hold seats (safe to repeat: holds are keyed)',
       },
     )
-    .register('charge_card', async (a: { show: string; seats: number }) => {
+    .register('charge_card', (a: { show: string; seats: number }) => {
       // A real payment API takes idempotencyKey() and applies a repeated request once.
       act('charge_card', `charged ${a.seats * 40} EUR`);
       return `charged ${a.seats * 40} EUR`;
     })
-    .register('email_tickets', async (a: { show: string }) => {
+    .register('email_tickets', (a: { show: string }) => {
       act('email_tickets', `mailed the tickets for ${a.show}`);
       return 'tickets sent';
     });

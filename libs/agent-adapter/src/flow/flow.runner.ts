@@ -185,15 +185,24 @@ export class FlowRunner {
     // Everything is checked before anything is written: signatures, numbering, calls in doubt.
     const calls = await this.store.calls(runId, cp.superstep);
     assertNoGaps(runId, calls);
+    const book = new ReplayBook(calls.map((c) => openCall(this.ring, c)));
     // The head counts every call record; all but this superstep's are counted in the checkpoint.
-    // A record lost from the end of the log (eviction, a partial restore) shows up here.
-    if (head.calls !== cp.logBefore + calls.length) {
+    // A record lost from the end of the log (eviction, a partial restore) shows up here. The reads
+    // are not one snapshot: more records than the head counted means the log grew meanwhile (the
+    // run is alive); fewer is corruption, unless the head moved on since.
+    const accounted = cp.logBefore + calls.length;
+    if (accounted > head.calls)
+      throw new CheckpointConflict(Messages.logMoved(runId), runId);
+    if (accounted < head.calls) {
+      const again = await this.store.head(runId);
+      if (again?.calls !== head.calls || again.step !== head.step) {
+        throw new CheckpointConflict(Messages.logMoved(runId), runId);
+      }
       throw new CheckpointStoreCorrupt(
-        Messages.corruptCount(runId, head.calls, cp.logBefore + calls.length),
+        Messages.corruptCount(runId, head.calls, accounted),
         runId,
       );
     }
-    const book = new ReplayBook(calls.map((c) => openCall(this.ring, c)));
     const undecided = book
       .inDoubt()
       .filter((p) => !this.executor.registry.get(p.call.tool)?.idempotent)
