@@ -99,6 +99,107 @@ function crashSuite(kind: StoreKind): void {
     return w;
   }
 
+  if (kind !== 'sqlite') {
+    it('50 runs in 4 worker processes at once: every run finishes, every call ran exactly once', async () => {
+      const t = fresh();
+      const workers = [13, 13, 12, 12].map((count, i) =>
+        t.start([
+          'run-many',
+          '--count',
+          String(count),
+          '--run-prefix',
+          `w${i}`,
+        ]),
+      );
+      const reports = await Promise.all(workers.map((w) => w.report()));
+      const runs = Object.assign({}, ...reports.map((r) => r.runs)) as Record<
+        string,
+        Outcome
+      >;
+      expect(Object.keys(runs)).toHaveLength(50);
+      expect(
+        Object.values(runs).filter((o) => 'status' in o && o.status === 'done'),
+      ).toHaveLength(50);
+      const ledger = t.ledger();
+      for (const tool of TOOLS) {
+        const begins = ledger.filter(
+          (l) => l.tool === tool && l.phase === 'begin',
+        );
+        expect(begins).toHaveLength(50);
+        expect(new Set(begins.map((l) => l.key)).size).toBe(50);
+      }
+      const opened = await openStore(kind, t.env);
+      try {
+        expect(await opened.store.listUnfinished('tickets')).toEqual([]);
+      } finally {
+        await opened.close();
+      }
+    });
+
+    it('50 runs in 4 worker processes, one killed midway: the others and a recoverer finish every run; only calls of the killed worker run twice', async () => {
+      const t = fresh();
+      const workers = [13, 13, 12, 12].map((count, i) =>
+        t.start(
+          [
+            'run-many',
+            '--count',
+            String(count),
+            '--run-prefix',
+            `w${i}`,
+            '--lease-ms',
+            '1000',
+          ],
+          {
+            TOOL_DELAY_MS: '30',
+          },
+        ),
+      );
+      const victim = workers[1]!;
+      await victim.waitForLine(/^STARTED$/);
+      await sleep(60 + Math.random() * 120);
+      expect((await victim.kill()).signal).toBe('SIGKILL');
+      await Promise.all(
+        workers.filter((w) => w !== victim).map((w) => w.report()),
+      );
+      await sleep(1100); // the victim's leases run out
+      const rescue = await t
+        .start(['recover-all', '--rerun-in-doubt'])
+        .report();
+      const ledger = t.ledger();
+      const opened = await openStore(kind, t.env);
+      let started: string[];
+      try {
+        expect(await opened.store.listUnfinished('tickets')).toEqual([]);
+        const { runs } = await opened.store.list({
+          flow: 'tickets',
+          limit: 100,
+        });
+        // Every run that was started (has a checkpoint) finished. The victim may have died before
+        // saving the first checkpoint of some of its runs: those never started, and ran nothing.
+        expect(runs.every((r) => r.status === 'done')).toBe(true);
+        started = runs.map((r) => r.runId);
+        expect(started.filter((id) => !id.startsWith('w1-'))).toHaveLength(37);
+      } finally {
+        await opened.close();
+      }
+      for (const tool of TOOLS) {
+        const begins = ledger.filter(
+          (l) => l.tool === tool && l.phase === 'begin',
+        );
+        expect(new Set(begins.map((l) => l.key)).size).toBe(started.length); // no call lost
+        const byKey = new Map<string, LedgerLine[]>();
+        for (const l of begins)
+          byKey.set(l.key, [...(byKey.get(l.key) ?? []), l]);
+        for (const lines of byKey.values()) {
+          // A call ran twice only if the killed worker had begun it (it was in doubt).
+          if (lines.length > 1) expect(lines[0]!.pid).toBe(victim.pid);
+          expect(lines.length).toBeLessThanOrEqual(2);
+        }
+      }
+      expect(rescue.runs).toBeDefined();
+    });
+  }
+
   it('a worker killed inside email_tickets: recovery asks for a decision, then reruns only the mail, with the same key', async () => {
     const t = fresh();
     const w1 = await crashInside(t, 'email_tickets');

@@ -2,10 +2,10 @@
  * One crash-test worker process: the spec's tickets flow on a shared store, with tools that append
  * what really happens to an external ledger file. The test kills it with SIGKILL wherever it likes.
  *
- *   node -r ./test/utils/ts-register.js test/crash/worker.ts <run|recover|recover-all> [flags]
+ *   node -r ./test/utils/ts-register.js test/crash/worker.ts <run|run-many|recover|recover-all> [flags]
  *
  * Flags: --store redis|sqlite|postgres (default $CRASH_STORE, else redis), --run-id <id> (required
- * for recover), --rerun-in-doubt, --force (recover-all: ignore leases), --lease-ms <n>, --barrier
+ * for recover), --count <n> and --run-prefix <p> (run-many: n runs at once, ids p-0..p-(n-1)), --rerun-in-doubt, --force (recover-all: ignore leases), --lease-ms <n>, --barrier
  * (hold the first checkpoint save — the start, or a recovery's claim — until a line arrives on stdin).
  *
  * Environment: LEDGER (the ledger file, required); the store's location (see stores.ts: REDIS_URL +
@@ -71,6 +71,8 @@ const { values, positionals } = parseArgs({
     force: { type: 'boolean', default: false },
     'lease-ms': { type: 'string' },
     barrier: { type: 'boolean', default: false },
+    count: { type: 'string', default: '1' },
+    'run-prefix': { type: 'string', default: 'run' },
   },
 });
 const mode = positionals[0] ?? '';
@@ -226,6 +228,21 @@ async function main(): Promise<number> {
         ),
       );
       break;
+    case 'run-many': {
+      const ids = Array.from(
+        { length: Number(values.count) },
+        (_, i) => `${values['run-prefix']}-${i}`,
+      );
+      const results = await Promise.all(
+        ids.map((id) =>
+          settle(runner.run(flow, { show: id, seats: 2 }, { runId: id })),
+        ),
+      );
+      report.runs = Object.fromEntries(
+        ids.map((id, i) => [id, outcomeOf(results[i]!)]),
+      );
+      break;
+    }
     case 'recover':
       if (runId === undefined) throw new Error('recover needs --run-id');
       report.outcome = outcomeOf(
@@ -246,7 +263,9 @@ async function main(): Promise<number> {
       break;
     }
     default:
-      throw new Error(`unknown mode "${mode}" (run, recover, recover-all)`);
+      throw new Error(
+        `unknown mode "${mode}" (run, run-many, recover, recover-all)`,
+      );
   }
   report.workMs = Math.round(performance.now() - report.bootMs);
   process.stdout.write(`${JSON.stringify(report)}\n`);
