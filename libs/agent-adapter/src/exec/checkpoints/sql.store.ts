@@ -675,11 +675,13 @@ function quoteLiteral(s: string): string {
 }
 
 /** The synchronous better-sqlite3 connection TypeORM holds. */
+interface SqliteStatement {
+  run(...params: unknown[]): { changes: number };
+  all(...params: unknown[]): unknown[];
+}
+
 interface SqliteDb {
-  prepare(sql: string): {
-    run(...params: unknown[]): { changes: number };
-    all(...params: unknown[]): unknown[];
-  };
+  prepare(sql: string): SqliteStatement;
   transaction<F extends (...args: never[]) => unknown>(
     fn: F,
   ): F & { immediate: F };
@@ -693,36 +695,38 @@ interface SqliteDb {
    Engine contract and turns its throws into rejections. */
 class SqliteEngine implements Engine {
   readonly dialect = 'sqlite' as const;
+  /** SQL text → the prepared statement and the order its `$n` parameters bind in. */
   private readonly statements = new Map<
     string,
-    { sql: string; order: number[] }
+    { stmt: SqliteStatement; order: number[] }
   >();
   private readonly db: SqliteDb;
+
+  /** One BEGIN IMMEDIATE ... COMMIT around `work` (made once: better-sqlite3 wraps it per call). */
+  private readonly atomic: ((work: () => boolean) => boolean) & {
+    immediate: (work: () => boolean) => boolean;
+  };
 
   constructor(ds: DataSourceLike) {
     this.db = (
       ds.driver as { databaseConnection: SqliteDb }
     ).databaseConnection;
+    this.atomic = this.db.transaction((work: () => boolean) => work());
   }
 
-  /** Rewrites `$n` placeholders to `?` (in order of appearance). */
+  /** Prepares once per SQL text, rewriting `$n` placeholders to `?` (in order of appearance). */
   private prepare(sql: string, params: unknown[]) {
     let s = this.statements.get(sql);
     if (!s) {
       const order: number[] = [];
-      s = {
-        sql: sql.replace(
-          /\$(\d+)/g,
-          (_, i: string) => (order.push(Number(i) - 1), '?'),
-        ),
-        order,
-      };
+      const text = sql.replace(
+        /\$(\d+)/g,
+        (_, i: string) => (order.push(Number(i) - 1), '?'),
+      );
+      s = { stmt: this.db.prepare(text), order };
       this.statements.set(sql, s);
     }
-    return {
-      stmt: this.db.prepare(s.sql),
-      args: s.order.map((i) => params[i]),
-    };
+    return { stmt: s.stmt, args: s.order.map((i) => params[i]) };
   }
 
   async all<T>(sql: string, params: unknown[]): Promise<T[]> {
@@ -742,7 +746,7 @@ class SqliteEngine implements Engine {
     now: number,
   ): Promise<boolean> {
     const calls = o.calls ?? [];
-    const write = this.db.transaction(() => {
+    return this.atomic.immediate(() => {
       const head =
         cp.step === 0
           ? this.prepare(
@@ -778,7 +782,12 @@ class SqliteEngine implements Engine {
                 calls[0]?.segment ?? null,
               ],
             );
-      if (head.stmt.run(...head.args).changes !== 1) return false;
+      if (
+        !this.sameTenure(n, cp, o, now, calls) &&
+        head.stmt.run(...head.args).changes !== 1
+      ) {
+        return false;
+      }
       const c = this.prepare(
         `INSERT INTO ${n.checkpoints} (run_id, step, flow, status, segment, sealed) VALUES ($1, $2, $3, $4, $5, $6)`,
         [cp.runId, cp.step, cp.flow, cp.status, cp.segment, cp.sealed],
@@ -787,7 +796,38 @@ class SqliteEngine implements Engine {
       this.insertCalls(n, calls);
       return true;
     });
-    return write.immediate();
+  }
+
+  /**
+   * The common checkpoint: same status (running), segment and owner. Setting only the columns that
+   * change leaves the indexes on status and owner alone, so the commit writes fewer pages. Same
+   * compare-and-set conditions as the full update, which runs when this one matches nothing.
+   */
+  private sameTenure(
+    n: SqlNames,
+    cp: CheckpointRecord,
+    o: SaveOptions,
+    now: number,
+    calls: CallRecord[],
+  ): boolean {
+    if (cp.step === 0 || cp.status !== 'running') return false;
+    const narrow = this.prepare(
+      `UPDATE ${n.runs} SET step = $2, lease_expires_at = $5, updated_at = $6, calls = calls + $7
+       WHERE run_id = $1 AND step = $2 - 1 AND status = 'running' AND segment = $3 AND owner IS $4
+         AND ($8 IS NULL OR calls = $8) AND ($9 IS NULL OR segment = $9)`,
+      [
+        cp.runId,
+        cp.step,
+        cp.segment,
+        o.owner ?? null,
+        o.leaseExpiresAt ?? null,
+        now,
+        calls.length,
+        o.expectCalls ?? null,
+        calls[0]?.segment ?? null,
+      ],
+    );
+    return narrow.stmt.run(...narrow.args).changes === 1;
   }
 
   async recordCall(
@@ -796,7 +836,7 @@ class SqliteEngine implements Engine {
     segment: number,
     calls: CallRecord[],
   ): Promise<boolean> {
-    const write = this.db.transaction(() => {
+    return this.atomic.immediate(() => {
       const head = this.prepare(
         `UPDATE ${n.runs} SET calls = calls + $1 WHERE run_id = $2 AND segment = $3 AND status = 'running'`,
         [calls.length, runId, segment],
@@ -805,7 +845,6 @@ class SqliteEngine implements Engine {
       this.insertCalls(n, calls);
       return true;
     });
-    return write.immediate();
   }
 
   private insertCalls(n: SqlNames, calls: CallRecord[]): void {
