@@ -1,4 +1,5 @@
 import fc from 'fast-check';
+import canonicalize from 'canonicalize';
 import { UnsealableValue } from '../../errors';
 import { assertJson, canonicalJson } from './canonical-json';
 
@@ -200,5 +201,26 @@ describe('canonicalJson', () => {
       ),
       { numRuns: 100 },
     );
+  });
+});
+
+describe('canonicalJson against the canonicalize package (RFC 8785 reference)', () => {
+  it('writes exactly what canonicalize writes, for any JSON value', () => {
+    fc.assert(
+      fc.property(fc.jsonValue(), (value) => {
+        expect(canonicalJson(value)).toBe(canonicalize(value));
+      }),
+      { numRuns: 500 },
+    );
+  });
+
+  it('agrees on keys that sort differently by code unit than by code point', () => {
+    const value = {
+      '\u{1F600}': 1,
+      '\uFB33': 2,
+      a: [1e21, 1e-7, -0, 0.1],
+      é: 'x\u2028y',
+    };
+    expect(canonicalJson(value)).toBe(canonicalize(value));
   });
 });
