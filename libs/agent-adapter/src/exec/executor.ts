@@ -19,12 +19,15 @@ export class Executor {
   call(scope: NodeScope, tool: string, args: unknown): Promise<unknown> {
     const step = scope.step;
     if (step.closed) {
-      return Promise.reject(
+      const late = Promise.reject(
         new FlowError(
           `Node "${scope.node}" called tool "${tool}" after its superstep ended. Await every ctx.call before the node returns.`,
           step.runId,
         ),
       );
+      // Handled here too: an un-awaited late call must not crash the process (unhandled rejection).
+      late.catch(() => undefined);
+      return late;
     }
     const call = this.run(scope, tool, args);
     step.inflight.add(call);

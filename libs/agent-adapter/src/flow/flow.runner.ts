@@ -78,8 +78,8 @@ export class FlowRunner {
   readonly workerId: string;
   private readonly ring: KeyRing;
   private readonly leaseMs: number;
-  /** Runs this worker is driving right now (their leases are renewed). */
-  private readonly driving = new Set<string>();
+  /** Runs this worker is driving right now (their leases are renewed), with how many drives. */
+  private readonly driving = new Map<string, number>();
   private renewTimer?: NodeJS.Timeout;
   private renewing = false;
   private closed = false;
@@ -94,6 +94,11 @@ export class FlowRunner {
       options.workerId ??
       `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
     this.leaseMs = options.leaseMs ?? 15_000;
+    if (!Number.isInteger(this.leaseMs) || this.leaseMs < 100) {
+      throw new TypeError(
+        `leaseMs must be an integer of at least 100 (milliseconds), got ${String(options.leaseMs)}.`,
+      );
+    }
     if (options.checkpointKey !== undefined && options.checkpointKey !== null) {
       this.ring = KeyRing.from(options.checkpointKey);
     } else if (this.store.shared) {
@@ -507,7 +512,9 @@ export class FlowRunner {
    * so its lease runs out and another worker may take it.
    */
   private hold(runId: string, driving: boolean): void {
-    if (driving) this.driving.add(runId);
+    // Counted: a run recovered here while an older drive of it is still unwinding stays renewed.
+    const drives = (this.driving.get(runId) ?? 0) + (driving ? 1 : -1);
+    if (drives > 0) this.driving.set(runId, drives);
     else this.driving.delete(runId);
     if (this.driving.size > 0 && !this.renewTimer && !this.closed) {
       this.renewTimer = setInterval(
@@ -526,7 +533,7 @@ export class FlowRunner {
     this.renewing = true;
     try {
       await this.store.renewLeases(this.workerId, Date.now() + this.leaseMs, [
-        ...this.driving,
+        ...this.driving.keys(),
       ]);
     } catch (error) {
       console.warn(

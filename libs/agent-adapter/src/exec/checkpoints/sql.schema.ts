@@ -86,6 +86,9 @@ export function createStatements(dialect: SqlDialect, n: SqlNames): string[] {
     `CREATE INDEX IF NOT EXISTS ${idx('runs_unfinished')} ON ${n.runs} (flow, run_id) WHERE ${unfinished}`,
     `CREATE INDEX IF NOT EXISTS ${idx('runs_owner')} ON ${n.runs} (owner) WHERE ${unfinished}`,
     `CREATE INDEX IF NOT EXISTS ${idx('runs_flow_id')} ON ${n.runs} (flow, id)`,
+    // Operators list by status (failed, paused...), with or without a flow.
+    `CREATE INDEX IF NOT EXISTS ${idx('runs_status_id')} ON ${n.runs} (status, id)`,
+    `CREATE INDEX IF NOT EXISTS ${idx('runs_flow_status_id')} ON ${n.runs} (flow, status, id)`,
     // Clustered by their key on SQLite (WITHOUT ROWID): an append writes one b-tree, not two.
     `CREATE TABLE IF NOT EXISTS ${n.checkpoints} (
       run_id VARCHAR(200) NOT NULL,

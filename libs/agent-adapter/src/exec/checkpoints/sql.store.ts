@@ -53,6 +53,13 @@ export interface SQLCheckpointStoreOptions extends SqlTableOptions {
    * @default true
    */
   createTables?: boolean;
+  /**
+   * Postgres: name the hot-path statements so the server parses and plans them once per
+   * connection. Turn off behind a pooler that cannot keep prepared statements (PgBouncer in
+   * transaction mode before 1.21).
+   * @default true
+   */
+  preparedStatements?: boolean;
 }
 
 interface RunRow {
@@ -105,6 +112,8 @@ interface Engine {
   ): Promise<boolean>;
   /** A write of one statement; resolves to the rows it changed. */
   change(sql: string, params: unknown[]): Promise<number>;
+  /** Removes the run, its checkpoints and calls atomically; whether anything existed. */
+  deleteRun(n: SqlNames, runId: string): Promise<boolean>;
   ddl(statements: string[]): Promise<void>;
 }
 
@@ -176,15 +185,28 @@ export class SQLCheckpointStore extends CheckpointStore {
         );
       }
     }
-    const names = sqlNames(dialect, this.options);
-    const engine =
-      dialect === 'postgres'
-        ? new PostgresEngine(dataSource)
-        : new SqliteEngine(dataSource);
-    if (this.options.createTables ?? true)
-      await engine.ddl(createStatements(dialect, names));
-    await checkVersion(engine, names);
-    return { engine, names, dataSource };
+    try {
+      const names = sqlNames(dialect, this.options);
+      const engine =
+        dialect === 'postgres'
+          ? new PostgresEngine(
+              dataSource,
+              this.options.preparedStatements ?? true,
+            )
+          : new SqliteEngine(dataSource);
+      await prepareTables(
+        engine,
+        names,
+        dialect,
+        this.options.createTables ?? true,
+      );
+      return { engine, names, dataSource };
+    } catch (error) {
+      // A DataSource this store made is not left open by a failed start (a later call retries).
+      if (this.owned && dataSource.isInitialized)
+        await dataSource.destroy().catch(() => undefined);
+      throw error;
+    }
   }
 
   async save(
@@ -194,9 +216,15 @@ export class SQLCheckpointStore extends CheckpointStore {
     const calls = options.calls ?? [];
     checkBatch(checkpoint.runId, calls);
     const { engine, names } = await this.open();
+    // Whole milliseconds: the column is a BIGINT.
+    const lease = options.leaseExpiresAt;
+    const saving =
+      lease === undefined
+        ? options
+        : { ...options, leaseExpiresAt: Math.floor(lease) };
     let matched: boolean;
     try {
-      matched = await engine.save(names, checkpoint, options, Date.now());
+      matched = await engine.save(names, checkpoint, saving, Date.now());
     } catch (error) {
       throw duplicateOr(error, checkpoint.runId, calls);
     }
@@ -263,19 +291,7 @@ export class SQLCheckpointStore extends CheckpointStore {
 
   async delete(runId: string): Promise<boolean> {
     const { engine, names } = await this.open();
-    // The head goes last: while any row is left, the run id cannot be started again.
-    await engine.change(`DELETE FROM ${names.calls} WHERE run_id = $1`, [
-      runId,
-    ]);
-    const checkpoints = await engine.change(
-      `DELETE FROM ${names.checkpoints} WHERE run_id = $1`,
-      [runId],
-    );
-    const heads = await engine.change(
-      `DELETE FROM ${names.runs} WHERE run_id = $1`,
-      [runId],
-    );
-    return checkpoints + heads > 0;
+    return engine.deleteRun(names, runId);
   }
 
   async calls(runId: string, superstep: number): Promise<CallRecord[]> {
@@ -343,7 +359,7 @@ export class SQLCheckpointStore extends CheckpointStore {
     return engine.change(
       `UPDATE ${names.runs} SET lease_expires_at = $1 WHERE owner = $2 AND ${listed} AND ${UNFINISHED_SQL}`,
       [
-        leaseExpiresAt,
+        Math.floor(leaseExpiresAt),
         owner,
         engine.dialect === 'postgres' ? [...runIds] : JSON.stringify(runIds),
       ],
@@ -442,25 +458,60 @@ function createDataSource(options: SqlConnectionOptions): DataSourceLike {
   return new typeorm.DataSource(options);
 }
 
-async function checkVersion(engine: Engine, names: SqlNames): Promise<void> {
-  let version: string | undefined;
-  try {
-    const [row] = await engine.all<{ value: string }>(
-      `SELECT value FROM ${names.meta} WHERE key = 'schema_version'`,
-      [],
-    );
-    version = row?.value;
-  } catch (error) {
+/**
+ * Makes sure the tables exist (creating them only when they are missing, so a routine start takes
+ * no DDL lock) and are this version's.
+ */
+async function prepareTables(
+  engine: Engine,
+  names: SqlNames,
+  dialect: SqlDialect,
+  create: boolean,
+): Promise<void> {
+  let version = await readVersion(engine, names);
+  if (version === null && create) {
+    if (await exists(engine, names.runs)) {
+      throw new CheckpointStoreUnavailable(
+        `${names.runs} exists but the agent-adapter meta table does not: these tables were not made by agent-adapter. Use another tablePrefix/schema. Nothing was changed.`,
+      );
+    }
+    await engine.ddl(createStatements(dialect, names));
+    version = await readVersion(engine, names);
+  }
+  if (version === null) {
     throw new CheckpointStoreUnavailable(
-      `The agent-adapter tables (${names.runs}, ...) are missing or unreadable: ${(error as Error).message}. Run the shipped migrations (agentAdapterMigrations()) or create the store with createTables: true.`,
-      undefined,
-      { cause: error },
+      `The agent-adapter tables (${names.runs}, ...) are missing or unreadable. Run the shipped migrations (agentAdapterMigrations()) or create the store with createTables: true.`,
     );
   }
   if (version !== String(SCHEMA_VERSION)) {
     throw new CheckpointStoreUnavailable(
       `The agent-adapter tables (${names.runs}, ...) have schema version ${version ?? 'unknown'}, but this version of agent-adapter uses ${SCHEMA_VERSION}. They were made by ${version === undefined ? 'something else' : 'another version'}: use a matching agent-adapter, or another tablePrefix/schema. Nothing was changed.`,
     );
+  }
+}
+
+/** The stored schema version; undefined when the meta table has none, null when it is missing. */
+async function readVersion(
+  engine: Engine,
+  names: SqlNames,
+): Promise<string | undefined | null> {
+  try {
+    const [row] = await engine.all<{ value: string }>(
+      `SELECT value FROM ${names.meta} WHERE key = 'schema_version'`,
+      [],
+    );
+    return row?.value;
+  } catch {
+    return null;
+  }
+}
+
+async function exists(engine: Engine, table: string): Promise<boolean> {
+  try {
+    await engine.all(`SELECT 1 FROM ${table} WHERE 1 = 0`, []);
+    return true;
+  } catch {
+    return false;
   }
 }
 
@@ -491,7 +542,8 @@ function duplicateOr(
       ?.code ?? (error as { code?: string }).code;
   if (
     code === '23505' ||
-    (typeof code === 'string' && code.startsWith('SQLITE_CONSTRAINT'))
+    code === 'SQLITE_CONSTRAINT_PRIMARYKEY' ||
+    code === 'SQLITE_CONSTRAINT_UNIQUE'
   ) {
     const c = calls[0];
     return new CheckpointConflict(
@@ -557,15 +609,49 @@ class PostgresEngine implements Engine {
   private readonly names = new Map<string, string>();
   private readonly pool?: PgPool;
 
-  constructor(private readonly ds: DataSourceLike) {
+  constructor(
+    private readonly ds: DataSourceLike,
+    private readonly prepared: boolean,
+  ) {
     // TypeORM's pg pool (the primary's, with replication): named statements are parsed and
     // planned once per connection instead of on every write.
     const master = (ds.driver as { master?: unknown }).master;
     if (isPgPool(master)) this.pool = master;
   }
 
+  async deleteRun(n: SqlNames, runId: string): Promise<boolean> {
+    const sql = [
+      // The head's row lock first: a save in flight finishes before, and the deletes that follow
+      // (each with a fresh snapshot) see what it wrote; a later save finds no head.
+      `SELECT 1 FROM ${n.runs} WHERE run_id = $1 FOR UPDATE`,
+      `DELETE FROM ${n.calls} WHERE run_id = $1`,
+      `DELETE FROM ${n.checkpoints} WHERE run_id = $1`,
+      `DELETE FROM ${n.runs} WHERE run_id = $1`,
+    ];
+    if (!this.pool) {
+      let removed = 0;
+      for (const q of sql.slice(1)) removed += await this.change(q, [runId]);
+      return removed > 0;
+    }
+    const client = await this.pool.connect();
+    try {
+      await client.query('BEGIN');
+      let removed = 0;
+      for (const q of sql)
+        removed += (await client.query(q, [runId])).rowCount ?? 0;
+      await client.query('COMMIT');
+      return removed > 0;
+    } catch (error) {
+      await client.query('ROLLBACK').catch(() => undefined);
+      throw error;
+    } finally {
+      client.release();
+    }
+  }
+
   async all<T>(sql: string, params: unknown[]): Promise<T[]> {
-    if (!this.pool) return (await this.ds.query(sql, params)) as T[];
+    if (!this.pool || !this.prepared)
+      return (await this.ds.query(sql, params)) as T[];
     let name = this.names.get(sql);
     if (!name) {
       name = `aa_${createHash('sha1').update(sql).digest('hex').slice(0, 20)}`;
@@ -664,6 +750,13 @@ interface PgPool {
     text: string;
     values: unknown[];
   }): Promise<{ rows: unknown[] }>;
+  connect(): Promise<{
+    query(
+      text: string,
+      values?: unknown[],
+    ): Promise<{ rowCount: number | null }>;
+    release(): void;
+  }>;
 }
 
 function isPgPool(value: unknown): value is PgPool {
@@ -682,6 +775,7 @@ interface SqliteStatement {
 
 interface SqliteDb {
   prepare(sql: string): SqliteStatement;
+  readonly inTransaction: boolean;
   transaction<F extends (...args: never[]) => unknown>(
     fn: F,
   ): F & { immediate: F };
@@ -703,15 +797,35 @@ class SqliteEngine implements Engine {
   private readonly db: SqliteDb;
 
   /** One BEGIN IMMEDIATE ... COMMIT around `work` (made once: better-sqlite3 wraps it per call). */
-  private readonly atomic: ((work: () => boolean) => boolean) & {
-    immediate: (work: () => boolean) => boolean;
-  };
+  private readonly immediate: (work: () => boolean) => boolean;
 
   constructor(ds: DataSourceLike) {
     this.db = (
       ds.driver as { databaseConnection: SqliteDb }
     ).databaseConnection;
-    this.atomic = this.db.transaction((work: () => boolean) => work());
+    const tx = this.db.transaction((work: () => boolean) => work());
+    this.immediate = (work) => {
+      // better-sqlite3 has one connection: inside a transaction the application opened on it, our
+      // "transaction" would be a savepoint its rollback could undo after we reported success.
+      if (this.db.inTransaction) {
+        throw new CheckpointStoreUnavailable(
+          'The SQLite connection the store shares has a transaction open (an application transaction on the same DataSource). A checkpoint written inside it could be rolled back after the fact: give the store its own connection (new SQLiteCheckpointStore(path) or a DataSource of its own).',
+        );
+      }
+      return tx.immediate(work);
+    };
+  }
+
+  async deleteRun(n: SqlNames, runId: string): Promise<boolean> {
+    return this.immediate(() => {
+      let removed = 0;
+      for (const table of [n.calls, n.checkpoints, n.runs]) {
+        removed += this.db
+          .prepare(`DELETE FROM ${table} WHERE run_id = ?`)
+          .run(runId).changes;
+      }
+      return removed > 0;
+    });
   }
 
   /** Prepares once per SQL text, rewriting `$n` placeholders to `?` (in order of appearance). */
@@ -746,7 +860,7 @@ class SqliteEngine implements Engine {
     now: number,
   ): Promise<boolean> {
     const calls = o.calls ?? [];
-    return this.atomic.immediate(() => {
+    return this.immediate(() => {
       const head =
         cp.step === 0
           ? this.prepare(
@@ -836,7 +950,7 @@ class SqliteEngine implements Engine {
     segment: number,
     calls: CallRecord[],
   ): Promise<boolean> {
-    return this.atomic.immediate(() => {
+    return this.immediate(() => {
       const head = this.prepare(
         `UPDATE ${n.runs} SET calls = calls + $1 WHERE run_id = $2 AND segment = $3 AND status = 'running'`,
         [calls.length, runId, segment],

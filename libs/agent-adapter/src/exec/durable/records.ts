@@ -140,6 +140,8 @@ export function openCheckpoint(
   if (
     !isObject(content) ||
     typeof content.superstep !== 'number' ||
+    typeof content.logBefore !== 'number' ||
+    typeof content.incarnation !== 'number' ||
     !Array.isArray(content.frontier)
   ) {
     throw new CheckpointStoreCorrupt(

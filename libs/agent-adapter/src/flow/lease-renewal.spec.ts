@@ -1,0 +1,82 @@
+/**
+ * Lease renewal follows the runs a worker drives, counted per drive.
+ */
+import {
+  Executor,
+  Flow,
+  FlowRunner,
+  MemoryCheckpointStore,
+  ToolRegistry,
+} from 'agent-adapter';
+
+const KEY = 'use-a-secret-from-your-vault-32b';
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+class S {
+  note = '';
+}
+
+describe('FlowRunner lease renewal', () => {
+  it('a run this worker still drives keeps its lease when an earlier drive of the same run in this worker ends', async () => {
+    const store = new MemoryCheckpointStore();
+    let releaseFirst!: () => void;
+    const firstBlocked = new Promise<void>((r) => (releaseFirst = r));
+    let entered!: () => void;
+    const firstEntered = new Promise<void>((r) => (entered = r));
+    let slowCalls = 0;
+    let releaseLong!: () => void;
+    const long = new Promise<void>((r) => (releaseLong = r));
+    const registry = new ToolRegistry()
+      .register(
+        'slow',
+        async () => {
+          if (++slowCalls === 1) {
+            entered();
+            await firstBlocked;
+          }
+          return 'ok';
+        },
+        { idempotent: true },
+      )
+      .register('long', async () => {
+        await long;
+        return 'done';
+      });
+    const flow = new Flow('lease', { state: S })
+      .node('a', async (_s, ctx) => ({
+        note: await ctx.call<string>('slow', {}),
+      }))
+      .node('b', async (_s, ctx) => ({
+        note: await ctx.call<string>('long', {}),
+      }))
+      .edge('a', 'b')
+      .end('b');
+    const runner = new FlowRunner(new Executor(registry), {
+      checkpoints: store,
+      checkpointKey: KEY,
+      leaseMs: 300,
+    });
+
+    // Drive 1 is inside the idempotent `slow` call; an operator (or recoverAll({ force })) recovers
+    // the run in the same process: drive 2 claims it, reruns `slow` and moves on into `long`.
+    const first = runner.run(flow, {}, { runId: 'd' }).catch((e: unknown) => e);
+    await firstEntered;
+    const second = runner.recover(flow, 'd');
+    await sleep(50);
+    // Drive 1's call finishes; its `done` write is fenced and drive 1 ends with CheckpointConflict:
+    // its `finally` removes 'd' from the renewed set although drive 2 is still driving it.
+    releaseFirst();
+    expect(await first).toBeInstanceOf(Error);
+    await sleep(1000); // > leaseMs: drive 2 is healthy, inside `long`
+    const head = await store.head('d');
+    const live = (head?.leaseExpiresAt ?? 0) > Date.now();
+    const renewed = (runner as unknown as { driving: Set<string> }).driving.has(
+      'd',
+    );
+    releaseLong();
+    await second;
+    runner.close();
+    // Any worker's recoverAll would now claim the healthy run and fence drive 2.
+    expect({ renewed, live }).toEqual({ renewed: true, live: true });
+  });
+});
