@@ -172,9 +172,7 @@ describeWithService(
         await new Promise((r) => setTimeout(r, 10));
       await kill(server);
       release();
-      console.log('awaiting run');
       const error = await run;
-      console.log('run settled', error);
       expect(error).toBeInstanceOf(Error);
       expect((error as Error).name).not.toBe('CheckpointStoreCorrupt');
 

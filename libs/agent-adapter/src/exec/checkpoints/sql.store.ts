@@ -470,11 +470,6 @@ async function prepareTables(
 ): Promise<void> {
   let version = await readVersion(engine, names);
   if (version === null && create) {
-    if (await exists(engine, names.runs)) {
-      throw new CheckpointStoreUnavailable(
-        `${names.runs} exists but the agent-adapter meta table does not: these tables were not made by agent-adapter. Use another tablePrefix/schema. Nothing was changed.`,
-      );
-    }
     await engine.ddl(createStatements(dialect, names));
     version = await readVersion(engine, names);
   }
@@ -503,15 +498,6 @@ async function readVersion(
     return row?.value;
   } catch {
     return null;
-  }
-}
-
-async function exists(engine: Engine, table: string): Promise<boolean> {
-  try {
-    await engine.all(`SELECT 1 FROM ${table} WHERE 1 = 0`, []);
-    return true;
-  } catch {
-    return false;
   }
 }
 
