@@ -8,7 +8,9 @@ export const DURABLE_TOOL_METADATA = 'agent-adapter:tool';
 /** The module-shaping extras (`isGlobal`, `recoverOnBoot`) as the providers see them. @internal */
 export const DURABLE_MODULE_EXTRAS = Symbol('agent-adapter:module-extras');
 /** The options with defaults merged, the store created and the key checked. @internal */
-export const DURABLE_RESOLVED_OPTIONS = Symbol('agent-adapter:resolved-options');
+export const DURABLE_RESOLVED_OPTIONS = Symbol(
+  'agent-adapter:resolved-options',
+);
 
 /** @internal */
 export const DEFAULT_LEASE_MS = 15_000;

@@ -1,0 +1,134 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { CheckpointNotFound, FlowError } from '../errors';
+import { DurableEvents } from '../events/durable.events';
+import type { CheckpointStore } from '../exec/checkpoints/checkpoint-store';
+import type { RunIdentity } from '../exec/durable/records';
+import { Executor } from '../exec/executor';
+import type { Flow as CoreFlow } from '../flow/flow.builder';
+import type {
+  RecoverAllOptions,
+  RecoverOptions,
+  RunOptions,
+  RunResult,
+} from '../flow/flow.interfaces';
+import { FlowRunner as CoreFlowRunner } from '../flow/flow.runner';
+import { DURABLE_RESOLVED_OPTIONS } from './durable.constants';
+import { DurableExplorer } from './durable.explorer';
+import { NestMessages } from './durable.messages';
+import type { ResolvedDurableOptions } from './durable.providers';
+
+/**
+ * A flow as `FlowRunner` methods take it: the `@Flow()` class, or the flow's name.
+ * @publicApi
+ */
+export type FlowRef = string | (abstract new (...args: never[]) => object);
+
+/**
+ * Runs the application's `@Flow()` classes durably. Exported from 'agent-adapter/nest' as
+ * `FlowRunner`: inject it by type (`constructor(private readonly runner: FlowRunner)`).
+ * It is the framework-free `FlowRunner` (available as `.core`) over the module's store, key,
+ * executor and events, taking flows by class or name.
+ * @publicApi
+ */
+@Injectable()
+export class DurableFlowRunner {
+  /** The framework-free runner doing the work. */
+  readonly core: CoreFlowRunner;
+
+  constructor(
+    @Inject(DURABLE_RESOLVED_OPTIONS) options: ResolvedDurableOptions,
+    executor: Executor,
+    events: DurableEvents,
+    private readonly explorer: DurableExplorer,
+  ) {
+    this.core = new CoreFlowRunner(executor, {
+      checkpoints: options.store,
+      ...(options.key && { checkpointKey: options.key }),
+      events,
+      ...(options.workerId !== undefined && { workerId: options.workerId }),
+      leaseMs: options.leaseMs,
+    });
+  }
+
+  /** The store runs are kept in. */
+  get store(): CheckpointStore {
+    return this.core.store;
+  }
+
+  /** This worker's id in run leases. */
+  get workerId(): string {
+    return this.core.workerId;
+  }
+
+  /**
+   * Starts a run and drives it until it ends, pauses, or this worker loses it. The input is
+   * validated by the flow's state class first (`InvalidFlowState`, every violation named;
+   * nothing is stored).
+   */
+  start<S extends object = Record<string, unknown>>(
+    flow: FlowRef,
+    input: Partial<S>,
+    options: RunOptions = {},
+  ): Promise<RunResult<S>> {
+    return this.core.run(this.flow<S>(flow), input, options);
+  }
+
+  /** Goes on with a run from its latest checkpoint (see the core `FlowRunner.recover`). */
+  recover<S extends object = Record<string, unknown>>(
+    flow: FlowRef,
+    runId: string,
+    options: RecoverOptions = {},
+  ): Promise<RunResult<S>> {
+    return this.core.recover(this.flow<S>(flow), runId, options);
+  }
+
+  /** Recovers every unfinished run of the flow: run id → result or error (never throws per run). */
+  recoverAll<S extends object = Record<string, unknown>>(
+    flow: FlowRef,
+    options: RecoverAllOptions = {},
+  ): Promise<Map<string, RunResult<S> | Error>> {
+    return this.core.recoverAll(this.flow<S>(flow), options);
+  }
+
+  /** A run's latest state, whatever its flow (found from the run's stored head). */
+  async get<S extends object = Record<string, unknown>>(
+    runId: string,
+    options: { ctx?: RunIdentity } = {},
+  ): Promise<RunResult<S>> {
+    const head = await this.core.store.head(runId);
+    if (!head) throw new CheckpointNotFound(runId);
+    const found = this.explorer.findFlow(head.flow);
+    if (!found)
+      throw new FlowError(
+        NestMessages.runOfUnknownFlow(runId, head.flow),
+        runId,
+      );
+    return this.core.get(found.flow as unknown as CoreFlow<S>, runId, options);
+  }
+
+  /** The core `Flow` built from a `@Flow()` class (or found by name). */
+  flow<S extends object = Record<string, unknown>>(ref: FlowRef): CoreFlow<S> {
+    const found = this.explorer.findFlow(ref);
+    if (!found) {
+      const label =
+        typeof ref === 'string' ? `Flow "${ref}"` : `Class ${ref.name}`;
+      throw new FlowError(
+        NestMessages.unknownFlow(
+          label,
+          this.explorer.flows().map((f) => f.flow.name),
+        ),
+      );
+    }
+    return found.flow as unknown as CoreFlow<S>;
+  }
+
+  /** Names of every discovered flow. */
+  flowNames(): string[] {
+    return this.explorer.flows().map((f) => f.flow.name);
+  }
+
+  /** Stops renewing leases (called on shutdown): runs in flight here become recoverable elsewhere. */
+  close(): void {
+    this.core.close();
+  }
+}

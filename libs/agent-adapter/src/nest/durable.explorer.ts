@@ -1,0 +1,347 @@
+import { Injectable, type OnModuleInit } from '@nestjs/common';
+import { DiscoveryService, MetadataScanner } from '@nestjs/core';
+import type { InstanceWrapper } from '@nestjs/core/injector/instance-wrapper';
+import { FlowError } from '../errors';
+import { currentNodeScope } from '../exec/call-context';
+import { Executor } from '../exec/executor';
+import { ToolRegistry } from '../exec/tool.registry';
+import { Flow as CoreFlow } from '../flow/flow.builder';
+import type { NodeContext, RouteFn } from '../flow/flow.interfaces';
+import { DurableMetadataAccessor } from './durable-metadata.accessor';
+import { NestMessages } from './durable.messages';
+import { DurableSetupError } from './errors/durable-setup.error';
+import type { FlowMetadata } from './interfaces/flow-options.interface';
+import type { NodeOptions } from './interfaces/node-options.interface';
+import type { ToolDecoratorOptions } from './interfaces/tool-options.interface';
+import { ToolArgs } from './tool-args';
+
+type AnyClass = abstract new (...args: never[]) => unknown;
+type Method = (this: unknown, ...args: unknown[]) => unknown;
+type Instance = Record<string, unknown>;
+
+/** A `@Flow()` class turned into the core `Flow` the builder API makes. @internal */
+export interface DiscoveredFlow {
+  readonly flow: CoreFlow<object>;
+  readonly cls: AnyClass;
+  /** `ClassName (ModuleName)`, for messages. */
+  readonly where: string;
+}
+
+interface Explored {
+  byName: Map<string, DiscoveredFlow>;
+  byClass: Map<AnyClass, DiscoveredFlow>;
+}
+
+/**
+ * Scans every provider once (at `onModuleInit`, or earlier on first use): `@Tool()` methods are
+ * registered on the module's `ToolRegistry` and wrapped on their instance; each `@Flow()` class
+ * becomes a core `Flow` built with the same builder calls a framework-free user makes, and is
+ * compiled here so a graph error fails the bootstrap with the class named.
+ * @internal
+ */
+@Injectable()
+export class DurableExplorer implements OnModuleInit {
+  private explored?: Explored;
+  private failure?: Error;
+  /** Tool name → `Class#method` that defines it (for duplicate messages). */
+  private readonly toolOwners = new Map<string, string>();
+
+  constructor(
+    private readonly discovery: DiscoveryService,
+    private readonly scanner: MetadataScanner,
+    private readonly accessor: DurableMetadataAccessor,
+    private readonly registry: ToolRegistry,
+    private readonly executor: Executor,
+  ) {}
+
+  onModuleInit(): void {
+    this.explore();
+  }
+
+  /** The discovered flows (scans on first call; every provider instance exists by then). */
+  flows(): DiscoveredFlow[] {
+    return [...this.explore().byName.values()];
+  }
+
+  /** A discovered flow by its `@Flow()` class or its name. */
+  findFlow(ref: string | AnyClass): DiscoveredFlow | undefined {
+    const explored = this.explore();
+    return typeof ref === 'string'
+      ? explored.byName.get(ref)
+      : explored.byClass.get(ref);
+  }
+
+  private explore(): Explored {
+    if (this.explored) return this.explored;
+    // A failed scan has registered part of the tools: asking again gives the same error, not a
+    // misleading "defined twice".
+    if (this.failure !== undefined) throw this.failure;
+    const explored: Explored = { byName: new Map(), byClass: new Map() };
+    try {
+      // A `useExisting` alias points at a wrapper that is listed too: scanning both would
+      // register every tool twice.
+      for (const wrapper of this.discovery.getProviders()) {
+        if (wrapper.isAlias) continue;
+        this.scanWrapper(wrapper, explored);
+      }
+    } catch (error) {
+      this.failure = asError(error);
+      throw error;
+    }
+    this.explored = explored;
+    return explored;
+  }
+
+  private scanWrapper(wrapper: InstanceWrapper, explored: Explored): void {
+    const instance: unknown = wrapper.instance;
+    if (typeof instance !== 'object' || instance === null) return;
+    const proto = Object.getPrototypeOf(instance) as object | null;
+    if (!proto || proto === Object.prototype) return;
+    // `useValue` providers have no metatype, and a `useFactory` provider's metatype is the
+    // factory function (with `inject` set): there the class is the instance's constructor.
+    const cls = (
+      !wrapper.metatype || wrapper.inject
+        ? (instance as { constructor: unknown }).constructor
+        : wrapper.metatype
+    ) as AnyClass;
+    const className = cls.name || String(wrapper.name);
+    const moduleName = wrapper.host?.name ?? 'unknown module';
+    const flowMeta = this.accessor.getFlowMetadata(cls);
+    const singleton = !wrapper.isTransient && wrapper.isDependencyTreeStatic();
+
+    const nodes: Array<[method: string, options: NodeOptions]> = [];
+    for (const method of this.scanner.getAllMethodNames(proto)) {
+      const fn = (proto as Instance)[method];
+      const node = this.accessor.getNodeMetadata(fn);
+      const tool = this.accessor.getToolMetadata(fn);
+      const where = `${className}#${method}`;
+      if (node && tool)
+        throw new DurableSetupError(NestMessages.nodeAndTool(where));
+      if (node) {
+        if (!flowMeta)
+          throw new DurableSetupError(NestMessages.nodeOutsideFlow(where));
+        if (!singleton)
+          throw new DurableSetupError(
+            NestMessages.requestScoped(where, '@Flow'),
+          );
+        nodes.push([method, node]);
+      }
+      if (tool) {
+        if (!singleton)
+          throw new DurableSetupError(
+            NestMessages.requestScoped(where, '@Tool'),
+          );
+        this.registerTool(
+          instance as Instance,
+          fn as Method,
+          where,
+          `${where} (${moduleName})`,
+          method,
+          tool,
+        );
+      }
+    }
+    if (!flowMeta) return;
+    if (!singleton) {
+      throw new DurableSetupError(
+        NestMessages.requestScoped(className, '@Flow'),
+      );
+    }
+    const where = `${className} (${moduleName})`;
+    const known = explored.byName.get(flowMeta.name);
+    if (known)
+      throw new DurableSetupError(
+        NestMessages.duplicateFlow(flowMeta.name, known.where, where),
+      );
+    const flow = this.buildFlow(
+      instance as Instance,
+      proto as Instance,
+      className,
+      flowMeta,
+      nodes,
+    );
+    const discovered: DiscoveredFlow = { flow, cls, where };
+    explored.byName.set(flow.name, discovered);
+    explored.byClass.set(cls, discovered);
+  }
+
+  /** The same builder calls as `new Flow(name).node(...).edge(...).end(...)`, then `compile()`. */
+  private buildFlow(
+    instance: Instance,
+    proto: Instance,
+    className: string,
+    meta: FlowMetadata,
+    nodes: Array<[string, NodeOptions]>,
+  ): CoreFlow<object> {
+    if (!nodes.length)
+      throw new DurableSetupError(NestMessages.noNodes(meta.name, className));
+    if (!nodes.some(([, options]) => options.start)) {
+      throw new DurableSetupError(NestMessages.noStart(meta.name, className));
+    }
+    return withClassName(className, () => {
+      const flow = new CoreFlow<object>(meta.name, {
+        ...(meta.state !== undefined && {
+          state: meta.state,
+        }),
+        ...(meta.maxVisits !== undefined && { maxVisits: meta.maxVisits }),
+      });
+      for (const [method, options] of nodes) {
+        const fn = proto[method] as Method;
+        flow.node(
+          method,
+          (state: object, ctx: NodeContext) =>
+            fn.call(instance, state, ctx) as Partial<object> | undefined,
+          {
+            ...(options.maxVisits !== undefined && {
+              maxVisits: options.maxVisits,
+            }),
+          },
+        );
+      }
+      for (const [method, options] of nodes) {
+        if (options.start) flow.start(method);
+        const next =
+          options.next === undefined
+            ? []
+            : typeof options.next === 'string'
+              ? [options.next]
+              : options.next;
+        for (const to of next) flow.edge(method, to);
+        if (options.route) {
+          flow.route(
+            method,
+            this.routePick(instance, proto, `${className}#${method}`, options),
+            options.route.targets,
+          );
+        }
+        if (options.end) flow.end(method);
+      }
+      flow.compile();
+      return flow;
+    });
+  }
+
+  private routePick(
+    instance: Instance,
+    proto: Instance,
+    where: string,
+    options: NodeOptions,
+  ): RouteFn<object> {
+    const pick = options.route?.pick;
+    if (typeof pick === 'function') return pick as RouteFn<object>;
+    const method = typeof pick === 'string' ? proto[pick] : undefined;
+    if (typeof method !== 'function') {
+      throw new DurableSetupError(
+        NestMessages.routePickMissing(where, String(pick)),
+      );
+    }
+    return (state) =>
+      (method as Method).call(instance, state) as ReturnType<RouteFn<object>>;
+  }
+
+  /**
+   * Registers the tool and replaces the method on its instance: inside a run (a node's call
+   * context) the call goes through the executor; anywhere else it is the plain method.
+   */
+  private registerTool(
+    instance: Instance,
+    original: Method,
+    where: string,
+    owner: string,
+    method: string,
+    options: ToolDecoratorOptions,
+  ): void {
+    const name = options.name ?? method;
+    const known = this.toolOwners.get(name);
+    if (known)
+      throw new DurableSetupError(
+        NestMessages.duplicateTool(name, known, owner),
+      );
+    const args = options.args ? new ToolArgs(name, options.args) : undefined;
+    try {
+      // What the executor runs: the original method, on its instance, with the logged arguments.
+      this.registry.register(
+        name,
+        (stored: unknown) =>
+          original.call(
+            instance,
+            ...(args
+              ? [args.fromPlain(stored)]
+              : stored === null
+                ? []
+                : [stored]),
+          ),
+        {
+          ...(options.idempotent !== undefined && {
+            idempotent: options.idempotent,
+          }),
+          ...(options.readOnly !== undefined && { readOnly: options.readOnly }),
+          ...(options.description !== undefined && {
+            description: options.description,
+          }),
+          ...(options.parameters !== undefined && {
+            parameters: options.parameters,
+          }),
+        },
+      );
+    } catch (error) {
+      throw new DurableSetupError(
+        NestMessages.invalidNode(where, (error as Error).message),
+      );
+    }
+    this.toolOwners.set(name, owner);
+
+    const executor = this.executor;
+    const isAsync = original.constructor.name === 'AsyncFunction';
+    const wrapped = function (this: unknown, ...given: unknown[]): unknown {
+      const scope = currentNodeScope();
+      if (!scope) {
+        // Outside a run: the plain method (after the DTO check, if any).
+        if (!args) return original.apply(this, given);
+        let checked: object;
+        try {
+          checked = args.check(given[0]);
+        } catch (error) {
+          if (isAsync) return Promise.reject(asError(error));
+          throw error;
+        }
+        return original.call(this, checked, ...given.slice(1));
+      }
+      // Inside a run: synchronously up to executor.call, so a node's concurrent calls keep the
+      // order they were made in (their index in the call log).
+      try {
+        if (given.length > 1)
+          throw new TypeError(NestMessages.toolArity(where, given.length));
+        const value = args ? args.toPlain(args.check(given[0])) : given[0];
+        return executor.call(scope, name, value);
+      } catch (error) {
+        return Promise.reject(asError(error));
+      }
+    };
+    Object.defineProperty(wrapped, 'name', { value: method });
+    for (const key of Reflect.getMetadataKeys(original) as unknown[]) {
+      Reflect.defineMetadata(key, Reflect.getMetadata(key, original), wrapped);
+    }
+    Object.defineProperty(instance, method, {
+      value: wrapped,
+      configurable: true,
+      writable: true,
+      enumerable: false,
+    });
+  }
+}
+
+/** Graph errors from the core builder, with the class that declared the flow added. */
+function withClassName<T>(className: string, build: () => T): T {
+  try {
+    return build();
+  } catch (error) {
+    if (error instanceof FlowError)
+      throw new FlowError(NestMessages.graph(className, error.message));
+    throw error;
+  }
+}
+
+function asError(error: unknown): Error {
+  return error instanceof Error ? error : new Error(String(error));
+}

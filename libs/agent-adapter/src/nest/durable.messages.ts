@@ -1,0 +1,73 @@
+/** Message factories of the Nest layer: every misuse says where it is and what to do. @internal */
+export const NestMessages = {
+  noAsyncVariant: () =>
+    'DurableModule.forRootAsync() needs one of useFactory, useClass or useExisting (with imports/inject as needed), e.g. forRootAsync({ inject: [ConfigService], useFactory: (config) => ({ store: { type: "sqlite", path: config.get("RUNS_DB") }, key: config.get("CHECKPOINT_KEY") }) }).',
+  noStore: (valid: readonly string[]) =>
+    `DurableModule: the "store" option is missing. Give a CheckpointStore instance or a descriptor { type: ${valid.map((t) => `"${t}"`).join(' | ')} }.`,
+  unknownStoreType: (type: unknown, valid: readonly string[]) =>
+    `DurableModule: unknown store type ${JSON.stringify(type)}. Valid types: ${valid.map((t) => `"${t}"`).join(', ')}; or pass a CheckpointStore instance.`,
+  storeOption: (type: string, problem: string) =>
+    `DurableModule: store { type: "${type}" }: ${problem}.`,
+  keyRequired: (store: string) =>
+    `DurableModule: the ${store} is shared between processes, so "key" is required: a secret of at least 32 bytes, the same on every worker (e.g. key: process.env.CHECKPOINT_KEY). Generate one with: node -e "console.log(require('crypto').randomBytes(32).toString('base64'))"`,
+  badNumber: (option: string, value: unknown) =>
+    `DurableModule: "${option}" must be a positive integer, got ${JSON.stringify(value)}.`,
+
+  requestScoped: (where: string, kind: '@Flow' | '@Tool') =>
+    `${where} cannot be a durable ${kind}: it is defined in a non-static (request-scoped or transient) provider. Durable flows and tools must be singletons: a run outlives the request, and recovery after a crash has no request. Move the method to a default-scoped provider.`,
+  duplicateFlow: (name: string, first: string, second: string) =>
+    `Flow "${name}" is defined twice: by ${first} and by ${second}. Flow names must be unique (they are stored in every checkpoint).`,
+  duplicateTool: (name: string, first: string, second: string) =>
+    `Tool "${name}" is defined twice: by ${first} and by ${second}. Tool names must be unique: give one of them @Tool({ name: '...' }).`,
+  nodeOutsideFlow: (where: string) =>
+    `${where} has @Node() but its class has no @Flow(name): add @Flow('...') to the class.`,
+  nodeAndTool: (where: string) =>
+    `${where} has both @Node() and @Tool(): a node is not a tool. Move the tool to a provider the flow injects.`,
+  noStart: (flow: string, cls: string) =>
+    `Flow "${flow}" (${cls}) has no start node: mark the first node @Node({ start: true }).`,
+  noNodes: (flow: string, cls: string) =>
+    `Flow "${flow}" (${cls}) has no @Node() methods.`,
+  routePickMissing: (where: string, pick: string) =>
+    `${where}: route.pick names method "${pick}", which the class does not have.`,
+  graph: (cls: string, message: string) => `${message} (in ${cls})`,
+  invalidNode: (where: string, message: string) => `${where}: ${message}`,
+  unknownFlow: (ref: string, known: readonly string[]) =>
+    `${ref} is not a discovered @Flow. Known flows: ${known.length ? known.map((n) => `"${n}"`).join(', ') : 'none'}. Decorate the class with @Flow('name') and list it in a module's providers.`,
+  runOfUnknownFlow: (runId: string, flow: string) =>
+    `Run "${runId}" belongs to flow "${flow}", which this application does not define (no @Flow('${flow}') provider).`,
+  toolArity: (where: string, count: number) =>
+    `${where} was called with ${count} arguments inside a run: a durable tool takes one arguments object. Pass { ... } instead.`,
+
+  recovered: (flow: string, runId: string, status: string, step: number) =>
+    `Run "${runId}" of flow "${flow}" recovered: ${status} at step ${step}.`,
+  recoveredFailed: (
+    flow: string,
+    runId: string,
+    step: number,
+    error: { name: string; message: string } | undefined,
+  ) =>
+    `Run "${runId}" of flow "${flow}" recovered and ended failed at step ${step}${error ? `: ${error.name}: ${error.message}` : ''}.`,
+  recoveredPaused: (flow: string, runId: string) =>
+    `Run "${runId}" of flow "${flow}" is paused, waiting for an approval: resume it with its decision.`,
+  needsDecision: (
+    flow: string,
+    runId: string,
+    calls: ReadonlyArray<readonly [string, string]>,
+  ) =>
+    `Run "${runId}" of flow "${flow}" needs a decision: call(s) in doubt ${calls.map(([tool, why]) => `${tool} (${why})`).join(', ')}. Check each at its system, then FlowRunner.recover(flow, "${runId}", { rerunInDoubt: true }). Nothing was run or written.`,
+  leaseHeld: (flow: string, runId: string, owner: string, until: number) =>
+    `Run "${runId}" of flow "${flow}" is held by worker "${owner}" (maybe alive) until ${new Date(until).toISOString()}: not taken.`,
+  resweep: (at: number, runs: number) =>
+    `${runs} run(s) held by other workers; looking again at ${new Date(at).toISOString()}.`,
+  accessDenied: (flow: string, runId: string, message: string) =>
+    `Run "${runId}" of flow "${flow}" was not recovered: ${message}`,
+  failed: (flow: string, runId: string, error: Error) =>
+    `Run "${runId}" of flow "${flow}" could not be recovered: ${error.name}: ${error.message}`,
+  interrupted: (flow: string, runId: string) =>
+    `Run "${runId}" of flow "${flow}" was interrupted by shutdown; another worker recovers it once its lease expires.`,
+  sweepFailed: (flow: string, error: Error) =>
+    `Recovery of flow "${flow}" could not list its runs: ${error.name}: ${error.message}`,
+  sweepDone: (flows: number, runs: number) =>
+    `Bootstrap recovery done: ${runs} unfinished run(s) in ${flows} flow(s).`,
+  listenerThrew: (event: string) => `A "${event}" listener threw`,
+} as const;

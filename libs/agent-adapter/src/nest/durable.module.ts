@@ -1,0 +1,72 @@
+import { Module, type DynamicModule } from '@nestjs/common';
+import { DiscoveryModule } from '@nestjs/core';
+import { DurableEvents } from '../events/durable.events';
+import { CheckpointStore } from '../exec/checkpoints/checkpoint-store';
+import { Executor } from '../exec/executor';
+import { ToolRegistry } from '../exec/tool.registry';
+import { DurableFlowRunner } from './durable-flow.runner';
+import { DurableMetadataAccessor } from './durable-metadata.accessor';
+import { DurableExplorer } from './durable.explorer';
+import { NestMessages } from './durable.messages';
+import {
+  ConfigurableModuleClass,
+  type DurableModuleAsyncOptions,
+  type DurableModuleRootOptions,
+} from './durable.module-definition';
+import { createDurableProviders } from './durable.providers';
+import { DurableSetupError } from './errors/durable-setup.error';
+import { RecoveryOrchestrator } from './recovery.orchestrator';
+
+/**
+ * Durable flows and tools for a Nest application:
+ *
+ * ```ts
+ * DurableModule.forRoot({ store: { type: 'sqlite', path: 'data/runs.db' }, key: process.env.CHECKPOINT_KEY })
+ * ```
+ *
+ * Discovers `@Flow()` classes and `@Tool()` methods, provides `FlowRunner`, `CheckpointStore`,
+ * `ToolRegistry`, `DurableEvents` and `RecoveryOrchestrator`, and recovers unfinished runs on
+ * bootstrap. Global unless `isGlobal: false`.
+ * @publicApi
+ */
+@Module({
+  imports: [DiscoveryModule],
+  providers: [
+    ...createDurableProviders(),
+    DurableMetadataAccessor,
+    DurableExplorer,
+    DurableFlowRunner,
+    RecoveryOrchestrator,
+  ],
+  exports: [
+    DurableFlowRunner,
+    CheckpointStore,
+    ToolRegistry,
+    Executor,
+    DurableEvents,
+    RecoveryOrchestrator,
+  ],
+})
+export class DurableModule extends ConfigurableModuleClass {
+  /** `forRoot(options)`: the options as they are (`isGlobal`, `recoverOnBoot` extras included). */
+  static override forRoot(options: DurableModuleRootOptions): DynamicModule {
+    return super.forRoot(options);
+  }
+
+  /**
+   * `forRootAsync({ imports, inject, useFactory })`, `({ useClass })` or `({ useExisting })`
+   * (a class with `createDurableOptions()`). Throws at once if none is given.
+   */
+  static override forRootAsync(
+    options: DurableModuleAsyncOptions,
+  ): DynamicModule {
+    if (
+      typeof options !== 'object' ||
+      options === null ||
+      (!options.useFactory && !options.useClass && !options.useExisting)
+    ) {
+      throw new DurableSetupError(NestMessages.noAsyncVariant());
+    }
+    return super.forRootAsync(options);
+  }
+}

@@ -1,0 +1,221 @@
+import { spawnSync } from 'node:child_process';
+import { join } from 'node:path';
+import { CheckpointKeyError, DriverNotInstalledError } from '../errors';
+import { MemoryCheckpointStore } from '../exec/checkpoints/memory.store';
+import { RedisCheckpointStore } from '../exec/checkpoints/redis.store';
+import { SQLCheckpointStore } from '../exec/checkpoints/sql.store';
+import { SQLiteCheckpointStore } from '../exec/checkpoints/sqlite.store';
+import { KeyRing } from '../exec/durable/key-ring';
+import { CHECKPOINT_STORE_TYPES, createCheckpointStore } from './create-store';
+import { resolveDurableOptions } from './durable.providers';
+import { DurableSetupError } from './errors';
+import type { DurableModuleOptions } from './interfaces';
+
+const KEY = 'use-a-secret-from-your-vault-32b';
+
+describe('createCheckpointStore', () => {
+  it('uses a store instance as it is, owned by the caller', () => {
+    const store = new MemoryCheckpointStore();
+    expect(createCheckpointStore(store)).toEqual({ store, owned: false });
+  });
+
+  it('creates (and owns) a store per descriptor type, without connecting', async () => {
+    const memory = createCheckpointStore({ type: 'memory' });
+    expect(memory.store).toBeInstanceOf(MemoryCheckpointStore);
+    expect(memory.owned).toBe(true);
+
+    const sqlite = createCheckpointStore({
+      type: 'sqlite',
+      path: ':memory:',
+      tablePrefix: 't_',
+    });
+    expect(sqlite.store).toBeInstanceOf(SQLiteCheckpointStore);
+    expect(sqlite.owned).toBe(true);
+    await sqlite.store.close();
+
+    const postgres = createCheckpointStore({
+      type: 'postgres',
+      url: 'postgres://nobody@127.0.0.1:1/none',
+      schema: 'tenant_a',
+    });
+    expect(postgres.store).toBeInstanceOf(SQLCheckpointStore);
+    expect(postgres.owned).toBe(true);
+    await postgres.store.close();
+
+    const client = { defineCommand: jest.fn(), quit: jest.fn() };
+    const redis = createCheckpointStore({
+      type: 'redis',
+      client: () => client,
+      prefix: 'tenant',
+      ttlSeconds: 60,
+    });
+    expect(redis.store).toBeInstanceOf(RedisCheckpointStore);
+    expect(client.defineCommand).toHaveBeenCalled();
+  });
+
+  it("reuses the application's DataSource without owning it", () => {
+    const dataSource = {
+      options: { type: 'postgres' },
+      isInitialized: true,
+      driver: {},
+      initialize: jest.fn(),
+      destroy: jest.fn(),
+      query: jest.fn(),
+    };
+    const created = createCheckpointStore({ type: 'postgres', dataSource });
+    expect(created.store).toBeInstanceOf(SQLCheckpointStore);
+    expect(created.owned).toBe(false);
+  });
+
+  it.each<[string, unknown, RegExp]>([
+    ['no store', undefined, /"store" option is missing/],
+    [
+      'an unknown type',
+      { type: 'mongo' },
+      /unknown store type "mongo"\. Valid types: "memory", "sqlite", "postgres", "redis"/,
+    ],
+    ['sqlite without a path', { type: 'sqlite' }, /give "path"/],
+    [
+      'postgres without a connection',
+      { type: 'postgres' },
+      /exactly one of "dataSource" .* or "url"/,
+    ],
+    [
+      'redis with url and client',
+      { type: 'redis', url: 'redis://x', client: () => ({}) },
+      /"url" or "client", not both/,
+    ],
+    [
+      'redis with a client that is not a factory',
+      { type: 'redis', client: {} },
+      /"client" must be a function/,
+    ],
+  ])('refuses %s', (_, option, message) => {
+    expect(() =>
+      createCheckpointStore(option as DurableModuleOptions['store']),
+    ).toThrow(DurableSetupError);
+    expect(() =>
+      createCheckpointStore(option as DurableModuleOptions['store']),
+    ).toThrow(message);
+  });
+
+  it('lists the valid types', () => {
+    expect(CHECKPOINT_STORE_TYPES).toEqual([
+      'memory',
+      'sqlite',
+      'postgres',
+      'redis',
+    ]);
+  });
+
+  // Jest's own module resolution cannot make an installed package disappear: a fresh node does,
+  // by refusing to resolve the driver, then creates the store from the TypeScript source.
+  it.each([
+    [{ type: 'sqlite', path: 'x.db' }, 'better-sqlite3'],
+    [{ type: 'postgres', url: 'postgres://x' }, 'pg'],
+    [{ type: 'redis', url: 'redis://x' }, 'ioredis'],
+  ])(
+    'a missing driver is DriverNotInstalledError with the install command (%j)',
+    (descriptor, driver) => {
+      const hook = join(
+        __dirname,
+        '..',
+        '..',
+        '..',
+        '..',
+        'test',
+        'utils',
+        'ts-register.js',
+      );
+      const child = `
+        const Module = require('module');
+        const resolve = Module._resolveFilename;
+        Module._resolveFilename = function (request, ...rest) {
+          if (request === ${JSON.stringify(driver)}) {
+            const e = new Error('Cannot find module ' + request);
+            e.code = 'MODULE_NOT_FOUND';
+            throw e;
+          }
+          return resolve.call(this, request, ...rest);
+        };
+        const { createCheckpointStore } = require(${JSON.stringify(join(__dirname, 'create-store.ts'))});
+        try {
+          createCheckpointStore(${JSON.stringify(descriptor)});
+          process.stdout.write('created');
+        } catch (e) {
+          process.stdout.write(JSON.stringify({ name: e.name, message: e.message }));
+        }`;
+      const out = spawnSync(process.execPath, ['-r', hook, '-e', child], {
+        encoding: 'utf8',
+        env: { ...process.env, NODE_OPTIONS: '' },
+        timeout: 30_000,
+      });
+      expect(out.stderr).toBe('');
+      const error = JSON.parse(out.stdout) as { name: string; message: string };
+      expect(error.name).toBe(DriverNotInstalledError.name);
+      expect(error.message).toContain(`npm install ${driver}`);
+    },
+  );
+});
+
+describe('resolveDurableOptions', () => {
+  it('merges the defaults', () => {
+    const resolved = resolveDurableOptions({ store: { type: 'memory' } });
+    expect(resolved).toMatchObject({
+      ownsStore: true,
+      leaseMs: 15_000,
+      recoveryConcurrency: 4,
+    });
+    expect(resolved.key).toBeUndefined();
+    expect(resolved.workerId).toBeUndefined();
+  });
+
+  it('takes a key as a string, a Buffer or a key ring', () => {
+    for (const key of [KEY, Buffer.alloc(32, 7), { current: KEY }]) {
+      const resolved = resolveDurableOptions({
+        store: { type: 'memory' },
+        key,
+        workerId: 'w1',
+        leaseMs: 500,
+        recoveryConcurrency: 2,
+      });
+      expect(resolved.key).toBeInstanceOf(KeyRing);
+      expect(resolved).toMatchObject({
+        workerId: 'w1',
+        leaseMs: 500,
+        recoveryConcurrency: 2,
+      });
+    }
+  });
+
+  it('needs a key for a shared store, and closes the store it created', async () => {
+    const close = jest.spyOn(SQLCheckpointStore.prototype, 'close');
+    expect(() =>
+      resolveDurableOptions({ store: { type: 'sqlite', path: ':memory:' } }),
+    ).toThrow(/the SQLiteCheckpointStore is shared .* "key" is required/);
+    expect(close).toHaveBeenCalledTimes(1);
+    close.mockRestore();
+  });
+
+  it('refuses a key shorter than 32 bytes', () => {
+    expect(() =>
+      resolveDurableOptions({ store: { type: 'memory' }, key: 'short' }),
+    ).toThrow(CheckpointKeyError);
+  });
+
+  it.each([
+    ['leaseMs', { leaseMs: 0 }],
+    ['leaseMs', { leaseMs: 1.5 }],
+    ['recoveryConcurrency', { recoveryConcurrency: -1 }],
+  ])('refuses a bad %s', (option, extra) => {
+    expect(() =>
+      resolveDurableOptions({ store: { type: 'memory' }, ...extra }),
+    ).toThrow(`"${option}" must be a positive integer`);
+  });
+
+  it('refuses an empty workerId', () => {
+    expect(() =>
+      resolveDurableOptions({ store: { type: 'memory' }, workerId: '' }),
+    ).toThrow(/"workerId" must be a non-empty string/);
+  });
+});

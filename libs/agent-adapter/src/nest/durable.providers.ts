@@ -1,0 +1,121 @@
+import { Logger, type Provider } from '@nestjs/common';
+import { DurableEvents } from '../events/durable.events';
+import { CheckpointStore } from '../exec/checkpoints/checkpoint-store';
+import { KeyRing } from '../exec/durable/key-ring';
+import { Executor } from '../exec/executor';
+import { ToolRegistry } from '../exec/tool.registry';
+import { createCheckpointStore } from './create-store';
+import {
+  DEFAULT_LEASE_MS,
+  DEFAULT_RECOVERY_CONCURRENCY,
+  DURABLE_RESOLVED_OPTIONS,
+} from './durable.constants';
+import { NestMessages } from './durable.messages';
+import { DURABLE_MODULE_OPTIONS } from './durable.module-definition';
+import { DurableSetupError } from './errors/durable-setup.error';
+import type { DurableModuleOptions } from './interfaces/durable-module-options.interface';
+
+/** The module's options with defaults merged, the store created and the key checked. @internal */
+export interface ResolvedDurableOptions {
+  store: CheckpointStore;
+  /** The module created the store (from a descriptor), so it closes it on shutdown. */
+  ownsStore: boolean;
+  /** Undefined only for a store that stays in this process (memory). */
+  key?: KeyRing;
+  workerId?: string;
+  leaseMs: number;
+  recoveryConcurrency: number;
+}
+
+/**
+ * Checks the options and creates the store. Defaults are merged here, where the options are
+ * consumed, so `forRoot` and every `forRootAsync` variant agree. Throws at bootstrap.
+ * @internal
+ */
+export function resolveDurableOptions(
+  options: DurableModuleOptions | undefined,
+): ResolvedDurableOptions {
+  const given = options ?? ({} as Partial<DurableModuleOptions>);
+  const leaseMs = positiveInteger('leaseMs', given.leaseMs, DEFAULT_LEASE_MS);
+  const recoveryConcurrency = positiveInteger(
+    'recoveryConcurrency',
+    given.recoveryConcurrency,
+    DEFAULT_RECOVERY_CONCURRENCY,
+  );
+  if (
+    given.workerId !== undefined &&
+    (typeof given.workerId !== 'string' || given.workerId === '')
+  ) {
+    throw new DurableSetupError(
+      'DurableModule: "workerId" must be a non-empty string.',
+    );
+  }
+  const { store, owned } = createCheckpointStore(given.store);
+  let key: KeyRing | undefined;
+  try {
+    if (given.key !== undefined && given.key !== null) {
+      key = KeyRing.from(given.key);
+    } else if (store.shared) {
+      throw new DurableSetupError(
+        NestMessages.keyRequired(store.constructor.name),
+      );
+    }
+  } catch (error) {
+    if (owned) void store.close().catch(() => undefined);
+    throw error;
+  }
+  return {
+    store,
+    ownsStore: owned,
+    ...(key && { key }),
+    ...(given.workerId !== undefined && { workerId: given.workerId }),
+    leaseMs,
+    recoveryConcurrency,
+  };
+}
+
+function positiveInteger(
+  option: string,
+  value: unknown,
+  fallback: number,
+): number {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 1) {
+    throw new DurableSetupError(NestMessages.badNumber(option, value));
+  }
+  return value;
+}
+
+/** The framework-free objects the module wires together, built by pure functions. @internal */
+export function createDurableProviders(): Provider[] {
+  return [
+    {
+      provide: DURABLE_RESOLVED_OPTIONS,
+      useFactory: resolveDurableOptions,
+      inject: [DURABLE_MODULE_OPTIONS],
+    },
+    {
+      provide: CheckpointStore,
+      useFactory: (resolved: ResolvedDurableOptions) => resolved.store,
+      inject: [DURABLE_RESOLVED_OPTIONS],
+    },
+    { provide: ToolRegistry, useFactory: () => new ToolRegistry() },
+    {
+      provide: Executor,
+      useFactory: (registry: ToolRegistry) => new Executor(registry),
+      inject: [ToolRegistry],
+    },
+    {
+      provide: DurableEvents,
+      useFactory: () => {
+        const logger = new Logger('DurableEvents');
+        return new DurableEvents((error, event) =>
+          logger.error(
+            NestMessages.listenerThrew(event),
+            error instanceof Error ? error.stack : String(error),
+          ),
+        );
+      },
+    },
+  ];
+}

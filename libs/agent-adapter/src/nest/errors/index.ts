@@ -1,0 +1,2 @@
+export { DurableSetupError } from './durable-setup.error';
+export { InvalidToolArguments } from './invalid-tool-arguments.error';

@@ -1,0 +1,27 @@
+/**
+ * agent-adapter for NestJS: `DurableModule`, the `@Flow` / `@Node` / `@Tool` decorators and the
+ * injectable `FlowRunner`. Import from 'agent-adapter/nest'. The framework-free API (the builder
+ * `Flow`, stores, errors, `idempotencyKey`) stays in 'agent-adapter'; the classes re-exported
+ * below are the same objects, so they work as injection tokens from either entry.
+ */
+export { DurableModule } from './durable.module';
+export { DURABLE_MODULE_OPTIONS } from './durable.module-definition';
+export type {
+  DurableModuleRootOptions,
+  DurableModuleAsyncOptions,
+} from './durable.module-definition';
+export { Flow, Node, Tool } from './decorators';
+export { DurableFlowRunner as FlowRunner } from './durable-flow.runner';
+export type { FlowRef } from './durable-flow.runner';
+export { RecoveryOrchestrator } from './recovery.orchestrator';
+export type { RecoverySummary } from './recovery.orchestrator';
+export { createCheckpointStore, CHECKPOINT_STORE_TYPES } from './create-store';
+export type { CreatedStore } from './create-store';
+export { DurableSetupError, InvalidToolArguments } from './errors';
+export type * from './interfaces';
+
+// Injection tokens the module provides (the core classes themselves).
+export { CheckpointStore } from '../exec/checkpoints/checkpoint-store';
+export { ToolRegistry } from '../exec/tool.registry';
+export { Executor } from '../exec/executor';
+export { DurableEvents } from '../events/durable.events';

@@ -1,0 +1,203 @@
+import {
+  Inject,
+  Injectable,
+  Logger,
+  type BeforeApplicationShutdown,
+  type OnApplicationBootstrap,
+  type OnApplicationShutdown,
+} from '@nestjs/common';
+import {
+  RecoveryNeedsDecision,
+  RunAccessDenied,
+  RunLeaseHeld,
+} from '../errors';
+import type { RunResult } from '../flow/flow.interfaces';
+import { DurableFlowRunner } from './durable-flow.runner';
+import {
+  DURABLE_MODULE_EXTRAS,
+  DURABLE_RESOLVED_OPTIONS,
+  RESWEEP_MARGIN_MS,
+} from './durable.constants';
+import { DurableExplorer } from './durable.explorer';
+import { NestMessages } from './durable.messages';
+import type { ResolvedDurableOptions } from './durable.providers';
+import type { DurableModuleExtras } from './interfaces/durable-module-options.interface';
+
+/** What one recovery sweep saw, per outcome. @publicApi */
+export interface RecoverySummary {
+  /** Runs recovered (now done, failed, running elsewhere, or paused). */
+  recovered: string[];
+  /** Runs with calls in doubt of non-idempotent tools: nothing was run or written. */
+  needsDecision: string[];
+  /** Runs whose owner's lease has not expired (the owner may be alive). */
+  held: string[];
+  /** Runs refused for their identity (a principal is needed). */
+  accessDenied: string[];
+  /** Runs that could not be recovered for another reason (logged with the error). */
+  failed: string[];
+}
+
+/**
+ * Recovers every unfinished run of every discovered flow when the application boots (after every
+ * provider, e.g. a TypeORM DataSource, is up), logging one line per run. It never throws: one run
+ * that needs a decision does not stop the application from starting. Runs held by a live
+ * worker's lease get one more look after the latest lease expires.
+ *
+ * Recovery runs in the background: `waitUntilRecovered()` resolves when the boot sweep is done.
+ * @publicApi
+ */
+@Injectable()
+export class RecoveryOrchestrator
+  implements
+    OnApplicationBootstrap,
+    BeforeApplicationShutdown,
+    OnApplicationShutdown
+{
+  private readonly logger = new Logger('DurableRecovery');
+  private boot: Promise<void> = Promise.resolve();
+  private resweepTimer?: NodeJS.Timeout;
+  private stopping = false;
+
+  constructor(
+    private readonly runner: DurableFlowRunner,
+    private readonly explorer: DurableExplorer,
+    @Inject(DURABLE_RESOLVED_OPTIONS)
+    private readonly options: ResolvedDurableOptions,
+    @Inject(DURABLE_MODULE_EXTRAS)
+    private readonly extras: DurableModuleExtras,
+  ) {}
+
+  onApplicationBootstrap(): void {
+    if (!this.extras.recoverOnBoot) return;
+    this.boot = this.sweep({ resweep: true }).then(
+      () => undefined,
+      // sweep() catches per flow and per run; this is the last line of defence.
+      (error: unknown) => this.logger.error(String(error)),
+    );
+  }
+
+  /** Resolves when the boot sweep has finished (at once with `recoverOnBoot: false`). Never rejects. */
+  waitUntilRecovered(): Promise<void> {
+    return this.boot;
+  }
+
+  /**
+   * Recovers every unfinished run of every discovered flow now (what the boot does), one flow
+   * after another with `recoveryConcurrency` runs at a time. With `resweep`, runs held by a live
+   * lease get one more look (a single unref'd timer) after the latest of their leases expires.
+   */
+  async sweep(options: { resweep?: boolean } = {}): Promise<RecoverySummary> {
+    const summary: RecoverySummary = {
+      recovered: [],
+      needsDecision: [],
+      held: [],
+      accessDenied: [],
+      failed: [],
+    };
+    let latestLease = 0;
+    const flows = this.explorer.flows();
+    for (const { flow } of flows) {
+      if (this.stopping) break;
+      let outcomes: Map<string, RunResult<object> | Error>;
+      try {
+        outcomes = await this.runner.core.recoverAll(flow, {
+          concurrency: this.options.recoveryConcurrency,
+        });
+      } catch (error) {
+        this.logger.error(NestMessages.sweepFailed(flow.name, asError(error)));
+        continue;
+      }
+      for (const [runId, outcome] of outcomes) {
+        const kind = this.report(flow.name, runId, outcome);
+        summary[kind].push(runId);
+        if (outcome instanceof RunLeaseHeld)
+          latestLease = Math.max(latestLease, outcome.until);
+      }
+    }
+    const runs = (Object.values(summary) as string[][]).reduce(
+      (n, ids) => n + ids.length,
+      0,
+    );
+    this.logger.log(NestMessages.sweepDone(flows.length, runs));
+    if (options.resweep && summary.held.length && !this.stopping) {
+      this.scheduleResweep(
+        latestLease + RESWEEP_MARGIN_MS,
+        summary.held.length,
+      );
+    }
+    return summary;
+  }
+
+  beforeApplicationShutdown(): void {
+    this.stopping = true;
+    if (this.resweepTimer) clearTimeout(this.resweepTimer);
+    this.resweepTimer = undefined;
+    this.runner.close();
+  }
+
+  async onApplicationShutdown(): Promise<void> {
+    // Only a store the module created: an instance the application passed is the application's.
+    if (this.options.ownsStore) await this.options.store.close();
+  }
+
+  private scheduleResweep(at: number, runs: number): void {
+    if (this.resweepTimer) return;
+    this.logger.log(NestMessages.resweep(at, runs));
+    this.resweepTimer = setTimeout(
+      () => {
+        this.resweepTimer = undefined;
+        void this.sweep().catch((error: unknown) =>
+          this.logger.error(String(error)),
+        );
+      },
+      Math.max(0, at - Date.now()),
+    );
+    this.resweepTimer.unref();
+  }
+
+  private report(
+    flow: string,
+    runId: string,
+    outcome: RunResult<object> | Error,
+  ): keyof RecoverySummary {
+    if (!(outcome instanceof Error)) {
+      if (outcome.status === 'paused')
+        this.logger.warn(NestMessages.recoveredPaused(flow, runId));
+      else if (outcome.status === 'failed')
+        this.logger.warn(
+          NestMessages.recoveredFailed(
+            flow,
+            runId,
+            outcome.step,
+            outcome.error,
+          ),
+        );
+      else
+        this.logger.log(
+          NestMessages.recovered(flow, runId, outcome.status, outcome.step),
+        );
+      return 'recovered';
+    }
+    if (outcome instanceof RecoveryNeedsDecision) {
+      this.logger.warn(NestMessages.needsDecision(flow, runId, outcome.calls));
+      return 'needsDecision';
+    }
+    if (outcome instanceof RunLeaseHeld) {
+      this.logger.log(
+        NestMessages.leaseHeld(flow, runId, outcome.owner, outcome.until),
+      );
+      return 'held';
+    }
+    if (outcome instanceof RunAccessDenied) {
+      this.logger.warn(NestMessages.accessDenied(flow, runId, outcome.message));
+      return 'accessDenied';
+    }
+    if (this.stopping) this.logger.warn(NestMessages.interrupted(flow, runId));
+    else this.logger.error(NestMessages.failed(flow, runId, outcome));
+    return 'failed';
+  }
+}
+
+function asError(error: unknown): Error {
+  return error instanceof Error ? error : new Error(String(error));
+}

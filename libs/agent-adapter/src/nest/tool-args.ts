@@ -1,0 +1,75 @@
+import type * as ClassTransformer from 'class-transformer';
+import type * as ClassValidator from 'class-validator';
+import type { StateViolation } from '../errors/errors';
+import { InvalidToolArguments } from './errors/invalid-tool-arguments.error';
+import type { ToolArgsClass } from './interfaces/tool-options.interface';
+
+// class-validator/-transformer are optional peers, loaded only for tools that declare `args`.
+// The type-only imports above are erased.
+function load<T>(name: string): T {
+  try {
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    return require(name) as T;
+  } catch {
+    throw new Error(
+      `@Tool({ args }) needs "${name}": npm install class-validator class-transformer`,
+    );
+  }
+}
+
+/** Validates a tool's arguments against its DTO class; knows how to store and restore them. */
+export class ToolArgs {
+  private readonly transformer =
+    load<typeof ClassTransformer>('class-transformer');
+  private readonly validator = load<typeof ClassValidator>('class-validator');
+
+  constructor(
+    private readonly tool: string,
+    private readonly dto: ToolArgsClass,
+  ) {}
+
+  /**
+   * The arguments as an instance of the DTO, checked (every violation named). Synchronous, so a
+   * node's concurrent tool calls keep their order in the call log.
+   */
+  check(args: unknown): object {
+    if (typeof args !== 'object' || args === null || Array.isArray(args)) {
+      throw new InvalidToolArguments(this.tool, [
+        { path: '$', messages: ['the arguments must be an object'] },
+      ]);
+    }
+    const instance =
+      args instanceof this.dto
+        ? args
+        : this.transformer.plainToInstance(this.dto, args);
+    const errors = this.validator.validateSync(instance, {
+      forbidUnknownValues: false,
+    });
+    if (errors.length)
+      throw new InvalidToolArguments(this.tool, violations(errors));
+    return instance;
+  }
+
+  /** The checked instance as plain data (what the call log stores). */
+  toPlain(instance: object): unknown {
+    return this.transformer.instanceToPlain(instance);
+  }
+
+  /** Stored (plain) arguments back as a DTO instance, for the method. */
+  fromPlain(plain: unknown): object {
+    return this.transformer.plainToInstance(this.dto, plain);
+  }
+}
+
+function violations(
+  errors: ClassValidator.ValidationError[],
+  prefix = '',
+): StateViolation[] {
+  return errors.flatMap((e) => {
+    const path = prefix ? `${prefix}.${e.property}` : e.property;
+    const own = e.constraints
+      ? [{ path, messages: Object.values(e.constraints) }]
+      : [];
+    return [...own, ...violations(e.children ?? [], path)];
+  });
+}

@@ -1,0 +1,330 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import {
+  MemoryCheckpointStore,
+  SQLiteCheckpointStore,
+  type RunIdentity,
+  type RunRecoveredEvent,
+  type RunResult,
+} from 'agent-adapter';
+import {
+  CheckpointStore,
+  DurableEvents,
+  DurableModule,
+  FlowRunner,
+  RecoveryOrchestrator,
+} from 'agent-adapter/nest';
+import { CrashingStore, SimulatedCrash, settle } from '../utils/crashing-store';
+import {
+  KEY,
+  Ledger,
+  TicketsFlow,
+  TicketsModule,
+  type Order,
+} from './fixtures/tickets.fixtures';
+import { Apps, CaptureLogger } from './utils';
+
+/**
+ * A worker dies inside a tool; a second application boots on the same SQLite file and recovers
+ * the run in `onApplicationBootstrap`. Both "processes" share one ledger of what really ran.
+ */
+describe('bootstrap recovery (e2e, SQLite)', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'aa-nest-recovery-'));
+  let n = 0;
+  const apps = new Apps();
+  const stores: CheckpointStore[] = [];
+  afterEach(async () => {
+    await apps.closeAll();
+    while (stores.length) await stores.pop()!.close();
+  });
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  /**
+   * Worker 1: an application whose store "dies" (every later read and write fails, like a killed
+   * process) inside `tool`, after the tool's side effect. Returns the run id and the file.
+   */
+  async function crashIn(
+    tool: string,
+    worker: { workerId: string; leaseMs?: number },
+    ledger: Ledger,
+    ctx?: RunIdentity,
+  ): Promise<{ runId: string; path: string }> {
+    const path = join(dir, `runs-${++n}.db`);
+    const inner = new SQLiteCheckpointStore(path);
+    stores.push(inner);
+    const crashing = new CrashingStore(inner);
+    ledger.crashIn = { tool, kill: () => crashing.kill(`inside ${tool}`) };
+    const app = await apps.boot([
+      DurableModule.forRoot({ store: crashing, key: KEY, ...worker }),
+      TicketsModule.with(ledger),
+    ]);
+    const runId = `order-${n}`;
+    await expect(
+      app
+        .get(FlowRunner)
+        .start(
+          TicketsFlow,
+          { show: 'Hamlet', seats: 2 },
+          { runId, ...(ctx && { ctx }) },
+        ),
+    ).rejects.toThrow(SimulatedCrash);
+    await settle();
+    await apps.closeAll();
+    return { runId, path };
+  }
+
+  /** Worker 2: a fresh application on the same file. */
+  function second(
+    path: string,
+    ledger: Ledger,
+    worker: { workerId: string; leaseMs?: number },
+    hooks: { logger?: CaptureLogger; events?: (e: DurableEvents) => void } = {},
+  ) {
+    return apps.boot(
+      [
+        DurableModule.forRoot({
+          store: { type: 'sqlite', path },
+          key: KEY,
+          ...worker,
+        }),
+        TicketsModule.with(ledger),
+      ],
+      {
+        ...(hooks.logger && { logger: hooks.logger }),
+        beforeInit: (app) => hooks.events?.(app.get(DurableEvents)),
+      },
+    );
+  }
+
+  it('finishes a run cut short inside an idempotent tool; no finished call runs twice', async () => {
+    const ledger = new Ledger();
+    const { runId, path } = await crashIn(
+      'email_tickets',
+      { workerId: 'worker-1' },
+      ledger,
+    );
+    expect(ledger.count('email_tickets')).toBe(1);
+
+    // The restarted worker keeps its id: its own runs are taken back at once.
+    const logger = new CaptureLogger();
+    const recovered: RunRecoveredEvent[] = [];
+    const app = await second(
+      path,
+      ledger,
+      { workerId: 'worker-1' },
+      {
+        logger,
+        events: (e) => e.on('run.recovered', (r) => recovered.push(r)),
+      },
+    );
+    await app.get(RecoveryOrchestrator).waitUntilRecovered();
+
+    const run = await app.get(FlowRunner).get<Order>(runId);
+    expect(run).toMatchObject({
+      status: 'done',
+      state: { note: 'sent Hamlet', receipt: 'receipt for Hamlet' },
+    });
+    // The ledger: every finished call ran once; only the mail in doubt (idempotent) ran again.
+    expect(ledger.count('hold_seats')).toBe(1);
+    expect(ledger.count('charge_card')).toBe(1);
+    expect(ledger.count('print_receipt')).toBe(1);
+    expect(ledger.count('email_tickets')).toBe(2);
+    expect(recovered).toHaveLength(1);
+    expect(recovered[0]).toMatchObject({
+      runId,
+      replayed: [{ node: 'send', index: 0, tool: 'print_receipt' }],
+      rerun: [{ node: 'send', index: 1, tool: 'email_tickets' }],
+    });
+    // Steps: 0 start, 1 hold, 2 pay, (crash in send), 3 the claim, 4 send again: done.
+    expect(logger.of('DurableRecovery')).toEqual(
+      expect.arrayContaining([
+        `log: Run "${runId}" of flow "tickets" recovered: done at step 4.`,
+      ]),
+    );
+  });
+
+  it('logs a run cut short inside a non-idempotent tool as needing a decision, and starts anyway', async () => {
+    const ledger = new Ledger();
+    const { runId, path } = await crashIn(
+      'charge_card',
+      { workerId: 'worker-1' },
+      ledger,
+    );
+    const logger = new CaptureLogger();
+    const app = await second(
+      path,
+      ledger,
+      { workerId: 'worker-2' },
+      { logger },
+    );
+    // Lease of worker 1 (default 15 s) is live: without force nothing is taken yet.
+    await app.get(RecoveryOrchestrator).waitUntilRecovered();
+    expect(logger.of('DurableRecovery').join('\n')).toMatch(
+      new RegExp(
+        `Run "${runId}" of flow "tickets" is held by worker "worker-1"`,
+      ),
+    );
+
+    // An operator sweep once the owner is known dead: the card may have been charged, so the
+    // run waits for a decision; nothing runs, nothing is written.
+    const runner = app.get(FlowRunner);
+    const outcomes = await runner.recoverAll(TicketsFlow, { force: true });
+    const outcome = outcomes.get(runId);
+    expect(outcome).toMatchObject({
+      name: 'RecoveryNeedsDecision',
+      calls: [['charge_card', expect.any(String)]],
+    });
+    expect(ledger.count('charge_card')).toBe(1);
+    expect(ledger.count('email_tickets')).toBe(0);
+    await expect(app.get(CheckpointStore).head(runId)).resolves.toMatchObject({
+      status: 'running',
+      step: 1,
+    });
+  });
+
+  it('logs "needs a decision" with the calls on bootstrap (same worker id)', async () => {
+    const ledger = new Ledger();
+    const { runId, path } = await crashIn(
+      'charge_card',
+      { workerId: 'worker-1' },
+      ledger,
+    );
+    const logger = new CaptureLogger();
+    const app = await second(
+      path,
+      ledger,
+      { workerId: 'worker-1' },
+      { logger },
+    );
+    await app.get(RecoveryOrchestrator).waitUntilRecovered();
+    const lines = logger.of('DurableRecovery');
+    expect(lines).toEqual(
+      expect.arrayContaining([
+        expect.stringMatching(
+          new RegExp(
+            `^warn: Run "${runId}" of flow "tickets" needs a decision: call\\(s\\) in doubt charge_card \\(`,
+          ),
+        ),
+        'log: Bootstrap recovery done: 1 unfinished run(s) in 1 flow(s).',
+      ]),
+    );
+    expect(ledger.count('charge_card')).toBe(1);
+    // The application is up and serves new runs.
+    ledger.crashIn = undefined;
+    const fresh = await app
+      .get(FlowRunner)
+      .start(TicketsFlow, { show: 'Lear', seats: 1 });
+    expect(fresh.status).toBe('done');
+  });
+
+  it('looks again once a crashed worker’s lease expires (one unref’d re-sweep)', async () => {
+    const ledger = new Ledger();
+    const { runId, path } = await crashIn(
+      'email_tickets',
+      { workerId: 'worker-dead', leaseMs: 400 },
+      ledger,
+    );
+    const logger = new CaptureLogger();
+    let done!: (r: RunRecoveredEvent) => void;
+    const recovered = new Promise<RunRecoveredEvent>((r) => (done = r));
+    const app = await second(
+      path,
+      ledger,
+      { workerId: 'worker-2', leaseMs: 400 },
+      { logger, events: (e) => e.on('run.recovered', done) },
+    );
+    await app.get(RecoveryOrchestrator).waitUntilRecovered();
+    const atBoot = logger.of('DurableRecovery').join('\n');
+    expect(atBoot).toMatch(
+      `Run "${runId}" of flow "tickets" is held by worker "worker-dead"`,
+    );
+    expect(atBoot).toMatch(
+      /1 run\(s\) held by other workers; looking again at/,
+    );
+
+    await expect(recovered).resolves.toMatchObject({ runId });
+    await expect(app.get(FlowRunner).get(runId)).resolves.toMatchObject<
+      Partial<RunResult<Order>>
+    >({ status: 'done' });
+    expect(ledger.count('charge_card')).toBe(1);
+    expect(ledger.count('print_receipt')).toBe(1);
+  });
+
+  it('logs a run that acts with a principal as needing its ctx, and recovers it when given', async () => {
+    const ledger = new Ledger();
+    const ctx = { user: 'u1', principal: 'svc-billing' };
+    const { runId, path } = await crashIn(
+      'email_tickets',
+      { workerId: 'worker-1' },
+      ledger,
+      ctx,
+    );
+    const logger = new CaptureLogger();
+    const app = await second(
+      path,
+      ledger,
+      { workerId: 'worker-1' },
+      { logger },
+    );
+    const orchestrator = app.get(RecoveryOrchestrator);
+    await orchestrator.waitUntilRecovered();
+    expect(logger.of('DurableRecovery')).toEqual(
+      expect.arrayContaining([
+        expect.stringMatching(
+          new RegExp(
+            `^warn: Run "${runId}" of flow "tickets" was not recovered: .*principal`,
+          ),
+        ),
+      ]),
+    );
+    await expect(
+      app.get(FlowRunner).recover(TicketsFlow, runId, { ctx }),
+    ).resolves.toMatchObject({ status: 'done' });
+    expect(ledger.count('charge_card')).toBe(1);
+  });
+
+  it('never fails the bootstrap: a store that cannot list its runs is logged', async () => {
+    const dead = new CrashingStore(new MemoryCheckpointStore());
+    dead.dead = true;
+    const logger = new CaptureLogger();
+    const app = await apps.boot(
+      [
+        DurableModule.forRoot({ store: dead, key: KEY }),
+        TicketsModule.with(new Ledger()),
+      ],
+      { logger },
+    );
+    await app.get(RecoveryOrchestrator).waitUntilRecovered();
+    expect(logger.of('DurableRecovery')).toEqual([
+      'error: Recovery of flow "tickets" could not list its runs: SimulatedCrash: simulated crash (worker is dead)',
+      'log: Bootstrap recovery done: 0 unfinished run(s) in 1 flow(s).',
+    ]);
+  });
+
+  it('recoverOnBoot: false leaves unfinished runs alone', async () => {
+    const ledger = new Ledger();
+    const { runId, path } = await crashIn(
+      'email_tickets',
+      { workerId: 'worker-1' },
+      ledger,
+    );
+    const app = await apps.boot([
+      DurableModule.forRoot({
+        store: { type: 'sqlite', path },
+        key: KEY,
+        workerId: 'worker-1',
+        recoverOnBoot: false,
+      }),
+      TicketsModule.with(ledger),
+    ]);
+    await app.get(RecoveryOrchestrator).waitUntilRecovered();
+    await expect(app.get(CheckpointStore).head(runId)).resolves.toMatchObject({
+      status: 'running',
+    });
+    // The manual sweep does what the boot would have done.
+    const summary = await app.get(RecoveryOrchestrator).sweep();
+    expect(summary.recovered).toEqual([runId]);
+    expect(ledger.count('charge_card')).toBe(1);
+  });
+});
