@@ -24,6 +24,7 @@ import {
   ToolRegistry,
   type CheckpointStore,
 } from 'agent-adapter';
+import { dropPrefix } from '../test/utils/redis-keys';
 import { arg, median, suffix } from './util';
 
 const KEY = 'bench-key-bench-key-bench-key-32b';
@@ -226,17 +227,7 @@ async function redis(): Promise<Row> {
     );
     return { store: 'redis', superstepMs: ms, storeMs, floorMs, target: 1.2 };
   } finally {
-    for (let cursor = '0'; ;) {
-      const [next, keys] = await raw.scan(
-        cursor,
-        'MATCH',
-        `*${prefix}*`,
-        'COUNT',
-        1000,
-      );
-      if (keys.length) await raw.del(...keys);
-      if ((cursor = next) === '0') break;
-    }
+    await dropPrefix(raw, prefix);
     await store.close();
     raw.disconnect();
   }

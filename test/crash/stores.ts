@@ -12,6 +12,7 @@ import {
   SQLiteCheckpointStore,
   type CheckpointStore,
 } from 'agent-adapter';
+import { dropPrefix } from '../utils/redis-keys';
 import { DATABASE_URL, REDIS_URL } from '../utils/services';
 
 export const STORE_KINDS = ['redis', 'sqlite', 'postgres'] as const;
@@ -52,19 +53,7 @@ const BACKENDS: Record<StoreKind, Backend> = {
       const { default: Redis } = await import('ioredis');
       const admin = new Redis(need(env, 'REDIS_URL'));
       try {
-        const prefix = need(env, 'REDIS_PREFIX');
-        let cursor = '0';
-        do {
-          const [next, keys] = await admin.scan(
-            cursor,
-            'MATCH',
-            `*${prefix}*`,
-            'COUNT',
-            1000,
-          );
-          if (keys.length) await admin.del(...keys);
-          cursor = next;
-        } while (cursor !== '0');
+        await dropPrefix(admin, need(env, 'REDIS_PREFIX'));
       } finally {
         await admin.quit();
       }

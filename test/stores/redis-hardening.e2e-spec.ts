@@ -16,6 +16,7 @@ import {
   ticketsFlow,
   type LedgerEntry,
 } from '../utils/tickets';
+import { dropPrefix } from '../utils/redis-keys';
 import { REDIS_URL, describeWithService, suiteId } from '../utils/services';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -31,20 +32,7 @@ describeWithService('redis', 'Redis hardening', () => {
 
   afterAll(async () => {
     await Promise.all(stores.map((s) => s.close()));
-    for (const prefix of prefixes) {
-      let cursor = '0';
-      do {
-        const [next, keys] = await admin.scan(
-          cursor,
-          'MATCH',
-          `*${prefix}*`,
-          'COUNT',
-          1000,
-        );
-        if (keys.length) await admin.del(...keys);
-        cursor = next;
-      } while (cursor !== '0');
-    }
+    for (const prefix of prefixes) await dropPrefix(admin, prefix);
     await admin.quit();
   });
 

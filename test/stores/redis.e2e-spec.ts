@@ -1,3 +1,4 @@
+import { scanKeys } from '../utils/redis-keys';
 import { createServer, connect, type Server, type Socket } from 'node:net';
 import calculateSlot from 'cluster-key-slot';
 import Redis from 'ioredis';
@@ -42,22 +43,7 @@ describeWithService('redis', 'RedisCheckpointStore', () => {
     return { store, client: client!, prefix };
   }
 
-  async function scan(pattern: string): Promise<string[]> {
-    const out: string[] = [];
-    let cursor = '0';
-    do {
-      const [next, keys] = await admin.scan(
-        cursor,
-        'MATCH',
-        pattern,
-        'COUNT',
-        1000,
-      );
-      out.push(...keys);
-      cursor = next;
-    } while (cursor !== '0');
-    return out;
-  }
+  const scan = (pattern: string) => scanKeys(admin, pattern);
 
   const tag = (store: CheckpointStore, runId: string) =>
     `{${(store as RedisCheckpointStore).prefix}:${runId}}`;
