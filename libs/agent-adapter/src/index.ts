@@ -17,6 +17,8 @@ export type {
   RunOptions,
   RecoverOptions,
   RecoverAllOptions,
+  ResumeDecision,
+  ResumeOptions,
   RunResult,
 } from './flow/flow.interfaces';
 
@@ -38,6 +40,8 @@ export type {
 export type { Json } from './exec/durable/canonical-json';
 export type {
   RunIdentity,
+  PendingApproval,
+  ApprovalDecision,
   SealedError,
   CallIdentity,
 } from './exec/durable/records';
@@ -91,6 +95,8 @@ export {
   RunLeaseHeld,
   InvalidFlowState,
   ToolFailed,
+  ToolDenied,
+  RunPaused,
   UnsealableValue,
   CheckpointKeyError,
   DriverNotInstalledError,

@@ -112,6 +112,22 @@ export class ToolFailed extends DurableError {
   }
 }
 
+/**
+ * Thrown into a node whose call waits for an approval: the superstep pauses the run (whether or
+ * not the node catches it). Not an error of the run.
+ */
+export class RunPaused extends DurableError {
+  constructor(runId: string, tool: string) {
+    super(
+      `Run "${runId}" paused: "${tool}" waits for an approval. Resume it with resume(flow, runId, { approved }).`,
+      runId,
+    );
+  }
+}
+
+/** A tool call that needed approval was denied. A node may catch it; else the run fails. @publicApi */
+export class ToolDenied extends ToolFailed {}
+
 /** A value could not be turned into canonical JSON (a function, a Date, a cycle, NaN, ...). */
 export class UnsealableValue extends DurableError {
   readonly path: string;

@@ -21,6 +21,8 @@ export const Messages = {
     `Run "${runId}": call record ${seq} of segment ${segment}, superstep ${superstep} already exists. Another writer uses this segment; stop this worker.`,
   logMoved: (runId: string) =>
     `Run "${runId}": its call log grew after this worker read it, so the worker that logged the call is alive; the claim was refused and nothing ran. Leave the run to that worker.`,
+  notPaused: (runId: string, status: string) =>
+    `Run "${runId}" is ${status}, not paused: there is no approval to decide (another resume may have won). Read the run's state before deciding again.`,
   ended: (runId: string, status: string) =>
     `Run "${runId}" has ended (${status}); there is nothing to recover. Start a new run, or fork this one from an earlier checkpoint.`,
   otherFlow: (runId: string, stored: string, given: string) =>

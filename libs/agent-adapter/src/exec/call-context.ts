@@ -1,6 +1,11 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { CallLog } from './durable/call-log';
-import type { RunIdentity, CallIdentity } from './durable/records';
+import type {
+  ApprovalDecision,
+  CallIdentity,
+  PendingApproval,
+  RunIdentity,
+} from './durable/records';
 import type { ReplayBook } from './durable/replay';
 import type { KeyRing } from './durable/key-ring';
 
@@ -18,6 +23,10 @@ export interface SuperstepScope {
   inflight: Set<Promise<unknown>>;
   /** Set once the superstep settled: a call made later (an un-awaited ctx.call) is refused. */
   closed: boolean;
+  /** The decision this superstep may spend (a resumed run). */
+  decision?: ApprovalDecision;
+  /** Set by the executor when a call must wait for an approval: the superstep pauses the run. */
+  paused?: PendingApproval;
   /** What the cut-short superstep did; set only for the first superstep after a recovery. */
   replay?: ReplayBook;
   replayed: CallIdentity[];

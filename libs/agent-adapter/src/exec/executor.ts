@@ -1,5 +1,11 @@
 import { createHash } from 'node:crypto';
-import { FlowError, ToolFailed, UnsealableValue } from '../errors';
+import {
+  FlowError,
+  RunPaused,
+  ToolDenied,
+  ToolFailed,
+  UnsealableValue,
+} from '../errors';
 import { assertJson, canonicalJson, type Json } from './durable/canonical-json';
 import type { CallContent, CallIdentity, CallOutcome } from './durable/records';
 import { nodeStorage, toolStorage, type NodeScope } from './call-context';
@@ -41,6 +47,8 @@ export class Executor {
     args: unknown,
   ): Promise<unknown> {
     const step = scope.step;
+    // A superstep that is pausing for an approval starts nothing more.
+    if (step.paused) throw new RunPaused(step.runId, tool);
     const definition = this.registry.get(tool);
     if (!definition) {
       throw new FlowError(
@@ -66,6 +74,44 @@ export class Executor {
 
     if (step.log.failure !== undefined) throw step.log.failure;
     const base = { ...identity, argsHash };
+    if (definition.approval) {
+      const decision = step.decision;
+      const decided =
+        decision !== undefined &&
+        decision.node === identity.node &&
+        decision.index === identity.index &&
+        decision.tool === tool;
+      if (!decided) {
+        // Nothing ran: the call is logged `pending` (with the checkpoint that pauses the run).
+        const args = JSON.parse(argsText) as Json;
+        step.log.finished(step.superstep, {
+          ...base,
+          phase: 'pending',
+          args,
+          reason: 'awaiting approval',
+          at: Date.now(),
+        });
+        step.paused ??= { ...identity, args };
+        throw new RunPaused(step.runId, tool);
+      }
+      if (!decision.approved) {
+        // Denied: recorded as the call's outcome, so a recovery gives the node the same answer.
+        const denied: CallOutcome = {
+          ok: false,
+          error: {
+            name: 'ToolDenied',
+            message: `"${tool}" was denied${decision.by ? ` by ${decision.by}` : ''}${decision.reason ? `: ${decision.reason}` : ''}`,
+          },
+        };
+        step.log.finished(step.superstep, {
+          ...base,
+          phase: 'done',
+          outcome: denied,
+          at: Date.now(),
+        });
+        return deliver(tool, step.runId, denied, false);
+      }
+    }
     await step.log.started(step.superstep, {
       ...base,
       phase: 'started',
@@ -171,7 +217,9 @@ function deliver(
   live?: unknown,
 ): unknown {
   if (!outcome.ok) {
-    throw new ToolFailed(
+    const Failure =
+      outcome.error.name === 'ToolDenied' ? ToolDenied : ToolFailed;
+    throw new Failure(
       tool,
       outcome.error.name,
       outcome.error.message,

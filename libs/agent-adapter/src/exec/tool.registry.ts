@@ -13,6 +13,12 @@ export interface ToolOptions {
   idempotent?: boolean;
   /** Reads only; implies `idempotent`. @default false */
   readOnly?: boolean;
+  /**
+   * Each call waits for a person's decision: the run pauses (checkpoint `paused`, the call logged
+   * `pending`) until `resume(flow, runId, { approved })`.
+   * @default false
+   */
+  approval?: boolean;
   /** Shown to models and operators. */
   description?: string;
   /** JSON schema of the arguments object. */
@@ -26,6 +32,7 @@ export interface ToolDefinition {
   handler: (args: unknown) => unknown;
   idempotent: boolean;
   readOnly: boolean;
+  approval: boolean;
   description?: string;
   parameters?: JsonSchema;
 }
@@ -64,6 +71,7 @@ export class ToolRegistry {
       handler: handler as (args: unknown) => unknown,
       idempotent: readOnly || (options.idempotent ?? false),
       readOnly,
+      approval: options.approval ?? false,
       ...(options.description !== undefined && {
         description: options.description,
       }),

@@ -1,5 +1,9 @@
 import type { RunStatus } from '../exec/checkpoints/checkpoint-store';
-import type { RunIdentity, SealedError } from '../exec/durable/records';
+import type {
+  PendingApproval,
+  RunIdentity,
+  SealedError,
+} from '../exec/durable/records';
 
 /** What a node gets besides the state. @publicApi */
 export interface NodeContext {
@@ -80,4 +84,20 @@ export interface RunResult<S> {
   state: S;
   /** Why the run failed. */
   error?: SealedError;
+  /** A paused run: the call that waits for a decision. */
+  pending?: PendingApproval;
+}
+
+/** @publicApi */
+export interface ResumeDecision {
+  approved: boolean;
+  /** Who decided (kept with the decision in the checkpoint). */
+  by?: string;
+  reason?: string;
+}
+
+/** @publicApi */
+export interface ResumeOptions {
+  /** The run's identity; needed when the run has a principal, refused if it is anyone else's. */
+  ctx?: RunIdentity;
 }

@@ -20,6 +20,7 @@ import {
 } from '../exec/call-context';
 import type {
   CheckpointStore,
+  RunHead,
   SaveOptions,
 } from '../exec/checkpoints/checkpoint-store';
 import { MemoryCheckpointStore } from '../exec/checkpoints/memory.store';
@@ -31,6 +32,7 @@ import {
   openCheckpoint,
   sealCheckpoint,
   type Checkpoint,
+  type PendingApproval,
   type RunIdentity,
   type SealedError,
 } from '../exec/durable/records';
@@ -42,6 +44,8 @@ import type {
   NodeContext,
   RecoverAllOptions,
   RecoverOptions,
+  ResumeDecision,
+  ResumeOptions,
   RunOptions,
   RunResult,
 } from './flow.interfaces';
@@ -160,34 +164,135 @@ export class FlowRunner {
     options: RecoverOptions = {},
   ): Promise<RunResult<S>> {
     const compiled = flow.compile();
-    // The head first: its call count is what the claim will insist on (see RunHead.calls).
+    const { head, cp, identity } = await this.readLatest(
+      compiled,
+      runId,
+      options.ctx,
+    );
+    if (cp.status === 'paused') return this.result(compiled, cp);
+    const { calls, book } = await this.readCutSuperstep(
+      cp,
+      head,
+      options.rerunInDoubt,
+    );
+
+    // The claim: one racing recoverer wins this step, the other gets CheckpointConflict here.
+    const claim: Checkpoint = {
+      ...cp,
+      identity,
+      step: cp.step + 1,
+      segment: cp.segment + 1,
+      reason: 'claim',
+    };
+    await this.save(claim, [], {}, head.calls);
+    return this.drive(
+      compiled,
+      claim,
+      new CallLog(this.store, this.ring, runId, claim.segment),
+      { book, seen: calls.length, recovered: true },
+    );
+  }
+
+  /**
+   * Decides the call a paused run waits for, and goes on. The decision is sealed into the next
+   * checkpoint with a compare-and-set (of two resumes at once, one wins; the other gets
+   * CheckpointConflict) and only then spent: a crash before that save leaves the run paused, a
+   * crash after it is recovered by spending the stored decision. An approved call runs once; a
+   * denied one gives the node `ToolDenied`.
+   */
+  async resume<S extends object>(
+    flow: Flow<S>,
+    runId: string,
+    decision: ResumeDecision,
+    options: ResumeOptions = {},
+  ): Promise<RunResult<S>> {
+    if (typeof decision?.approved !== 'boolean') {
+      throw new TypeError(
+        'resume(flow, runId, decision): decision.approved must be true or false.',
+      );
+    }
+    const compiled = flow.compile();
+    const { head, cp, identity } = await this.readLatest(
+      compiled,
+      runId,
+      options.ctx,
+    );
+    if (cp.status !== 'paused' || !cp.pending) {
+      throw new CheckpointConflict(Messages.notPaused(runId, cp.status), runId);
+    }
+    const { calls, book } = await this.readCutSuperstep(cp, head, false);
+    const { args: _args, ...call } = cp.pending;
+    const next: Checkpoint = {
+      ...cp,
+      identity,
+      step: cp.step + 1,
+      segment: cp.segment + 1,
+      status: 'running',
+      reason: 'resume',
+      pending: undefined,
+      decision: {
+        ...call,
+        approved: decision.approved,
+        ...(decision.by !== undefined && { by: String(decision.by) }),
+        ...(decision.reason !== undefined && {
+          reason: String(decision.reason),
+        }),
+      },
+    };
+    await this.save(next, [], {}, head.calls);
+    return this.drive(
+      compiled,
+      next,
+      new CallLog(this.store, this.ring, runId, next.segment),
+      { book, seen: calls.length, recovered: false },
+    );
+  }
+
+  /** The run's head and latest checkpoint, checked: flow, identity, not ended, same graph. */
+  private async readLatest<S>(
+    compiled: CompiledFlow<S>,
+    runId: string,
+    ctx: RunIdentity | undefined,
+  ) {
+    // The head first: its call count is what a claim will insist on (see RunHead.calls).
     const head = await this.store.head(runId);
     const record = await this.store.latest(runId);
     if (!head || !record) throw new CheckpointNotFound(runId);
-    if (record.step !== head.step)
+    if (record.step !== head.step) {
       throw new CheckpointConflict(
         Messages.conflictStep(runId, head.step + 1, record.step),
         runId,
       );
+    }
     const cp = openCheckpoint(this.ring, record);
-    if (cp.flow !== compiled.name)
+    if (cp.flow !== compiled.name) {
       throw new CheckpointConflict(
         Messages.otherFlow(runId, cp.flow, compiled.name),
         runId,
       );
-    const identity = checkAccess(cp, options.ctx);
+    }
+    const identity = checkAccess(cp, ctx);
     if (cp.status === 'done' || cp.status === 'failed') {
       throw new CheckpointConflict(Messages.ended(runId, cp.status), runId);
     }
     if (cp.digest !== compiled.digest)
       throw new FlowError(Messages.graphChanged(runId, compiled.name), runId);
-    if (cp.status === 'paused') return this.result(compiled, cp);
-    // The run's idempotency keys need the key they were derived with, from the first call on.
-    if (!this.ring.has(cp.idemKid)) {
-      throw new CheckpointKeyError(Messages.unknownKeyId(cp.idemKid));
-    }
+    return { head, cp, identity };
+  }
 
-    // Everything is checked before anything is written: signatures, numbering, calls in doubt.
+  /**
+   * The call log of the superstep the checkpoint opened, checked before anything is written:
+   * signatures, numbering, the head's count, and calls in doubt.
+   */
+  private async readCutSuperstep(
+    cp: Checkpoint,
+    head: RunHead,
+    rerunInDoubt = false,
+  ) {
+    const { runId } = cp;
+    // The run's idempotency keys need the key they were derived with, from the first call on.
+    if (!this.ring.has(cp.idemKid))
+      throw new CheckpointKeyError(Messages.unknownKeyId(cp.idemKid));
     const calls = await this.store.calls(runId, cp.superstep);
     assertNoGaps(runId, calls);
     const book = new ReplayBook(calls.map((c) => openCall(this.ring, c)));
@@ -212,24 +317,9 @@ export class FlowRunner {
       .inDoubt()
       .filter((p) => !this.executor.registry.get(p.call.tool)?.idempotent)
       .map((p) => [p.call.tool, p.why] as const);
-    if (undecided.length && !options.rerunInDoubt)
+    if (undecided.length && !rerunInDoubt)
       throw new RecoveryNeedsDecision(runId, undecided);
-
-    // The claim: one racing recoverer wins this step, the other gets CheckpointConflict here.
-    const claim: Checkpoint = {
-      ...cp,
-      identity,
-      step: cp.step + 1,
-      segment: cp.segment + 1,
-      reason: 'claim',
-    };
-    await this.save(claim, [], {}, head.calls);
-    return this.drive(
-      compiled,
-      claim,
-      new CallLog(this.store, this.ring, runId, claim.segment),
-      { book, seen: calls.length },
-    );
+    return { calls, book };
   }
 
   /**
@@ -326,14 +416,14 @@ export class FlowRunner {
     flow: CompiledFlow<S>,
     start: Checkpoint,
     log: CallLog,
-    recovered?: { book: ReplayBook; seen: number },
+    taken?: { book: ReplayBook; seen: number; recovered: boolean },
   ): Promise<RunResult<S>> {
     this.hold(start.runId, true);
     try {
       let cp = start;
-      let book = recovered?.book;
+      let book = taken?.book;
       // Records of the current superstep that other segments wrote before this one took over.
-      let seen = recovered?.seen ?? 0;
+      let seen = taken?.seen ?? 0;
       while (cp.status === 'running') {
         const scope: SuperstepScope = {
           runId: cp.runId,
@@ -346,6 +436,7 @@ export class FlowRunner {
           incarnation: cp.incarnation,
           inflight: new Set(),
           closed: false,
+          ...(cp.decision && { decision: cp.decision }),
           ...(book && { replay: book }),
           replayed: [],
           rerun: [],
@@ -353,27 +444,40 @@ export class FlowRunner {
         };
         const outcome = await this.superstep(flow, cp, scope);
         const calls = await log.drain(); // rethrows a refused or lost call write: this worker stops
-        const next: Checkpoint = {
-          ...cp,
-          step: cp.step + 1,
-          superstep: cp.superstep + 1,
-          logBefore: cp.logBefore + seen + log.count(cp.superstep),
-          reason: 'superstep',
-          ...('error' in outcome
-            ? { status: 'failed', error: outcome.error }
+        // A pause keeps the superstep open (it reruns on resume, replaying what finished); any
+        // other outcome closes it, and spends the decision it was resumed with.
+        const next: Checkpoint =
+          'pause' in outcome
+            ? {
+                ...cp,
+                step: cp.step + 1,
+                status: 'paused',
+                reason: 'pause',
+                pending: outcome.pause,
+                decision: undefined,
+              }
             : {
-                status: outcome.frontier.length ? 'running' : 'done',
-                state: outcome.state,
-                frontier: outcome.frontier,
-                visits: outcome.visits,
-              }),
-        };
+                ...cp,
+                step: cp.step + 1,
+                superstep: cp.superstep + 1,
+                logBefore: cp.logBefore + seen + log.count(cp.superstep),
+                reason: 'superstep',
+                decision: undefined,
+                ...('error' in outcome
+                  ? { status: 'failed', error: outcome.error }
+                  : {
+                      status: outcome.frontier.length ? 'running' : 'done',
+                      state: outcome.state,
+                      frontier: outcome.frontier,
+                      visits: outcome.visits,
+                    }),
+              };
         await this.save(
           next,
           calls,
           scope.unreplayed.length ? { unreplayed: scope.unreplayed } : {},
         );
-        if (book) {
+        if (book && taken?.recovered) {
           this.events.emit('run.recovered', {
             kind: 'flow',
             runId: cp.runId,
@@ -382,9 +486,9 @@ export class FlowRunner {
             replayed: scope.replayed,
             rerun: scope.rerun,
           });
-          book = undefined;
         }
-        seen = 0;
+        book = undefined;
+        if (next.reason !== 'pause') seen = 0;
         cp = next;
       }
       return this.result(flow, cp);
@@ -405,6 +509,7 @@ export class FlowRunner {
         visits: Record<string, number>;
       }
     | { error: SealedError }
+    | { pause: PendingApproval }
   > {
     const visits = { ...cp.visits };
     for (const name of cp.frontier) {
@@ -452,6 +557,8 @@ export class FlowRunner {
     scope.closed = true;
     // A refused or lost call write means this worker lost the run, whatever a node made of it.
     if (scope.log.failure !== undefined) throw scope.log.failure;
+    // A call waits for an approval: the run pauses, whatever the nodes made of it.
+    if (scope.paused) return { pause: scope.paused };
     const updates: Array<readonly [string, unknown]> = [];
     for (const [i, result] of settled.entries()) {
       const node = cp.frontier[i] as string;
@@ -503,6 +610,7 @@ export class FlowRunner {
       step: cp.step,
       state: flow.state.view(cp.state),
       ...(cp.error && { error: cp.error }),
+      ...(cp.pending && { pending: cp.pending }),
     };
   }
 

@@ -26,6 +26,21 @@ export interface SealedError {
   node?: string;
 }
 
+/** A call that waits for an approval. @publicApi */
+export interface PendingApproval {
+  node: string;
+  index: number;
+  tool: string;
+  args: Json;
+}
+
+/** An approval decision, as sealed into the checkpoint that resumes the run. @publicApi */
+export interface ApprovalDecision extends Omit<PendingApproval, 'args'> {
+  approved: boolean;
+  by?: string;
+  reason?: string;
+}
+
 /** What a checkpoint holds besides its columns (run id, step, flow, status, segment). */
 export interface CheckpointContent {
   kind: 'flow' | 'loop';
@@ -47,7 +62,11 @@ export interface CheckpointContent {
   /** Call records of all supersteps before `superstep`: recovery checks none went missing. */
   logBefore: number;
   /** Why this checkpoint was written. */
-  reason: 'start' | 'superstep' | 'claim' | 'resume';
+  reason: 'start' | 'superstep' | 'claim' | 'pause' | 'resume';
+  /** A paused run: the call that waits for a decision. */
+  pending?: PendingApproval;
+  /** A resumed run: the decision, spent by the superstep that runs next (sealed before it is). */
+  decision?: ApprovalDecision;
   error?: SealedError;
   /** Free-form, kind-specific data (the tool loop's history, a paused call, a decision). */
   extra?: { [key: string]: Json };

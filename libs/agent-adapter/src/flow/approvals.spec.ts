@@ -1,0 +1,322 @@
+/**
+ * Approvals (spec: "Approvals"; DESIGN point 8), on the memory store: a tool that needs approval
+ * pauses the run, resume stores the decision with the next checkpoint (one resume wins) and only
+ * then spends it; a crash on either side of that save leaves the run resumable or recoverable,
+ * and the approved call runs once.
+ */
+import {
+  CheckpointConflict,
+  Executor,
+  Flow,
+  FlowRunner,
+  KeyRing,
+  MemoryCheckpointStore,
+  ToolDenied,
+  ToolRegistry,
+  idempotencyKey,
+} from 'agent-adapter';
+import {
+  CrashingStore,
+  SimulatedCrash,
+  bodyOf,
+  decode,
+  settle,
+} from '../../../../test/utils/crashing-store';
+import { openCheckpoint } from '../exec/durable/records';
+
+const KEY = 'use-a-secret-from-your-vault-32b';
+
+interface Refund {
+  amount: number;
+  note?: string;
+  quote?: string;
+}
+
+function setup(ran: string[], options: { onRefund?: () => void } = {}) {
+  const registry = new ToolRegistry()
+    .register('quote', (a: { amount: number }) => {
+      ran.push('quote');
+      return `quote ${a.amount}`;
+    })
+    .register(
+      'refund',
+      (a: { amount: number }) => {
+        options.onRefund?.();
+        ran.push(`refund:${idempotencyKey().slice(0, 6)}`);
+        return `refunded ${a.amount}`;
+      },
+      { approval: true },
+    );
+  const flow = new Flow<Refund>('refunds')
+    .node('decide', async (s, ctx) => ({
+      quote: await ctx.call<string>('quote', { amount: s.amount }),
+      note: await ctx
+        .call<string>('refund', { amount: s.amount })
+        .catch((e: unknown) => {
+          if (e instanceof ToolDenied) return `not refunded (${e.message})`;
+          throw e;
+        }),
+    }))
+    .end('decide');
+  return { registry, flow, executor: new Executor(registry) };
+}
+
+describe('Approvals', () => {
+  it('a tool that needs approval pauses the run: checkpoint paused, call logged pending, nothing ran', async () => {
+    const ran: string[] = [];
+    const store = new MemoryCheckpointStore();
+    const { flow, executor } = setup(ran);
+    const runner = new FlowRunner(executor, {
+      checkpoints: store,
+      checkpointKey: KEY,
+    });
+    const r = await runner.run(flow, { amount: 30 }, { runId: 'p' });
+    expect(r).toMatchObject({
+      status: 'paused',
+      step: 1,
+      pending: {
+        node: 'decide',
+        index: 1,
+        tool: 'refund',
+        args: { amount: 30 },
+      },
+    });
+    expect(ran).toEqual(['quote']);
+    const { calls } = await store.history('p');
+    expect(calls.map((c) => [decode(c).tool, decode(c).phase])).toEqual([
+      ['quote', 'started'],
+      ['quote', 'done'],
+      ['refund', 'pending'],
+    ]);
+    expect(
+      openCheckpoint(KeyRing.from(KEY), (await store.latest('p'))!).status,
+    ).toBe('paused');
+  });
+
+  it('"A run that was paused for an approval is not crashed: recover gives it back as a paused result"', async () => {
+    const ran: string[] = [];
+    const store = new MemoryCheckpointStore();
+    const { flow, executor } = setup(ran);
+    await new FlowRunner(executor, {
+      checkpoints: store,
+      checkpointKey: KEY,
+    }).run(flow, { amount: 5 }, { runId: 'p' });
+    const other = new FlowRunner(executor, {
+      checkpoints: store,
+      checkpointKey: KEY,
+    });
+    await expect(other.recover(flow, 'p')).resolves.toMatchObject({
+      status: 'paused',
+      pending: { tool: 'refund' },
+    });
+    expect(
+      (await other.recoverAll(flow, { force: true })).get('p'),
+    ).toMatchObject({ status: 'paused' });
+    expect((await store.head('p'))?.step).toBe(1); // nothing written
+  });
+
+  it('resume approves: the decision is sealed into the next checkpoint, the call runs once, finished calls replay', async () => {
+    const ran: string[] = [];
+    const store = new MemoryCheckpointStore();
+    const { flow, executor } = setup(ran);
+    const runner = new FlowRunner(executor, {
+      checkpoints: store,
+      checkpointKey: KEY,
+    });
+    await runner.run(flow, { amount: 30 }, { runId: 'a' });
+    const r = await runner.resume(flow, 'a', { approved: true, by: 'alice' });
+    expect(r).toMatchObject({
+      status: 'done',
+      state: { quote: 'quote 30', note: 'refunded 30' },
+    });
+    expect(ran.filter((x) => x.startsWith('refund'))).toHaveLength(1);
+    expect(ran.filter((x) => x === 'quote')).toHaveLength(1); // replayed, not rerun
+    const resumed = (await store.history('a')).checkpoints.map((c) =>
+      bodyOf(c.sealed),
+    );
+    expect(resumed[2]).toMatchObject({
+      reason: 'resume',
+      decision: { tool: 'refund', approved: true, by: 'alice' },
+    });
+    expect(resumed[3]?.decision).toBeUndefined(); // spent
+    await expect(
+      runner.resume(flow, 'a', { approved: true }),
+    ).rejects.toBeInstanceOf(CheckpointConflict);
+  });
+
+  it('resume denies: the node gets ToolDenied and can handle it; the tool does not run', async () => {
+    const ran: string[] = [];
+    const store = new MemoryCheckpointStore();
+    const { flow, executor } = setup(ran);
+    const runner = new FlowRunner(executor, {
+      checkpoints: store,
+      checkpointKey: KEY,
+    });
+    await runner.run(flow, { amount: 30 }, { runId: 'd' });
+    const r = await runner.resume(flow, 'd', {
+      approved: false,
+      by: 'bob',
+      reason: 'over limit',
+    });
+    expect(r.state.note).toBe(
+      'not refunded ("refund" was denied by bob: over limit)',
+    );
+    expect(ran.some((x) => x.startsWith('refund'))).toBe(false);
+  });
+
+  it('an unhandled denial fails the run with the reason', async () => {
+    const registry = new ToolRegistry().register('wire', () => 'sent', {
+      approval: true,
+    });
+    const flow = new Flow('wire')
+      .node('w', async (_s, ctx) => ({
+        r: await ctx.call('wire', { to: 'x' }),
+      }))
+      .end('w');
+    const runner = new FlowRunner(new Executor(registry));
+    await runner.run(flow, {}, { runId: 'u' });
+    const r = await runner.resume(flow, 'u', {
+      approved: false,
+      reason: 'fraud',
+    });
+    expect(r).toMatchObject({
+      status: 'failed',
+      error: { name: 'ToolDenied', message: expect.stringContaining('fraud') },
+    });
+  });
+
+  it('two resumes at once: exactly one wins, the other gets CheckpointConflict; the call runs once', async () => {
+    const ran: string[] = [];
+    const store = new MemoryCheckpointStore();
+    const { flow, executor } = setup(ran);
+    await new FlowRunner(executor, {
+      checkpoints: store,
+      checkpointKey: KEY,
+    }).run(flow, { amount: 1 }, { runId: 'two' });
+    const results = await Promise.allSettled([
+      new FlowRunner(executor, {
+        checkpoints: store,
+        checkpointKey: KEY,
+      }).resume(flow, 'two', { approved: true }),
+      new FlowRunner(executor, {
+        checkpoints: store,
+        checkpointKey: KEY,
+      }).resume(flow, 'two', { approved: false }),
+    ]);
+    expect(results.filter((x) => x.status === 'fulfilled')).toHaveLength(1);
+    expect(
+      (results.find((x) => x.status === 'rejected') as PromiseRejectedResult)
+        .reason,
+    ).toBeInstanceOf(CheckpointConflict);
+    expect(
+      ran.filter((x) => x.startsWith('refund')).length,
+    ).toBeLessThanOrEqual(1);
+  });
+
+  it('"A crash before that save leaves the run paused and resumable"', async () => {
+    const ran: string[] = [];
+    const store = new MemoryCheckpointStore();
+    const { flow, executor } = setup(ran);
+    await new FlowRunner(executor, {
+      checkpoints: store,
+      checkpointKey: KEY,
+    }).run(flow, { amount: 9 }, { runId: 'b' });
+    const dying = new CrashingStore(
+      store,
+      (w, m) => w.kind === 'save' && m === 'before',
+    );
+    await expect(
+      new FlowRunner(executor, {
+        checkpoints: dying,
+        checkpointKey: KEY,
+      }).resume(flow, 'b', { approved: true }),
+    ).rejects.toBeInstanceOf(SimulatedCrash);
+    expect((await store.head('b'))?.status).toBe('paused');
+    const r = await new FlowRunner(executor, {
+      checkpoints: store,
+      checkpointKey: KEY,
+    }).resume(flow, 'b', { approved: true });
+    expect(r.status).toBe('done');
+    expect(ran.filter((x) => x.startsWith('refund'))).toHaveLength(1);
+  });
+
+  it('"a crash after it is recovered by spending the stored decision then" (the approved call runs once)', async () => {
+    const ran: string[] = [];
+    const store = new MemoryCheckpointStore();
+    const dying = new CrashingStore(
+      store,
+      (w, m) =>
+        w.kind === 'save' &&
+        m === 'after' &&
+        bodyOf(w.checkpoint.sealed).reason === 'resume',
+    );
+    const { flow, executor } = setup(ran);
+    await new FlowRunner(executor, {
+      checkpoints: store,
+      checkpointKey: KEY,
+    }).run(flow, { amount: 7 }, { runId: 'c' });
+    await expect(
+      new FlowRunner(executor, {
+        checkpoints: dying,
+        checkpointKey: KEY,
+      }).resume(flow, 'c', { approved: true }),
+    ).rejects.toBeInstanceOf(SimulatedCrash);
+    await settle();
+    expect(ran.some((x) => x.startsWith('refund'))).toBe(false);
+    const r = await new FlowRunner(executor, {
+      checkpoints: store,
+      checkpointKey: KEY,
+    }).recover(flow, 'c');
+    expect(r).toMatchObject({ status: 'done', state: { note: 'refunded 7' } });
+    expect(ran.filter((x) => x.startsWith('refund'))).toHaveLength(1);
+  });
+
+  it('a crash while the approved call runs leaves it in doubt (it needs a decision, like any call)', async () => {
+    const ran: string[] = [];
+    const store = new MemoryCheckpointStore();
+    const dying = new CrashingStore(store);
+    const { flow, executor } = setup(ran, { onRefund: () => dying.kill() });
+    await new FlowRunner(executor, {
+      checkpoints: store,
+      checkpointKey: KEY,
+    }).run(flow, { amount: 3 }, { runId: 'x' });
+    await expect(
+      new FlowRunner(executor, {
+        checkpoints: dying,
+        checkpointKey: KEY,
+      }).resume(flow, 'x', { approved: true }),
+    ).rejects.toBeInstanceOf(SimulatedCrash);
+    await settle();
+    const { registry } = setup(ran);
+    const w = new FlowRunner(new Executor(registry), {
+      checkpoints: store,
+      checkpointKey: KEY,
+    });
+    await expect(w.recover(flow, 'x')).rejects.toThrow(/refund/);
+    const r = await w.recover(flow, 'x', { rerunInDoubt: true });
+    expect(r.state.note).toBe('refunded 3');
+  });
+
+  it('resume of a run that is not paused is refused, and a ctx for someone else is refused', async () => {
+    const ran: string[] = [];
+    const store = new MemoryCheckpointStore();
+    const { flow, executor } = setup(ran);
+    const runner = new FlowRunner(executor, {
+      checkpoints: store,
+      checkpointKey: KEY,
+    });
+    await runner.run(flow, { amount: 2 }, { runId: 'id', ctx: { user: 'u1' } });
+    await expect(
+      runner.resume(
+        flow,
+        'id',
+        { approved: true },
+        { ctx: { user: 'mallory' } },
+      ),
+    ).rejects.toThrow(/access denied/);
+    await runner.resume(flow, 'id', { approved: true });
+    await expect(
+      runner.resume(flow, 'id', { approved: true }),
+    ).rejects.toBeInstanceOf(CheckpointConflict);
+  });
+});
