@@ -6,7 +6,10 @@
 import {
   CheckpointConflict,
   CheckpointStoreCorrupt,
+  Executor,
+  Flow,
   FlowRunner,
+  ToolRegistry,
   RecoveryNeedsDecision,
   type CallRecord,
   type CheckpointRecord,
@@ -501,6 +504,41 @@ export function checkpointStoreConformance(fixture: StoreFixture): void {
         });
         expect(count(ledger, 'charge_card')).toBe(1);
         expect(count(ledger, 'email_tickets')).toBe(1);
+      });
+
+      it('a run paused for an approval is resumed once: the decision is sealed, the call runs once', async () => {
+        const store = await make();
+        const ran: string[] = [];
+        const registry = new ToolRegistry().register(
+          'refund',
+          (a: { amount: number }) => {
+            ran.push('refund');
+            return `refunded ${a.amount}`;
+          },
+          { approval: true },
+        );
+        const flow = new Flow<{ amount: number; note?: string }>('refunds')
+          .node('r', async (s, ctx) => ({
+            note: await ctx.call<string>('refund', { amount: s.amount }),
+          }))
+          .end('r');
+        const runner = () =>
+          new FlowRunner(new Executor(registry), {
+            checkpoints: store,
+            checkpointKey: KEY,
+          });
+        const id = uid('refund');
+        expect(
+          await runner().run(flow, { amount: 4 }, { runId: id }),
+        ).toMatchObject({ status: 'paused' });
+        expect((await store.head(id))?.status).toBe('paused');
+        const both = await Promise.allSettled([
+          runner().resume(flow, id, { approved: true }),
+          runner().resume(flow, id, { approved: true }),
+        ]);
+        expect(both.filter((r) => r.status === 'fulfilled')).toHaveLength(1);
+        expect(ran).toEqual(['refund']);
+        expect((await store.head(id))?.status).toBe('done');
       });
 
       it('two recoverers at once: one wins, the loser runs nothing', async () => {
