@@ -23,8 +23,8 @@ export interface SuperstepScope {
   inflight: Set<Promise<unknown>>;
   /** Set once the superstep settled: a call made later (an un-awaited ctx.call) is refused. */
   closed: boolean;
-  /** The decision this superstep may spend (a resumed run). */
-  decision?: ApprovalDecision;
+  /** The decisions this superstep may spend (a resumed run). */
+  decisions?: ApprovalDecision[];
   /** Set by the executor when a call must wait for an approval: the superstep pauses the run. */
   paused?: PendingApproval;
   /** What the cut-short superstep did; set only for the first superstep after a recovery. */

@@ -47,8 +47,6 @@ export class Executor {
     args: unknown,
   ): Promise<unknown> {
     const step = scope.step;
-    // A superstep that is pausing for an approval starts nothing more.
-    if (step.paused) throw new RunPaused(step.runId, tool);
     const definition = this.registry.get(tool);
     if (!definition) {
       throw new FlowError(
@@ -74,43 +72,48 @@ export class Executor {
 
     if (step.log.failure !== undefined) throw step.log.failure;
     const base = { ...identity, argsHash };
-    if (definition.approval) {
-      const decision = step.decision;
-      const decided =
-        decision !== undefined &&
-        decision.node === identity.node &&
-        decision.index === identity.index &&
-        decision.tool === tool;
-      if (!decided) {
-        // Nothing ran: the call is logged `pending` (with the checkpoint that pauses the run).
-        const args = JSON.parse(argsText) as Json;
-        step.log.finished(step.superstep, {
-          ...base,
-          phase: 'pending',
-          args,
-          reason: 'awaiting approval',
-          at: Date.now(),
-        });
-        step.paused ??= { ...identity, args };
-        throw new RunPaused(step.runId, tool);
-      }
-      if (!decision.approved) {
-        // Denied: recorded as the call's outcome, so a recovery gives the node the same answer.
-        const denied: CallOutcome = {
-          ok: false,
-          error: {
-            name: 'ToolDenied',
-            message: `"${tool}" was denied${decision.by ? ` by ${decision.by}` : ''}${decision.reason ? `: ${decision.reason}` : ''}`,
-          },
-        };
-        step.log.finished(step.superstep, {
-          ...base,
-          phase: 'done',
-          outcome: denied,
-          at: Date.now(),
-        });
-        return deliver(tool, step.runId, denied, false);
-      }
+    const decision = definition.approval
+      ? step.decisions?.find(
+          (d) =>
+            d.node === identity.node &&
+            d.index === identity.index &&
+            d.tool === tool &&
+            d.argsHash === argsHash,
+        )
+      : undefined;
+    // A superstep that is pausing for an approval starts nothing more, except a call whose
+    // decision is already sealed (it must be spent now, or it would be asked for again).
+    if (step.paused && !decision) throw new RunPaused(step.runId, tool);
+    if (definition.approval && !decision) {
+      // Nothing ran: the call is logged `pending` (with the checkpoint that pauses the run). A
+      // decision covers one call with these exact arguments; changed arguments ask again.
+      const args = JSON.parse(argsText) as Json;
+      step.log.finished(step.superstep, {
+        ...base,
+        phase: 'pending',
+        args,
+        reason: 'awaiting approval',
+        at: Date.now(),
+      });
+      step.paused ??= { ...identity, args, argsHash };
+      throw new RunPaused(step.runId, tool);
+    }
+    if (decision && !decision.approved) {
+      // Denied: recorded as the call's outcome, so a recovery gives the node the same answer.
+      const denied: CallOutcome = {
+        ok: false,
+        error: {
+          name: 'ToolDenied',
+          message: `"${tool}" was denied${decision.by ? ` by ${decision.by}` : ''}${decision.reason ? `: ${decision.reason}` : ''}`,
+        },
+      };
+      step.log.finished(step.superstep, {
+        ...base,
+        phase: 'done',
+        outcome: denied,
+        at: Date.now(),
+      });
+      return deliver(tool, step.runId, denied, false);
     }
     await step.log.started(step.superstep, {
       ...base,

@@ -136,9 +136,9 @@ describe('Approvals', () => {
     );
     expect(resumed[2]).toMatchObject({
       reason: 'resume',
-      decision: { tool: 'refund', approved: true, by: 'alice' },
+      decisions: [{ tool: 'refund', approved: true, by: 'alice' }],
     });
-    expect(resumed[3]?.decision).toBeUndefined(); // spent
+    expect(resumed[3]?.decisions).toBeUndefined(); // spent
     await expect(
       runner.resume(flow, 'a', { approved: true }),
     ).rejects.toBeInstanceOf(CheckpointConflict);

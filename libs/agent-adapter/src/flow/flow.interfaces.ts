@@ -100,4 +100,9 @@ export interface ResumeDecision {
 export interface ResumeOptions {
   /** The run's identity; needed when the run has a principal, refused if it is anyone else's. */
   ctx?: RunIdentity;
+  /**
+   * Run calls of the paused superstep that are in doubt again (after checking them), as with
+   * `recover`: e.g. a call whose result could not be stored before the run paused.
+   */
+  rerunInDoubt?: boolean;
 }

@@ -220,7 +220,11 @@ export class FlowRunner {
     if (cp.status !== 'paused' || !cp.pending) {
       throw new CheckpointConflict(Messages.notPaused(runId, cp.status), runId);
     }
-    const { calls, book } = await this.readCutSuperstep(cp, head, false);
+    const { calls, book } = await this.readCutSuperstep(
+      cp,
+      head,
+      options.rerunInDoubt,
+    );
     const { args: _args, ...call } = cp.pending;
     const next: Checkpoint = {
       ...cp,
@@ -230,14 +234,17 @@ export class FlowRunner {
       status: 'running',
       reason: 'resume',
       pending: undefined,
-      decision: {
-        ...call,
-        approved: decision.approved,
-        ...(decision.by !== undefined && { by: String(decision.by) }),
-        ...(decision.reason !== undefined && {
-          reason: String(decision.reason),
-        }),
-      },
+      decisions: [
+        ...(cp.decisions ?? []),
+        {
+          ...call,
+          approved: decision.approved,
+          ...(decision.by !== undefined && { by: String(decision.by) }),
+          ...(decision.reason !== undefined && {
+            reason: String(decision.reason),
+          }),
+        },
+      ],
     };
     await this.save(next, [], {}, head.calls);
     return this.drive(
@@ -436,7 +443,7 @@ export class FlowRunner {
           incarnation: cp.incarnation,
           inflight: new Set(),
           closed: false,
-          ...(cp.decision && { decision: cp.decision }),
+          ...(cp.decisions && { decisions: cp.decisions }),
           ...(book && { replay: book }),
           replayed: [],
           rerun: [],
@@ -444,8 +451,8 @@ export class FlowRunner {
         };
         const outcome = await this.superstep(flow, cp, scope);
         const calls = await log.drain(); // rethrows a refused or lost call write: this worker stops
-        // A pause keeps the superstep open (it reruns on resume, replaying what finished); any
-        // other outcome closes it, and spends the decision it was resumed with.
+        // A pause keeps the superstep open (it reruns on resume, replaying what finished) with
+        // its decisions so far; any other outcome closes it and drops the spent decisions.
         const next: Checkpoint =
           'pause' in outcome
             ? {
@@ -454,7 +461,6 @@ export class FlowRunner {
                 status: 'paused',
                 reason: 'pause',
                 pending: outcome.pause,
-                decision: undefined,
               }
             : {
                 ...cp,
@@ -462,7 +468,7 @@ export class FlowRunner {
                 superstep: cp.superstep + 1,
                 logBefore: cp.logBefore + seen + log.count(cp.superstep),
                 reason: 'superstep',
-                decision: undefined,
+                decisions: undefined,
                 ...('error' in outcome
                   ? { status: 'failed', error: outcome.error }
                   : {

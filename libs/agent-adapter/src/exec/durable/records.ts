@@ -32,6 +32,8 @@ export interface PendingApproval {
   index: number;
   tool: string;
   args: Json;
+  /** SHA-256 of the canonical arguments: a decision only covers these arguments. */
+  argsHash: string;
 }
 
 /** An approval decision, as sealed into the checkpoint that resumes the run. @publicApi */
@@ -65,8 +67,11 @@ export interface CheckpointContent {
   reason: 'start' | 'superstep' | 'claim' | 'pause' | 'resume';
   /** A paused run: the call that waits for a decision. */
   pending?: PendingApproval;
-  /** A resumed run: the decision, spent by the superstep that runs next (sealed before it is). */
-  decision?: ApprovalDecision;
+  /**
+   * Decisions for the open superstep (sealed before any is spent): kept through pauses and claims
+   * until the superstep closes, so each node's approved or denied call finds its own.
+   */
+  decisions?: ApprovalDecision[];
   error?: SealedError;
   /** Free-form, kind-specific data (the tool loop's history, a paused call, a decision). */
   extra?: { [key: string]: Json };
