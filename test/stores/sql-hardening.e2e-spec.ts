@@ -56,6 +56,18 @@ describe('SQL store hardening: SQLite', () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
+  it('tables of the same name that agent-adapter did not make are refused', async () => {
+    await ds.query(
+      'CREATE TABLE "other_runs" (id INTEGER PRIMARY KEY, mine TEXT)',
+    );
+    const store = new SQLCheckpointStore(ds, { tablePrefix: 'other_' });
+    await expect(store.head('r')).rejects.toThrow(/not made by agent-adapter/);
+    const tables = await ds.query<Array<{ name: string }>>(
+      "SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'other_%'",
+    );
+    expect(tables.map((t) => t.name)).toEqual(['other_runs']);
+  });
+
   it('a write while the application has a transaction open on the shared connection is refused, not rolled back later', async () => {
     // better-sqlite3 has ONE connection: inside the app's transaction the store's write would be
     // a savepoint that the app's rollback erases after the store reported success.
@@ -216,6 +228,33 @@ describeWithService('postgres', 'SQL store hardening: Postgres', () => {
         leaseExpiresAt: Date.now() + 1500.5,
       }),
     ).resolves.toBeUndefined();
+  });
+
+  it('tables of the same name that agent-adapter did not make are refused, and left as they were', async () => {
+    const schema = suiteId('aa_rev');
+    schemas.push(schema);
+    await ds.query(`CREATE SCHEMA "${schema}"`);
+    await ds.query(
+      `CREATE TABLE "${schema}"."aa_runs" (id INT PRIMARY KEY, mine TEXT)`,
+    );
+    const store = new SQLCheckpointStore(ds, { schema });
+    await expect(store.head('r')).rejects.toThrow(/not made by agent-adapter/);
+    const [row] = await ds.query<Array<{ n: number }>>(
+      `SELECT count(*)::int AS n FROM information_schema.tables WHERE table_schema = $1`,
+      [schema],
+    );
+    expect(row?.n).toBe(1);
+  });
+
+  it('workers starting at once on an empty schema all get working tables', async () => {
+    const schema = suiteId('aa_rev');
+    schemas.push(schema);
+    const stores = Array.from(
+      { length: 6 },
+      () => new SQLCheckpointStore(ds, { schema }),
+    );
+    await Promise.all(stores.map((st, i) => st.save(cp(`w${i}`, 0))));
+    expect((await stores[0]!.list()).runs).toHaveLength(6);
   });
 
   it('a duplicate key on the checkpoints table is a CheckpointConflict', async () => {

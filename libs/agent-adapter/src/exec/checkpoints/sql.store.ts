@@ -114,7 +114,11 @@ interface Engine {
   change(sql: string, params: unknown[]): Promise<number>;
   /** Removes the run, its checkpoints and calls atomically; whether anything existed. */
   deleteRun(n: SqlNames, runId: string): Promise<boolean>;
-  ddl(statements: string[]): Promise<void>;
+  /**
+   * Runs the DDL under a lock that serialises creators. Refuses (before creating anything) when
+   * the runs table exists without the meta table: tables of the same name made by something else.
+   */
+  ddl(n: SqlNames, statements: string[]): Promise<void>;
 }
 
 const HEAD_COLUMNS =
@@ -470,7 +474,7 @@ async function prepareTables(
 ): Promise<void> {
   let version = await readVersion(engine, names);
   if (version === null && create) {
-    await engine.ddl(createStatements(dialect, names));
+    await engine.ddl(names, createStatements(dialect, names));
     version = await readVersion(engine, names);
   }
   if (version === null) {
@@ -721,11 +725,20 @@ class PostgresEngine implements Engine {
     return (row?.n ?? 0) === 1;
   }
 
-  async ddl(statements: string[]): Promise<void> {
-    // Several workers may start at once: an advisory lock keeps their CREATE IF NOT EXISTS apart.
-    await this.ds.query(
-      `DO $$ BEGIN PERFORM pg_advisory_xact_lock(7262001); ${statements.map((s) => `EXECUTE ${quoteLiteral(s)};`).join(' ')} END $$`,
-    );
+  async ddl(n: SqlNames, statements: string[]): Promise<void> {
+    // Several workers may start at once: an advisory lock keeps their CREATE IF NOT EXISTS apart,
+    // and the foreign-table check runs under it, so a concurrent creator cannot trip it.
+    await this.ds
+      .query(
+        `DO $$ BEGIN PERFORM pg_advisory_xact_lock(7262001);
+       IF to_regclass(${quoteLiteral(n.runs)}) IS NOT NULL AND to_regclass(${quoteLiteral(n.meta)}) IS NULL THEN
+         RAISE EXCEPTION 'agent-adapter: % exists without its meta table', ${quoteLiteral(n.runs)};
+       END IF;
+       ${statements.map((s) => `EXECUTE ${quoteLiteral(s)};`).join(' ')} END $$`,
+      )
+      .catch((error: Error) => {
+        throw foreignTables(n, error);
+      });
   }
 }
 
@@ -747,6 +760,14 @@ interface PgPool {
 
 function isPgPool(value: unknown): value is PgPool {
   return typeof (value as PgPool | undefined)?.query === 'function';
+}
+
+function foreignTables(n: SqlNames, cause?: Error): Error {
+  if (cause && !/exists without its meta table/.test(cause.message))
+    return cause;
+  return new CheckpointStoreUnavailable(
+    `${n.runs} exists but the agent-adapter meta table does not: these tables were not made by agent-adapter. Use another tablePrefix/schema. Nothing was changed.`,
+  );
 }
 
 function quoteLiteral(s: string): string {
@@ -957,9 +978,17 @@ class SqliteEngine implements Engine {
     }
   }
 
-  async ddl(statements: string[]): Promise<void> {
+  async ddl(n: SqlNames, statements: string[]): Promise<void> {
+    const unquoted = (table: string) => table.replace(/"/g, '');
     this.db
       .transaction(() => {
+        const has = (table: string) =>
+          this.db
+            .prepare(
+              "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
+            )
+            .all(unquoted(table)).length > 0;
+        if (has(n.runs) && !has(n.meta)) throw foreignTables(n);
         for (const sql of statements) this.db.prepare(sql).run();
       })
       .immediate();
