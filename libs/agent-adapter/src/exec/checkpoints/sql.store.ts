@@ -121,9 +121,22 @@ interface Engine {
   ddl(n: SqlNames, statements: string[]): Promise<void>;
 }
 
+const UNFINISHED_SQL = `status IN ('running', 'paused')`;
+
+/**
+ * The compare-and-set a checkpoint's head update is conditioned on, the same for both dialects
+ * ($2 = the new step, $4 = its segment): exactly the next step of an unfinished run, the run's
+ * segment or the next one (a claim), the call count a recoverer saw, and fencing for the calls
+ * saved with it. `expectCalls` and `callsSegment` are placeholders that may be NULL.
+ */
+function casConditions(expectCalls: string, callsSegment: string): string {
+  return `step = $2 - 1 AND ${UNFINISHED_SQL} AND (segment = $4 OR segment = $4 - 1)
+    AND (${expectCalls} IS NULL OR calls = ${expectCalls})
+    AND (${callsSegment} IS NULL OR (segment = ${callsSegment} AND status = 'running'))`;
+}
+
 const HEAD_COLUMNS =
   'run_id, flow, step, status, segment, calls, owner, lease_expires_at, updated_at';
-const UNFINISHED_SQL = `status IN ('running', 'paused')`;
 
 /**
  * Runs in SQL through TypeORM: Postgres (`pg`) or SQLite (`better-sqlite3`), one implementation.
@@ -680,11 +693,7 @@ class PostgresEngine implements Engine {
            ON CONFLICT (run_id) DO NOTHING RETURNING run_id`
         : `UPDATE ${n.runs} SET step = $2, status = $3, segment = $4, owner = $5, lease_expires_at = $6,
              updated_at = $7, calls = calls + $14
-           WHERE run_id = $1 AND step = $2 - 1 AND ${UNFINISHED_SQL}
-             AND (segment = $4 OR segment = $4 - 1)
-             AND ($${params.push(o.expectCalls ?? null)}::int IS NULL OR calls = $${params.length})
-             AND ($${params.push(calls[0]?.segment ?? null)}::int IS NULL
-                  OR (segment = $${params.length} AND status = 'running'))
+           WHERE run_id = $1 AND ${casConditions(`$${params.push(o.expectCalls ?? null)}::int`, `$${params.push(calls[0]?.segment ?? null)}::int`)}
            RETURNING run_id`;
     const [row] = await this.all<{ n: number }>(
       `WITH head AS (${head}),
@@ -887,9 +896,7 @@ class SqliteEngine implements Engine {
           : this.prepare(
               `UPDATE ${n.runs} SET step = $2, status = $3, segment = $4, owner = $5, lease_expires_at = $6,
                  updated_at = $7, calls = calls + $8
-               WHERE run_id = $1 AND step = $2 - 1 AND ${UNFINISHED_SQL}
-             AND (segment = $4 OR segment = $4 - 1)
-                 AND ($9 IS NULL OR calls = $9) AND ($10 IS NULL OR (segment = $10 AND status = 'running'))`,
+               WHERE run_id = $1 AND ${casConditions('$9', '$10')}`,
               [
                 cp.runId,
                 cp.step,
