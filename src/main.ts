@@ -1,86 +1,29 @@
 /**
- * The example worker on the embedded SQLite store (data/runs.db). On start it recovers every
- * unfinished run of the tickets flow, as a worker must after a crash; then it starts one order.
+ * The example application (`npm start`): the tickets flow as a NestJS app on the embedded SQLite
+ * store (`data/runs.db`). Try it:
  *
- *   npm start                                  a new order, start to finish
- *   CRASH_IN=email_tickets npm start           the worker dies inside email_tickets (SIGKILL)
- *   npm start                                  recovery: the mail is in doubt, so it asks you
- *   RERUN_IN_DOUBT=1 npm start                 you checked: the mail may go again; the run ends
+ *   curl -s localhost:3000/orders -H 'content-type: application/json' -d '{"show":"Hamlet","seats":2}'
+ *   curl -s localhost:3000/orders
  *
- * The NestJS version of this app (DurableModule, @Flow/@Node/@Tool) replaces this file when the
- * Nest module lands; the durable behaviour is the same.
+ * `npm run demo` shows a crash inside email_tickets and its recovery by a second worker.
  */
-import { mkdirSync } from 'node:fs';
-import { join } from 'node:path';
-import {
-  Executor,
-  FlowRunner,
-  RecoveryNeedsDecision,
-  SQLiteCheckpointStore,
-} from 'agent-adapter';
-import { ticketsFlow, ticketsRegistry } from './tickets/tickets.flow';
+import { Logger } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import { AppModule } from './app.module';
+import { EXAMPLE_CONFIG, type ExampleConfig } from './config';
 
-const DEV_KEY = 'development-only-key-change-me-32b';
-
-async function main(): Promise<void> {
-  const dataDir = process.env.DATA_DIR ?? 'data';
-  mkdirSync(dataDir, { recursive: true });
-  const ledger = join(dataDir, 'ledger.log');
-  const key = process.env.CHECKPOINT_KEY ?? DEV_KEY;
-  if (key === DEV_KEY)
-    console.warn(
-      '⚠ CHECKPOINT_KEY is not set: using a development key. Set a secret of 32+ bytes in production.',
-    );
-
-  const store = new SQLiteCheckpointStore(join(dataDir, 'runs.db'));
-  const runner = new FlowRunner(new Executor(ticketsRegistry(ledger)), {
-    checkpoints: store,
-    checkpointKey: key,
-    leaseMs: 2_000,
-  });
-
-  // 1. Recover what a crashed worker left behind. Leases of a dead worker expire after leaseMs.
-  await new Promise((r) => setTimeout(r, 2_100));
-  const recovered = await runner.recoverAll(ticketsFlow, {
-    rerunInDoubt: process.env.RERUN_IN_DOUBT === '1',
-  });
-  for (const [runId, outcome] of recovered) {
-    if (outcome instanceof RecoveryNeedsDecision) {
-      console.log(
-        `run ${runId}: needs a decision, calls in doubt: ${outcome.calls.map(([t, why]) => `${t} (${why})`).join(', ')}`,
-      );
-      console.log(
-        '  check them at their system, then: RERUN_IN_DOUBT=1 npm start',
-      );
-    } else if (outcome instanceof Error) {
-      console.log(
-        `run ${runId}: not recovered: ${outcome.name}: ${outcome.message}`,
-      );
-    } else {
-      console.log(
-        `run ${runId}: recovered → ${outcome.status} at step ${outcome.step}: ${outcome.state.note}`,
-      );
-    }
-  }
-  if (recovered.size > 0 && process.env.NEW_ORDER !== '1') {
-    await store.close();
-    return;
-  }
-
-  // 2. A new order.
-  const order = {
-    show: process.env.SHOW ?? 'Hamlet',
-    seats: Number(process.env.SEATS ?? 2),
-  };
-  const result = await runner.run(ticketsFlow, order);
-  console.log(
-    `run ${result.runId}: ${result.status} at step ${result.step}: ${result.state.note}`,
+async function bootstrap(): Promise<void> {
+  const app = await NestFactory.create(AppModule);
+  // SIGTERM/SIGINT close the app: leases stop being renewed and the store is closed cleanly.
+  app.enableShutdownHooks();
+  const config = app.get<ExampleConfig>(EXAMPLE_CONFIG);
+  await app.listen(config.port, '127.0.0.1');
+  new Logger('Example').log(
+    `worker ${config.workerId} listening on ${await app.getUrl()} (data in ${config.dataDir})`,
   );
-  console.log(`ledger of what really ran: ${ledger}`);
-  await store.close();
 }
 
-main().catch((error: unknown) => {
+bootstrap().catch((error: unknown) => {
   console.error(error);
-  process.exitCode = 1;
+  process.exit(1);
 });

@@ -1,6 +1,16 @@
-import { IsInt, IsString, Max, Min, MinLength } from 'class-validator';
+import {
+  IsInt,
+  IsOptional,
+  IsString,
+  Max,
+  Min,
+  MinLength,
+} from 'class-validator';
 
-/** The tickets flow's state: validated before anything is stored. */
+/**
+ * The tickets flow's state. `POST /orders` bodies are validated against it before anything is
+ * stored; nodes receive an instance of it.
+ */
 export class Order {
   @IsString()
   @MinLength(1)
@@ -11,6 +21,25 @@ export class Order {
   @Max(10)
   seats = 1;
 
+  /** What the last step did (set by the nodes). */
+  @IsOptional()
   @IsString()
-  note = '';
+  note?: string;
+
+  /** The payment's reference (set by `pay`). */
+  @IsOptional()
+  @IsString()
+  payment?: string;
+}
+
+/** The arguments of `charge_card`: validated on every call, and its JSON schema for models. */
+export class ChargeArgs {
+  @IsString()
+  @MinLength(1)
+  show!: string;
+
+  @IsInt()
+  @Min(1)
+  @Max(10)
+  seats!: number;
 }

@@ -1,56 +1,37 @@
-import { appendFileSync } from 'node:fs';
-import { Call, Flow, ToolRegistry, idempotencyKey } from 'agent-adapter';
+import { Flow, Node } from 'agent-adapter/nest';
+import { Mail } from './mail.service';
 import { Order } from './order.state';
+import { Payments } from './payments.service';
+import { Seats } from './seats.service';
 
 /**
- * The spec's tickets flow. Each tool appends to a ledger file what it really did, so you can see
- * that a recovered run charges the card once. `CRASH_IN=<tool>` kills the process inside that tool.
+ * The spec's tickets flow: hold the seats, charge the card, mail the tickets. Each node returns
+ * the state keys it changes; each step ends with a signed checkpoint.
  */
-export function ticketsRegistry(ledger: string): ToolRegistry {
-  const act = (tool: string, what: string) => {
-    appendFileSync(
-      ledger,
-      `${new Date().toISOString()} pid=${process.pid} ${tool}: ${what} (key ${idempotencyKey().slice(0, 12)}…)\n`,
-    );
-    if (process.env.CRASH_IN === tool) {
-      console.log(
-        `\n💥 CRASH_IN=${tool}: the process dies inside ${tool}, after it acted.\n`,
-      );
-      process.kill(process.pid, 'SIGKILL');
-    }
-  };
-  return new ToolRegistry()
-    .register(
-      'hold_seats',
-      (a: { show: string; seats: number }) => {
-        act('hold_seats', `held ${a.seats} seats for ${a.show}`);
-        return `held ${a.seats}`;
-      },
-      {
-        idempotent: true,
-        description: 'Hold seats (safe to repeat: holds are keyed)',
-      },
-    )
-    .register('charge_card', (a: { show: string; seats: number }) => {
-      // A real payment API takes idempotencyKey() and applies a repeated request once.
-      act('charge_card', `charged ${a.seats * 40} EUR`);
-      return `charged ${a.seats * 40} EUR`;
-    })
-    .register('email_tickets', (a: { show: string }) => {
-      act('email_tickets', `mailed the tickets for ${a.show}`);
-      return 'tickets sent';
+@Flow('tickets', { state: Order })
+export class TicketsFlow {
+  constructor(
+    private readonly seats: Seats,
+    private readonly payments: Payments,
+    private readonly mail: Mail,
+  ) {}
+
+  @Node({ start: true, next: 'pay' })
+  async hold(o: Order): Promise<Partial<Order>> {
+    return { note: await this.seats.hold({ show: o.show, seats: o.seats }) };
+  }
+
+  @Node({ next: 'send' })
+  async pay(o: Order): Promise<Partial<Order>> {
+    const payment = await this.payments.charge({
+      show: o.show,
+      seats: o.seats,
     });
+    return { payment, note: 'paid' };
+  }
+
+  @Node({ end: true })
+  async send(o: Order): Promise<Partial<Order>> {
+    return { note: await this.mail.send({ show: o.show, seats: o.seats }) };
+  }
 }
-
-const args = (o: Order) => ({ show: o.show, seats: o.seats });
-
-export const ticketsFlow = new Flow('tickets', { state: Order })
-  .node('hold', Call('hold_seats', { args, into: 'note' }))
-  .node('pay', Call('charge_card', { args, into: 'note' }))
-  .node(
-    'send',
-    Call('email_tickets', { args: (o) => ({ show: o.show }), into: 'note' }),
-  )
-  .edge('hold', 'pay')
-  .edge('pay', 'send')
-  .end('send');

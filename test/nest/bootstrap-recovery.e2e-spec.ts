@@ -1,9 +1,12 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Injectable } from '@nestjs/common';
+import { EventEmitterModule, OnEvent } from '@nestjs/event-emitter';
 import {
   MemoryCheckpointStore,
   SQLiteCheckpointStore,
+  type CheckpointSavedEvent,
   type RunIdentity,
   type RunRecoveredEvent,
   type RunResult,
@@ -327,4 +330,64 @@ describe('bootstrap recovery (e2e, SQLite)', () => {
     expect(summary.recovered).toEqual([runId]);
     expect(ledger.count('charge_card')).toBe(1);
   });
+
+  it("@OnEvent listeners (@nestjs/event-emitter) get checkpoint.saved and the boot recovery's run.recovered", async () => {
+    const ledger = new Ledger();
+    const { runId, path } = await crashIn(
+      'email_tickets',
+      { workerId: 'worker-1' },
+      ledger,
+    );
+    const app = await apps.boot(
+      [
+        EventEmitterModule.forRoot(),
+        DurableModule.forRoot({
+          store: { type: 'sqlite', path },
+          key: KEY,
+          workerId: 'worker-1',
+        }),
+        TicketsModule.with(ledger),
+      ],
+      { providers: [RunAudit] },
+    );
+    await app.get(RecoveryOrchestrator).waitUntilRecovered();
+    const audit = app.get(RunAudit);
+    // Listeners are attached in event-emitter's own bootstrap hook; recovery waited for them.
+    expect(audit.recovered).toEqual([
+      expect.objectContaining({
+        kind: 'flow',
+        runId,
+        flow: 'tickets',
+        rerun: [{ node: 'send', index: 1, tool: 'email_tickets' }],
+      }),
+    ]);
+    expect(audit.saved.map((e) => [e.runId, e.step, e.status])).toEqual([
+      [runId, 3, 'running'],
+      [runId, 4, 'done'],
+    ]);
+
+    const started = await app
+      .get(FlowRunner)
+      .start<Order>(TicketsFlow, { show: 'Lear', seats: 1 });
+    expect(
+      audit.saved.filter((e) => e.runId === started.runId).map((e) => e.step),
+    ).toEqual([0, 1, 2, 3]);
+  });
 });
+
+/** An application's listener, written the @nestjs/event-emitter way. */
+@Injectable()
+class RunAudit {
+  readonly saved: CheckpointSavedEvent[] = [];
+  readonly recovered: RunRecoveredEvent[] = [];
+
+  @OnEvent('checkpoint.saved')
+  onSaved(event: CheckpointSavedEvent): void {
+    this.saved.push(event);
+  }
+
+  @OnEvent('run.recovered')
+  onRecovered(event: RunRecoveredEvent): void {
+    this.recovered.push(event);
+  }
+}

@@ -8,6 +8,8 @@ import type { Flow as CoreFlow } from '../flow/flow.builder';
 import type {
   RecoverAllOptions,
   RecoverOptions,
+  ResumeDecision,
+  ResumeOptions,
   RunOptions,
   RunResult,
 } from '../flow/flow.interfaces';
@@ -80,6 +82,19 @@ export class DurableFlowRunner {
     options: RecoverOptions = {},
   ): Promise<RunResult<S>> {
     return this.core.recover(this.flow<S>(flow), runId, options);
+  }
+
+  /**
+   * Decides the call a paused run waits for, and goes on (see the core `FlowRunner.resume`): of
+   * two resumes at once one wins, the other gets `CheckpointConflict`.
+   */
+  resume<S extends object = Record<string, unknown>>(
+    flow: FlowRef,
+    runId: string,
+    decision: ResumeDecision,
+    options: ResumeOptions = {},
+  ): Promise<RunResult<S>> {
+    return this.core.resume(this.flow<S>(flow), runId, decision, options);
   }
 
   /** Recovers every unfinished run of the flow: run id → result or error (never throws per run). */

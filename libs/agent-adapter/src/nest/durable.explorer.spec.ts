@@ -1,6 +1,16 @@
 import { Inject, Injectable, Scope, type Provider } from '@nestjs/common';
 import { DiscoveryModule } from '@nestjs/core';
 import { Test } from '@nestjs/testing';
+import { Type } from 'class-transformer';
+import {
+  IsInt,
+  IsOptional,
+  IsString,
+  Max,
+  Min,
+  MinLength,
+  ValidateNested,
+} from 'class-validator';
 import { FlowError } from '../errors';
 import { MemoryCheckpointStore } from '../exec/checkpoints/memory.store';
 import { Executor } from '../exec/executor';
@@ -228,6 +238,75 @@ describe('DurableExplorer', () => {
         state: {},
       });
       runner.close();
+    });
+  });
+
+  describe('JSON schema of @Tool({ args })', () => {
+    class Address {
+      @IsString()
+      city!: string;
+    }
+    class BookArgs {
+      @IsString()
+      @MinLength(1)
+      show!: string;
+
+      @IsInt()
+      @Min(1)
+      @Max(10)
+      seats!: number;
+
+      @IsOptional()
+      @ValidateNested()
+      @Type(() => Address)
+      deliverTo?: Address;
+    }
+
+    @Injectable()
+    class Booking {
+      @Tool({ name: 'book', args: BookArgs, description: 'books seats' })
+      async book(a: BookArgs): Promise<string> {
+        return a.show;
+      }
+
+      @Tool({
+        name: 'book_explicit',
+        args: BookArgs,
+        parameters: { type: 'object', properties: {} },
+      })
+      async bookExplicit(a: BookArgs): Promise<string> {
+        return a.show;
+      }
+    }
+
+    it('is generated from the DTO, nested DTOs included, so a model can be shown it', async () => {
+      const { explorer, registry } = await explorerWith(Booking);
+      explorer.onModuleInit();
+      expect(registry.get('book')?.parameters).toEqual({
+        type: 'object',
+        properties: {
+          show: { type: 'string', minLength: 1 },
+          seats: { type: 'integer', minimum: 1, maximum: 10 },
+          deliverTo: { $ref: '#/definitions/Address' },
+        },
+        required: ['show', 'seats'],
+        definitions: {
+          Address: {
+            type: 'object',
+            properties: { city: { type: 'string' } },
+            required: ['city'],
+          },
+        },
+      });
+    });
+
+    it('gives way to explicit parameters', async () => {
+      const { explorer, registry } = await explorerWith(Booking);
+      explorer.onModuleInit();
+      expect(registry.get('book_explicit')?.parameters).toEqual({
+        type: 'object',
+        properties: {},
+      });
     });
   });
 

@@ -1,4 +1,4 @@
-import { Injectable, type OnModuleInit } from '@nestjs/common';
+import { Injectable, Logger, type OnModuleInit } from '@nestjs/common';
 import { DiscoveryService, MetadataScanner } from '@nestjs/core';
 import type { InstanceWrapper } from '@nestjs/core/injector/instance-wrapper';
 import { FlowError } from '../errors';
@@ -45,6 +45,7 @@ export class DurableExplorer implements OnModuleInit {
   private failure?: Error;
   /** Tool name → `Class#method` that defines it (for duplicate messages). */
   private readonly toolOwners = new Map<string, string>();
+  private readonly logger = new Logger('DurableExplorer');
 
   constructor(
     private readonly discovery: DiscoveryService,
@@ -258,6 +259,8 @@ export class DurableExplorer implements OnModuleInit {
         NestMessages.duplicateTool(name, known, owner),
       );
     const args = options.args ? new ToolArgs(name, options.args) : undefined;
+    const parameters = options.parameters ?? args?.schema();
+    if (args && !parameters) this.logger.warn(NestMessages.noSchema(where));
     try {
       // What the executor runs: the original method, on its instance, with the logged arguments.
       this.registry.register(
@@ -276,12 +279,11 @@ export class DurableExplorer implements OnModuleInit {
             idempotent: options.idempotent,
           }),
           ...(options.readOnly !== undefined && { readOnly: options.readOnly }),
+          ...(options.approval !== undefined && { approval: options.approval }),
           ...(options.description !== undefined && {
             description: options.description,
           }),
-          ...(options.parameters !== undefined && {
-            parameters: options.parameters,
-          }),
+          ...(parameters !== undefined && { parameters }),
         },
       );
     } catch (error) {

@@ -69,5 +69,9 @@ export const NestMessages = {
     `Recovery of flow "${flow}" could not list its runs: ${error.name}: ${error.message}`,
   sweepDone: (flows: number, runs: number) =>
     `Bootstrap recovery done: ${runs} unfinished run(s) in ${flows} flow(s).`,
+  shutdown: () =>
+    'Shutting down: lease renewal stopped; runs in flight here are recovered by another worker once their leases expire.',
   listenerThrew: (event: string) => `A "${event}" listener threw`,
+  noSchema: (where: string) =>
+    `${where}: @Tool({ args }) is validated, but models see no JSON schema for it: npm install class-validator-jsonschema (or give "parameters").`,
 } as const;

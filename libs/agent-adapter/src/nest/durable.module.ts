@@ -4,6 +4,7 @@ import { DurableEvents } from '../events/durable.events';
 import { CheckpointStore } from '../exec/checkpoints/checkpoint-store';
 import { Executor } from '../exec/executor';
 import { ToolRegistry } from '../exec/tool.registry';
+import { DurableEventsBridge } from './durable-events.bridge';
 import { DurableFlowRunner } from './durable-flow.runner';
 import { DurableMetadataAccessor } from './durable-metadata.accessor';
 import { DurableExplorer } from './durable.explorer';
@@ -36,6 +37,7 @@ import { RecoveryOrchestrator } from './recovery.orchestrator';
     DurableMetadataAccessor,
     DurableExplorer,
     DurableFlowRunner,
+    DurableEventsBridge,
     RecoveryOrchestrator,
   ],
   exports: [

@@ -12,6 +12,7 @@ import {
   RunLeaseHeld,
 } from '../errors';
 import type { RunResult } from '../flow/flow.interfaces';
+import { DurableEventsBridge } from './durable-events.bridge';
 import { DurableFlowRunner } from './durable-flow.runner';
 import {
   DURABLE_MODULE_EXTRAS,
@@ -61,6 +62,7 @@ export class RecoveryOrchestrator
   constructor(
     private readonly runner: DurableFlowRunner,
     private readonly explorer: DurableExplorer,
+    private readonly bridge: DurableEventsBridge,
     @Inject(DURABLE_RESOLVED_OPTIONS)
     private readonly options: ResolvedDurableOptions,
     @Inject(DURABLE_MODULE_EXTRAS)
@@ -69,11 +71,15 @@ export class RecoveryOrchestrator
 
   onApplicationBootstrap(): void {
     if (!this.extras.recoverOnBoot) return;
-    this.boot = this.sweep({ resweep: true }).then(
-      () => undefined,
-      // sweep() catches per flow and per run; this is the last line of defence.
-      (error: unknown) => this.logger.error(String(error)),
-    );
+    // After @OnEvent() listeners are attached, so they see the recoveries.
+    this.boot = this.bridge
+      .ready()
+      .then(() => this.sweep({ resweep: true }))
+      .then(
+        () => undefined,
+        // sweep() catches per flow and per run; this is the last line of defence.
+        (error: unknown) => this.logger.error(String(error)),
+      );
   }
 
   /** Resolves when the boot sweep has finished (at once with `recoverOnBoot: false`). Never rejects. */
@@ -133,6 +139,7 @@ export class RecoveryOrchestrator
     if (this.resweepTimer) clearTimeout(this.resweepTimer);
     this.resweepTimer = undefined;
     this.runner.close();
+    this.logger.log(NestMessages.shutdown());
   }
 
   async onApplicationShutdown(): Promise<void> {

@@ -1,6 +1,7 @@
 import type * as ClassTransformer from 'class-transformer';
 import type * as ClassValidator from 'class-validator';
 import type { StateViolation } from '../errors/errors';
+import type { JsonSchema } from '../exec/tool.registry';
 import { InvalidToolArguments } from './errors/invalid-tool-arguments.error';
 import type { ToolArgsClass } from './interfaces/tool-options.interface';
 
@@ -14,6 +15,23 @@ function load<T>(name: string): T {
     throw new Error(
       `@Tool({ args }) needs "${name}": npm install class-validator class-transformer`,
     );
+  }
+}
+
+/** The part of class-validator-jsonschema used here (an optional peer, loaded on demand). */
+interface JsonSchemaGenerator {
+  targetConstructorToSchema(dto: ToolArgsClass, options: object): object;
+  validationMetadatasToSchemas(options: object): Record<string, object>;
+}
+
+const REF_PREFIX = '#/definitions/';
+
+function loadOptional<T>(name: string): T | undefined {
+  try {
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    return require(name) as T;
+  } catch {
+    return undefined;
   }
 }
 
@@ -55,6 +73,38 @@ export class ToolArgs {
     return this.transformer.instanceToPlain(instance);
   }
 
+  /**
+   * The DTO's JSON schema (what a model is shown), from its class-validator decorators: nested
+   * DTOs (`@ValidateNested()` + `@Type()`) are included under `definitions`. Undefined when the
+   * optional `class-validator-jsonschema` package is not installed.
+   */
+  schema(): JsonSchema | undefined {
+    const generator = loadOptional<JsonSchemaGenerator>(
+      'class-validator-jsonschema',
+    );
+    if (!generator) return undefined;
+    const storage = loadOptional<{ defaultMetadataStorage?: object }>(
+      'class-transformer/cjs/storage',
+    )?.defaultMetadataStorage;
+    const options = {
+      refPointerPrefix: REF_PREFIX,
+      ...(storage && { classTransformerMetadataStorage: storage }),
+    };
+    const root = generator.targetConstructorToSchema(this.dto, options);
+    const pending = refsOf(root);
+    if (!pending.length) return asJson(root);
+    // Only the definitions the schema reaches, so it stands on its own.
+    const all = generator.validationMetadatasToSchemas(options);
+    const definitions: Record<string, object> = {};
+    for (let name = pending.pop(); name !== undefined; name = pending.pop()) {
+      const found = all[name];
+      if (found === undefined || name in definitions) continue;
+      definitions[name] = found;
+      pending.push(...refsOf(found));
+    }
+    return asJson({ ...root, definitions });
+  }
+
   /** Stored (plain) arguments back as a DTO instance, for the method. */
   fromPlain(plain: unknown): object {
     return this.transformer.plainToInstance(this.dto, plain);
@@ -72,4 +122,23 @@ function violations(
       : [];
     return [...own, ...violations(e.children ?? [], path)];
   });
+}
+
+function refsOf(schema: object): string[] {
+  const refs: string[] = [];
+  JSON.stringify(schema, (key, value: unknown) => {
+    if (
+      key === '$ref' &&
+      typeof value === 'string' &&
+      value.startsWith(REF_PREFIX)
+    )
+      refs.push(value.slice(REF_PREFIX.length));
+    return value;
+  });
+  return refs;
+}
+
+/** Plain JSON (the generator may leave `undefined` members). */
+function asJson(schema: object): JsonSchema {
+  return JSON.parse(JSON.stringify(schema)) as JsonSchema;
 }

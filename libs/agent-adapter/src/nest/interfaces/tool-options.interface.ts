@@ -15,14 +15,24 @@ export interface ToolDecoratorOptions {
   idempotent?: boolean;
   /** Reads only; implies `idempotent`. @default false */
   readOnly?: boolean;
+  /**
+   * Each call waits for a person's decision: the run pauses (checkpoint `paused`, the call logged
+   * `pending`) until `FlowRunner.resume(flow, runId, { approved })`.
+   * @default false
+   */
+  approval?: boolean;
   /** Shown to models and operators. */
   description?: string;
   /**
    * A class-validator DTO: the arguments object is validated (every violation named) before each
    * call, inside and outside a run, and the method receives an instance of it. Validation is
-   * synchronous (`validateSync`): async validators are not run.
+   * synchronous (`validateSync`): async validators are not run. Its JSON schema becomes the
+   * tool's `parameters` unless they are given.
    */
   args?: ToolArgsClass;
-  /** JSON schema of the arguments object, shown to models (not generated from `args`). */
+  /**
+   * JSON schema of the arguments object, shown to models. @default generated from `args` (with
+   * the optional `class-validator-jsonschema` package)
+   */
   parameters?: JsonSchema;
 }

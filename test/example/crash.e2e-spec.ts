@@ -1,0 +1,211 @@
+/**
+ * The example app as users run it: separate worker processes on one SQLite file, killed with
+ * SIGKILL inside a tool, started again. What really ran is read from the app's own ledger file.
+ */
+import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { WorkerProcess } from '../../src/worker-process';
+import { ledgerLines } from './example-config';
+
+const HOOK = ['-r', join(__dirname, '..', 'utils', 'ts-register.js')];
+const KEY = 'a-test-key-that-is-32-bytes-long!';
+
+describe('the example app, crashed and recovered (child processes, SQLite file)', () => {
+  const workers: WorkerProcess[] = [];
+  const dirs: string[] = [];
+  afterEach(async () => {
+    await Promise.all(workers.splice(0).map((w) => w.kill()));
+  });
+  afterAll(() => {
+    for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+  });
+
+  function dataDir(): string {
+    const dir = mkdtempSync(join(tmpdir(), 'aa-example-crash-'));
+    dirs.push(dir);
+    return dir;
+  }
+
+  function worker(name: string, dir: string, env: Record<string, string> = {}) {
+    const w = WorkerProcess.start(
+      name,
+      {
+        DATA_DIR: dir,
+        CHECKPOINT_KEY: KEY,
+        WORKER_ID: name,
+        LEASE_MS: '1000',
+        ...env,
+      },
+      { nodeArgs: HOOK },
+    );
+    workers.push(w);
+    return w;
+  }
+
+  const ledger = (dir: string) => readFileSync(join(dir, 'ledger.log'), 'utf8');
+
+  function order(url: string, body: object = { show: 'Hamlet', seats: 2 }) {
+    return fetch(`${url}/orders`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
+  }
+
+  async function json<T>(
+    url: string,
+    init?: RequestInit,
+  ): Promise<[number, T]> {
+    const response = await fetch(url, init);
+    return [response.status, (await response.json()) as T];
+  }
+
+  /** Polls until `check` holds, or fails naming the last value. */
+  async function eventually<T>(
+    read: () => Promise<T>,
+    check: (value: T) => boolean,
+    timeoutMs = 20_000,
+  ): Promise<T> {
+    const until = Date.now() + timeoutMs;
+    for (;;) {
+      const value = await read();
+      if (check(value)) return value;
+      if (Date.now() > until)
+        throw new Error(`still not there: ${JSON.stringify(value)}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+
+  interface RunView {
+    runId: string;
+    status: string;
+    step: number;
+    state: { note?: string; payment?: string };
+  }
+
+  it('killed inside email_tickets: a new worker recovers the order at bootstrap; the card is charged once, one mail is sent', async () => {
+    const dir = dataDir();
+    const a = worker('worker-a', dir, { CRASH_IN: 'email_tickets' });
+    const urlA = await a.url();
+    await expect(order(urlA)).rejects.toThrow(); // the worker dies mid-request
+    await expect(a.exited).resolves.toEqual({ code: null, signal: 'SIGKILL' });
+
+    const b = worker('worker-b', dir);
+    const urlB = await b.url();
+    // The recovery's claim is a checkpoint of its own: step 4.
+    const line = await b.waitFor(/recovered: done at step 4/);
+    const runId = /Run "([^"]+)"/.exec(line)![1]!;
+    const [status, run] = await json<RunView>(`${urlB}/orders/${runId}`);
+    expect(status).toBe(200);
+    expect(run).toMatchObject({
+      status: 'done',
+      step: 4,
+      state: { note: 'tickets sent' },
+    });
+
+    const text = ledger(dir);
+    // Finished before the crash: replayed, not run again.
+    expect(ledgerLines(text, 'hold_seats')).toEqual([
+      expect.stringContaining('worker=worker-a'),
+    ]);
+    expect(ledgerLines(text, 'charge_card')).toEqual([
+      expect.stringContaining('worker=worker-a'),
+    ]);
+    // In doubt, idempotent: run again by worker-b with the same key; the provider sent one mail.
+    const mails = ledgerLines(text, 'email_tickets');
+    expect(mails).toEqual([
+      expect.stringMatching(/worker=worker-a .*mailed the tickets/),
+      expect.stringMatching(/worker=worker-b .*already sent this mail/),
+    ]);
+    const keyOf = (l: string) => /\(key (\S+)\)/.exec(l)?.[1];
+    expect(keyOf(mails[0]!)).toBe(keyOf(mails[1]!));
+    expect(readdirSync(join(dir, 'outbox'))).toHaveLength(1);
+
+    // Nest closes the app on SIGTERM, then exits by the same signal.
+    await expect(b.stop()).resolves.toEqual({ code: null, signal: 'SIGTERM' });
+    expect(b.lines.join('\n')).toMatch(/lease renewal stopped/);
+  });
+
+  it('killed inside charge_card: bootstrap leaves it for a decision; the operator reruns it over HTTP', async () => {
+    const dir = dataDir();
+    const a = worker('worker-a', dir, { CRASH_IN: 'charge_card' });
+    await expect(order(await a.url())).rejects.toThrow();
+    await a.exited;
+
+    const b = worker('worker-b', dir);
+    const url = await b.url();
+    const line = await b.waitFor(/charge_card/);
+    expect(line).toMatch(/needs a decision|in doubt/);
+    const runId = /Run "([^"]+)"/.exec(line)![1]!;
+
+    // Nothing was run or written by the refusal.
+    const [, before] = await json<RunView>(`${url}/orders/${runId}`);
+    expect(before).toMatchObject({ status: 'running', step: 1 });
+    const recover = (body: object) =>
+      json<{ calls?: Array<{ tool: string }> } & RunView>(
+        `${url}/orders/${runId}/recover`,
+        {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify(body),
+        },
+      );
+    const [refused, why] = await recover({});
+    expect(refused).toBe(409);
+    expect(why.calls).toEqual([
+      { tool: 'charge_card', why: expect.any(String) },
+    ]);
+    expect(ledgerLines(ledger(dir), 'charge_card')).toHaveLength(1);
+
+    // The operator checked the payment provider: no charge went through. Rerun it.
+    const [decided, run] = await recover({ rerunInDoubt: true });
+    expect(decided).toBe(201);
+    expect(run).toMatchObject({ status: 'done', step: 4 });
+    const charges = ledgerLines(ledger(dir), 'charge_card');
+    expect(charges).toEqual([
+      expect.stringContaining('worker=worker-a'),
+      expect.stringContaining('worker=worker-b'),
+    ]);
+    await b.stop();
+  });
+
+  it('a second worker booting beside a healthy one does not take its runs (leases)', async () => {
+    const dir = dataDir();
+    // Each tool takes 2.5 s: the order is in flight for about 7 s, while worker-b boots.
+    const a = worker('worker-a', dir, { TOOL_DELAY_MS: '2500' });
+    const urlA = await a.url();
+    const placed = order(urlA);
+    await eventually(
+      async () => {
+        try {
+          return ledger(dir);
+        } catch {
+          return '';
+        }
+      },
+      (text) => ledgerLines(text, 'hold_seats').length === 1,
+    );
+
+    const b = worker('worker-b', dir);
+    await b.url();
+    const held = await b.waitFor(/held by worker "worker-a"/);
+    expect(held).toMatch(/not taken/);
+
+    const response = await placed;
+    expect(response.status).toBe(201);
+    const run = (await response.json()) as RunView;
+    expect(run).toMatchObject({ status: 'done', step: 3 });
+
+    // B looked once more after worker-a's lease would have expired: worker-a had renewed it.
+    await b.waitFor(/Bootstrap recovery done/, 10_000, 2);
+    const text = ledger(dir);
+    for (const tool of ['hold_seats', 'charge_card', 'email_tickets']) {
+      expect(ledgerLines(text, tool)).toEqual([
+        expect.stringContaining('worker=worker-a'),
+      ]);
+    }
+    expect(b.lines.join('\n')).not.toMatch(/recovered: /);
+    await Promise.all([a.stop(), b.stop()]);
+  });
+});

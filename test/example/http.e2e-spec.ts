@@ -1,0 +1,325 @@
+/**
+ * The example's HTTP API over every persistent store and every way of configuring DurableModule:
+ * `forRoot` and the three `forRootAsync` variants, each on SQLite, on Postgres (reusing the
+ * application's @nestjs/typeorm DataSource) and on Redis. Each POST runs the tickets flow to its
+ * end through the real HTTP stack (supertest).
+ */
+import { readFileSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import {
+  Inject,
+  Injectable,
+  Module,
+  type DynamicModule,
+  type InjectionToken,
+  type INestApplication,
+} from '@nestjs/common';
+import { TypeOrmModule } from '@nestjs/typeorm';
+import Redis from 'ioredis';
+import request from 'supertest';
+import { DataSource } from 'typeorm';
+import { Test } from '@nestjs/testing';
+import {
+  RedisCheckpointStore,
+  SQLCheckpointStore,
+  SQLiteCheckpointStore,
+  type CheckpointStore as Store,
+} from 'agent-adapter';
+import {
+  CheckpointStore,
+  DurableModule,
+  RecoveryOrchestrator,
+  type CheckpointStoreDescriptor,
+  type DurableModuleOptions,
+  type DurableOptionsFactory,
+} from 'agent-adapter/nest';
+import { AppModule } from '../../src/app.module';
+import { EXAMPLE_CONFIG, runsDb, type ExampleConfig } from '../../src/config';
+import { OrdersModule } from '../../src/orders/orders.module';
+import { TicketsModule } from '../../src/tickets/tickets.module';
+import { Apps, CaptureLogger } from '../nest/utils';
+import { dropPrefix } from '../utils/redis-keys';
+import {
+  DATABASE_URL,
+  REDIS_URL,
+  describeWithService,
+  suiteId,
+} from '../utils/services';
+import { TestConfigModule, exampleConfig, ledgerLines } from './example-config';
+
+/** How one backend is configured: statically, and from injected dependencies. */
+interface Backend {
+  /** Modules the application has anyway (e.g. its TypeORM connection). */
+  appImports(): DynamicModule[];
+  /** The descriptor `forRoot` is given. */
+  direct(config: ExampleConfig): CheckpointStoreDescriptor;
+  /** What the async variants inject besides the config, and the descriptor they build. */
+  inject: InjectionToken[];
+  fromInjected(
+    config: ExampleConfig,
+    ...deps: unknown[]
+  ): CheckpointStoreDescriptor;
+  /** The store class the module must have created. */
+  store: abstract new (...args: never[]) => Store;
+}
+
+const VARIANTS = ['forRoot', 'useFactory', 'useClass', 'useExisting'] as const;
+type Variant = (typeof VARIANTS)[number];
+
+function durableModule(
+  variant: Variant,
+  backend: Backend,
+  config: ExampleConfig,
+): DynamicModule {
+  const options = (store: CheckpointStoreDescriptor): DurableModuleOptions => ({
+    store,
+    key: config.checkpointKey,
+    workerId: config.workerId,
+  });
+  const inject = [EXAMPLE_CONFIG, ...backend.inject];
+  const build = (c: ExampleConfig, ...deps: unknown[]) =>
+    options(backend.fromInjected(c, ...deps));
+  switch (variant) {
+    case 'forRoot':
+      return DurableModule.forRoot(options(backend.direct(config)));
+    case 'useFactory':
+      return DurableModule.forRootAsync({ inject, useFactory: build });
+    case 'useClass':
+      return DurableModule.forRootAsync({
+        useClass: optionsFactory(inject, build),
+      });
+    case 'useExisting': {
+      const Factory = optionsFactory(inject, build);
+      @Module({ providers: [Factory], exports: [Factory] })
+      class DurableConfigModule {}
+      return DurableModule.forRootAsync({
+        imports: [DurableConfigModule],
+        useExisting: Factory,
+      });
+    }
+  }
+}
+
+/** A `DurableOptionsFactory` class whose constructor injects `inject`, as a user's would. */
+function optionsFactory(
+  inject: InjectionToken[],
+  build: (...deps: never[]) => DurableModuleOptions,
+): new (...deps: unknown[]) => DurableOptionsFactory {
+  @Injectable()
+  class DurableOptions implements DurableOptionsFactory {
+    private readonly deps: unknown[];
+    constructor(...deps: unknown[]) {
+      this.deps = deps;
+    }
+    createDurableOptions(): DurableModuleOptions {
+      return (build as (...deps: unknown[]) => DurableModuleOptions)(
+        ...this.deps,
+      );
+    }
+  }
+  inject.forEach((token, index) =>
+    (Inject(token) as ParameterDecorator)(DurableOptions, undefined, index),
+  );
+  return DurableOptions;
+}
+
+function httpSuite(
+  name: string,
+  backend: () => Backend,
+  cleanup: () => Promise<void>,
+) {
+  const apps = new Apps();
+  const dirs: string[] = [];
+  afterEach(() => apps.closeAll());
+  afterAll(async () => {
+    await cleanup();
+    for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+  });
+
+  async function boot(variant: Variant) {
+    const config = exampleConfig();
+    dirs.push(config.dataDir);
+    const b = backend();
+    const app = await apps.boot([
+      TestConfigModule.with(config),
+      ...b.appImports(),
+      durableModule(variant, b, config),
+      TicketsModule,
+      OrdersModule,
+    ]);
+    return { app, config };
+  }
+
+  const ledger = (config: ExampleConfig) =>
+    readFileSync(join(config.dataDir, 'ledger.log'), 'utf8');
+
+  async function placesAnOrder(app: INestApplication, config: ExampleConfig) {
+    const expectedStore = backend().store;
+    const placed = await request(app.getHttpServer())
+      .post('/orders')
+      .send({ show: 'Hamlet', seats: 2 })
+      .expect(201);
+    expect(placed.body).toMatchObject({
+      status: 'done',
+      step: 3,
+      state: { show: 'Hamlet', seats: 2, note: 'tickets sent' },
+    });
+    expect(placed.body.state.payment).toMatch(/^payment \S+: 80 EUR$/);
+    const shown = await request(app.getHttpServer())
+      .get(`/orders/${placed.body.runId as string}`)
+      .expect(200);
+    expect(shown.body).toEqual(placed.body);
+    // Stored where the module was told to store it.
+    const store = app.get(CheckpointStore);
+    expect(store).toBeInstanceOf(expectedStore);
+    await expect(store.head(placed.body.runId)).resolves.toMatchObject({
+      status: 'done',
+      step: 3,
+    });
+    for (const tool of ['hold_seats', 'charge_card', 'email_tickets'])
+      expect(ledgerLines(ledger(config), tool)).toHaveLength(1);
+    return placed.body.runId as string;
+  }
+
+  describe(`${name}: the example's HTTP API`, () => {
+    for (const variant of VARIANTS) {
+      it(`${variant}: POST /orders runs the tickets flow to its end`, async () => {
+        const { app, config } = await boot(variant);
+        await placesAnOrder(app, config);
+      });
+    }
+
+    it('bad input is a 400 naming every violation, and nothing is stored', async () => {
+      const { app, config } = await boot('forRoot');
+      const server = app.getHttpServer();
+      const runId = await placesAnOrder(app, config);
+      const bad = await request(server)
+        .post('/orders')
+        .send({ show: '', seats: 11 })
+        .expect(400);
+      expect(bad.body.error).toBe('InvalidFlowState');
+      expect(bad.body.violations).toEqual([
+        { path: 'show', messages: [expect.stringMatching(/show/)] },
+        { path: 'seats', messages: [expect.stringMatching(/seats/)] },
+      ]);
+      const listed = await request(server).get('/orders').expect(200);
+      expect(listed.body.runs.map((r: { runId: string }) => r.runId)).toEqual([
+        runId,
+      ]);
+      await request(server).get('/orders/no-such-order').expect(404);
+      await request(server).get('/orders?status=lost').expect(400);
+      expect(ledgerLines(ledger(config), 'hold_seats')).toHaveLength(1);
+    });
+  });
+}
+
+describe('the example AppModule itself (so the example cannot rot)', () => {
+  let app: INestApplication | undefined;
+  const config = exampleConfig();
+  afterAll(async () => {
+    await app?.close();
+    rmSync(config.dataDir, { recursive: true, force: true });
+  });
+
+  it('boots as main.ts boots it, takes an order over HTTP and lists it', async () => {
+    const moduleRef = await Test.createTestingModule({ imports: [AppModule] })
+      .overrideProvider(EXAMPLE_CONFIG)
+      .useValue(config)
+      .setLogger(new CaptureLogger())
+      .compile();
+    app = moduleRef.createNestApplication({ logger: new CaptureLogger() });
+    await app.init();
+    await app.get(RecoveryOrchestrator).waitUntilRecovered();
+    const server = app.getHttpServer();
+    const placed = await request(server)
+      .post('/orders')
+      .send({ show: 'Lear', seats: 1 })
+      .expect(201);
+    expect(placed.body).toMatchObject({ status: 'done', step: 3 });
+    const listed = await request(server).get('/orders?status=done').expect(200);
+    expect(listed.body.runs).toEqual([
+      expect.objectContaining({ runId: placed.body.runId, flow: 'tickets' }),
+    ]);
+    // On the SQLite file of the configured data folder.
+    expect(app.get(CheckpointStore)).toBeInstanceOf(SQLiteCheckpointStore);
+    expect(readFileSync(join(config.dataDir, 'ledger.log'), 'utf8')).toMatch(
+      /charge_card: charged 40 EUR for Lear/,
+    );
+  });
+});
+
+describe('SQLite file (the example default)', () => {
+  httpSuite(
+    'sqlite',
+    () => ({
+      appImports: () => [],
+      direct: (config) => ({ type: 'sqlite', path: runsDb(config) }),
+      inject: [],
+      fromInjected: (config) => ({ type: 'sqlite', path: runsDb(config) }),
+      store: SQLCheckpointStore,
+    }),
+    async () => undefined,
+  );
+});
+
+describeWithService('postgres', 'Postgres through @nestjs/typeorm', () => {
+  const schemas: string[] = [];
+  const schema = () => {
+    const s = suiteId('aa_http');
+    schemas.push(s);
+    return s;
+  };
+  httpSuite(
+    'postgres',
+    () => ({
+      appImports: () => [
+        TypeOrmModule.forRoot({ type: 'postgres', url: DATABASE_URL }),
+      ],
+      direct: () => ({ type: 'postgres', url: DATABASE_URL, schema: schema() }),
+      inject: [DataSource],
+      // Reusing the application's connection is one line:
+      fromInjected: (_config, dataSource) => ({
+        type: 'postgres',
+        dataSource: dataSource as DataSource,
+        schema: schema(),
+      }),
+      store: SQLCheckpointStore,
+    }),
+    async () => {
+      const ds = new DataSource({ type: 'postgres', url: DATABASE_URL });
+      await ds.initialize();
+      for (const s of schemas)
+        await ds.query(`DROP SCHEMA IF EXISTS "${s}" CASCADE`);
+      await ds.destroy();
+    },
+  );
+});
+
+describeWithService('redis', 'Redis', () => {
+  const prefixes: string[] = [];
+  const prefix = () => {
+    const p = suiteId('aa_http');
+    prefixes.push(p);
+    return p;
+  };
+  httpSuite(
+    'redis',
+    () => ({
+      appImports: () => [],
+      direct: () => ({ type: 'redis', url: REDIS_URL, prefix: prefix() }),
+      inject: [],
+      fromInjected: () => ({
+        type: 'redis',
+        client: () => new Redis(REDIS_URL),
+        prefix: prefix(),
+        ttlSeconds: 3600,
+      }),
+      store: RedisCheckpointStore,
+    }),
+    async () => {
+      const client = new Redis(REDIS_URL);
+      for (const p of prefixes) await dropPrefix(client, p);
+      await client.quit();
+    },
+  );
+});
