@@ -191,6 +191,47 @@ export async function order(): Promise<string | undefined> {
 }
 `;
 
+const TYPEORM = 'typeorm@0.3.31';
+
+/**
+ * 'agent-adapter/typeorm' in a project that has typeorm (its optional peer): the entities are the
+ * consumer's own typeorm's EntitySchema (the entry bundles none), one per table, per tenant.
+ */
+const TYPEORM_SCENARIO = `
+const { EntitySchema } = IMPORTED_TYPEORM;
+const entities = agentAdapterEntities({ type: 'postgres', schema: 'tenant_a', tablePrefix: 'a_' });
+const [migration] = agentAdapterMigrations({ schema: 'tenant_a', tablePrefix: 'a_' });
+process.stdout.write(JSON.stringify({
+  schemas: entities.every((e) => e instanceof EntitySchema),
+  tables: entities.map((e) => e.options.schema + '.' + e.options.tableName),
+  migration: migration.name,
+}));
+`;
+
+/** A DataSource with the shipped entities and migrations, type-checked against typeorm's typings. */
+const TYPEORM_CONSUMER_TS = `
+import { DataSource } from 'typeorm';
+import { agentAdapterEntities, agentAdapterMigrations, type AgentAdapterRunRow } from 'agent-adapter/typeorm';
+
+const tables = { schema: 'tenant_a' };
+export const dataSource = new DataSource({
+  type: 'postgres',
+  entities: [...agentAdapterEntities({ type: 'postgres', ...tables })],
+  migrations: agentAdapterMigrations(tables),
+});
+export async function unfinished(): Promise<string[]> {
+  const [runs] = agentAdapterEntities({ type: 'postgres', ...tables });
+  const rows: AgentAdapterRunRow[] = await dataSource.getRepository(runs).find({ where: { status: 'running' } });
+  return rows.map((r) => r.run_id);
+}
+`;
+
+interface TypeormScenarioOutput {
+  schemas: boolean;
+  tables: string[];
+  migration: string;
+}
+
 interface ScenarioOutput {
   entry: string;
   worker1: { resolved?: string; rejected?: { name: string; message: string } };
@@ -207,6 +248,9 @@ interface ScenarioOutput {
   ledger: Array<{ tool: string; key?: string }>;
   ran: Record<string, number>;
 }
+
+const TYPEORM_SCRIPTS = ['entities.cjs', 'entities.mjs'] as const;
+const TYPEORM_TSC = 'agent-adapter/typeorm typings against typeorm';
 
 const SCENARIOS = [
   ['CommonJS (require)', 'tickets.cjs'],
@@ -234,6 +278,7 @@ const TSC_CHECKS = [
 describe('agent-adapter as a packed npm package', () => {
   let packDir: string;
   let projectDir: string;
+  let typeormDir: string;
   let packed: { filename: string; files: Array<{ path: string }> };
   // The scenario scripts and the type checks are independent: they run side by side once the
   // package is installed, and each test awaits its own.
@@ -257,6 +302,78 @@ describe('agent-adapter as a packed npm package', () => {
       LIB,
     );
     [packed] = JSON.parse(json) as [typeof packed];
+
+    // The typeorm entry's consumer: its own project, so the first one proves the root entry's
+    // typings compile without typeorm installed.
+    typeormDir = await mkdtemp(join(tmpdir(), 'agent-adapter-typeorm-'));
+    const typeormProject = (async () => {
+      await writeFile(
+        join(typeormDir, 'package.json'),
+        JSON.stringify({
+          name: 'typeorm-consumer',
+          version: '0.0.0',
+          private: true,
+        }),
+      );
+      await sh(
+        'npm',
+        [
+          'install',
+          join(packDir, packed.filename),
+          TYPEORM,
+          TYPESCRIPT,
+          NODE_TYPES,
+          '--no-audit',
+          '--no-fund',
+          '--prefer-offline',
+          '--loglevel=error',
+        ],
+        typeormDir,
+      );
+      await writeFile(
+        join(typeormDir, 'entities.cjs'),
+        `'use strict';\nconst { agentAdapterEntities, agentAdapterMigrations } = require('agent-adapter/typeorm');\n` +
+          TYPEORM_SCENARIO.replace('IMPORTED_TYPEORM', "require('typeorm')"),
+      );
+      await writeFile(
+        join(typeormDir, 'entities.mjs'),
+        `import { agentAdapterEntities, agentAdapterMigrations } from 'agent-adapter/typeorm';\nimport * as typeorm from 'typeorm';\n` +
+          TYPEORM_SCENARIO.replace('IMPORTED_TYPEORM', 'typeorm'),
+      );
+      await writeFile(join(typeormDir, 'consumer.ts'), TYPEORM_CONSUMER_TS);
+    })();
+    typeormProject.catch(() => undefined); // awaited by the jobs below
+    for (const script of TYPEORM_SCRIPTS) {
+      start(
+        script,
+        typeormProject.then(() => sh(process.execPath, [script], typeormDir)),
+      );
+    }
+    start(
+      TYPEORM_TSC,
+      typeormProject.then(() =>
+        sh(
+          'npx',
+          [
+            '--yes',
+            '-p',
+            TYPESCRIPT,
+            'tsc',
+            '--noEmit',
+            '--strict',
+            '--target',
+            'ES2022',
+            '--module',
+            'node16',
+            '--moduleResolution',
+            'node16',
+            '--experimentalDecorators',
+            'consumer.ts',
+          ],
+          typeormDir,
+        ),
+      ),
+    );
 
     await writeFile(
       join(projectDir, 'package.json'),
@@ -315,7 +432,7 @@ describe('agent-adapter as a packed npm package', () => {
 
   afterAll(async () => {
     await Promise.allSettled(jobs.values());
-    for (const dir of [packDir, projectDir]) {
+    for (const dir of [packDir, projectDir, typeormDir]) {
       if (dir) await rm(dir, { recursive: true, force: true });
     }
   });
@@ -352,6 +469,7 @@ describe('agent-adapter as a packed npm package', () => {
       'class-transformer',
       'reflect-metadata',
       'rxjs',
+      'typeorm',
     ]) {
       expect([peer, existsSync(join(modules, peer))]).toEqual([peer, false]);
     }
@@ -403,5 +521,36 @@ describe('agent-adapter as a packed npm package', () => {
 
   it.each(TSC_CHECKS)('the typings compile with %s', async (label) => {
     await result(label);
+  });
+
+  it('ships the agent-adapter/typeorm entry', () => {
+    const files = packed.files.map((f) => f.path);
+    expect(files).toEqual(
+      expect.arrayContaining([
+        'dist/typeorm/index.js',
+        'dist/typeorm/index.d.ts',
+      ]),
+    );
+  });
+
+  it.each(TYPEORM_SCRIPTS)(
+    "agent-adapter/typeorm (%s) gives the consumer typeorm's EntitySchema per table, per tenant",
+    async (script) => {
+      const out = JSON.parse(await result(script)) as TypeormScenarioOutput;
+      expect(out).toEqual({
+        schemas: true,
+        tables: [
+          'tenant_a.a_runs',
+          'tenant_a.a_checkpoints',
+          'tenant_a.a_calls',
+          'tenant_a.a_meta',
+        ],
+        migration: expect.stringMatching(/^AgentAdapterInit.*1795900000000$/),
+      });
+    },
+  );
+
+  it('the agent-adapter/typeorm typings compile against typeorm (node16 resolution)', async () => {
+    await result(TYPEORM_TSC);
   });
 });

@@ -56,15 +56,16 @@ describeWithService('redis', 'RedisCheckpointStore', () => {
     raw: {
       rewriteCall: async (store, runId, k, sealed) => {
         await admin.hset(
-          `${tag(store, runId)}:calls:${k.superstep}`,
-          `${k.segment}:${k.seq}`,
+          `${tag(store, runId)}:calls`,
+          `${k.superstep}:${k.segment}:${k.seq}`,
           sealed,
         );
       },
+      // The record only: its index entry stays, as after a partial loss.
       deleteCall: async (store, runId, k) => {
         await admin.hdel(
-          `${tag(store, runId)}:calls:${k.superstep}`,
-          `${k.segment}:${k.seq}`,
+          `${tag(store, runId)}:calls`,
+          `${k.superstep}:${k.segment}:${k.seq}`,
         );
       },
       rewriteCheckpoint: async (store, runId, step, sealed) => {
@@ -118,7 +119,7 @@ describeWithService('redis', 'RedisCheckpointStore', () => {
       await store.recordCall(id, 1, [call(id, 1, { superstep: 1 })]);
       const keys = await runKeys(store, id);
       expect(keys.sort()).toEqual(
-        ['calls:0', 'calls:1', 'cps', 'head', 'supersteps'].map(
+        ['callindex', 'calls', 'cps', 'head'].map(
           (k) => `${tag(store, id)}:${k}`,
         ),
       );
@@ -131,6 +132,29 @@ describeWithService('redis', 'RedisCheckpointStore', () => {
       for (const ttl of await ttls(keys)) expect(ttl).toBeGreaterThan(50);
       await store.save(cp(id, 4, { status: 'done' }));
       for (const ttl of await ttls(keys)) expect(ttl).toBeGreaterThan(50);
+    });
+
+    it('a long run keeps four keys, so a write refreshes a fixed number of TTLs; each lives ttl after the last write', async () => {
+      const { store } = make({ ttlSeconds: 3600 });
+      const id = uid();
+      await store.save(cp(id, 0));
+      for (let s = 0; s < 60; s++) {
+        await store.recordCall(id, 1, [call(id, 1, { superstep: s })]);
+        await store.save(cp(id, s + 1), {
+          calls: [call(id, 2, { superstep: s })],
+        });
+      }
+      const keys = await runKeys(store, id);
+      expect(keys.length).toBe(4);
+      // Not one key left with the TTL of an earlier write (EXPIRE rounds down to whole seconds).
+      for (const ttl of await ttls(keys)) expect(ttl).toBeGreaterThan(3590);
+      // Each superstep's records are still read on their own, first and last alike.
+      for (const s of [0, 59])
+        expect((await store.calls(id, s)).map((c) => c.sealed)).toEqual([
+          `call-${id}-1`,
+          `call-${id}-2`,
+        ]);
+      expect((await store.history(id)).calls).toHaveLength(120);
     });
 
     it('without ttlSeconds nothing expires', async () => {
@@ -171,7 +195,7 @@ describeWithService('redis', 'RedisCheckpointStore', () => {
         call(id, 2, { superstep: 3 }),
       ]);
       const keys = await runKeys(store, id);
-      expect(keys.length).toBe(5);
+      expect(keys.length).toBe(4);
       expect(new Set(keys.map((k) => calculateSlot(k))).size).toBe(1);
       const index = await scan(`{${prefix}}:*`);
       expect(index.length).toBeGreaterThanOrEqual(4);

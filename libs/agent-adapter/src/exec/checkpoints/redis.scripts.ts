@@ -1,10 +1,10 @@
 /**
  * Lua for RedisCheckpointStore. Two families, each touching ONE hash slot (Redis Cluster safe):
  *
- * - run scripts: KEYS = the run's head, cps and supersteps keys, all tagged `{prefix:runId}`;
- *   ARGV[1] is the name prefix of the run's call hashes (`{prefix:runId}:calls:`). The call hashes
- *   are named from the run's tag, so they live in KEYS[1]'s slot (Redis only refuses scripts that
- *   reach into another slot).
+ * - run scripts: KEYS = the run's four keys, all tagged `{prefix:runId}`: 1 head, 2 cps,
+ *   3 calls (one hash for every call record of the run, field `superstep:segment:seq`), 4 the
+ *   calls' index (sorted set of those fields, score = superstep, so one superstep's records are a
+ *   range read). A run has these four keys however long it runs: refreshing its TTL is O(1).
  * - index scripts: KEYS tagged `{prefix}` (unfinished index per flow, list index, creation times).
  *
  * Refusals are replies, not errors: `{code, ...details}`; the TypeScript side builds the message.
@@ -21,24 +21,16 @@ end
 
 const RUN = `
 ${NOW}
-local function run_keys()
-  local keys = {KEYS[1], KEYS[2], KEYS[3]}
-  for _, s in ipairs(redis.call('SMEMBERS', KEYS[3])) do keys[#keys + 1] = ARGV[1] .. s end
-  return keys
-end
-
--- One DEL per key: unpack() of a long run's key list would overflow Lua's stack.
 local function delete_run()
-  local n = 0
-  for _, k in ipairs(run_keys()) do n = n + redis.call('DEL', k) end
-  return n
+  return redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4])
 end
 
--- Every key of the run lives ttl seconds after its last write, never while it is paused.
+-- Every key of the run lives ttl seconds after its last write, never while it is paused. The run
+-- has four keys whatever its length: this costs the same at superstep 1 and superstep 10000.
 local function touch(status, ttl)
   if ttl <= 0 then return end
-  for _, k in ipairs(run_keys()) do
-    if status == 'paused' then redis.call('PERSIST', k) else redis.call('EXPIRE', k, ttl) end
+  for i = 1, 4 do
+    if status == 'paused' then redis.call('PERSIST', KEYS[i]) else redis.call('EXPIRE', KEYS[i], ttl) end
   end
 end
 
@@ -53,11 +45,11 @@ local function check_calls(segment, current, status, foreign, at)
     local o = at + (i - 1) * 4
     local seg, superstep, seq = ARGV[o + 1], ARGV[o + 2], ARGV[o + 3]
     if i == foreign or tonumber(seg) ~= tonumber(current) then return {'fenced', seg, current} end
-    local id = superstep .. '/' .. seg .. ':' .. seq
-    if seen[id] or redis.call('HEXISTS', ARGV[1] .. superstep, seg .. ':' .. seq) == 1 then
+    local field = superstep .. ':' .. seg .. ':' .. seq
+    if seen[field] or redis.call('HEXISTS', KEYS[3], field) == 1 then
       return {'duplicate', seg, superstep, seq}
     end
-    seen[id] = true
+    seen[field] = true
   end
 end
 
@@ -65,76 +57,95 @@ local function write_calls(at)
   local n = tonumber(ARGV[at])
   for i = 1, n do
     local o = at + (i - 1) * 4
-    redis.call('HSET', ARGV[1] .. ARGV[o + 2], ARGV[o + 1] .. ':' .. ARGV[o + 3], ARGV[o + 4])
-    redis.call('SADD', KEYS[3], ARGV[o + 2])
+    local field = ARGV[o + 2] .. ':' .. ARGV[o + 1] .. ':' .. ARGV[o + 3]
+    redis.call('HSET', KEYS[3], field, ARGV[o + 4])
+    redis.call('ZADD', KEYS[4], ARGV[o + 2], field)
   end
   return n
 end
 `;
 
 /**
- * ARGV: 1 calls prefix, 2 write token, 3 ttl, 4 step, 5 status, 6 segment, 7 flow, 8 sealed,
- * 9 checkpoint columns (JSON), 10 owner, 11 lease, 12 expectCalls, 13 created, 14 intent ms,
- * 15 max intent age ms, 16 foreign call index, 17 call count, 18.. calls ('' = absent).
+ * ARGV: 1 write token, 2 ttl, 3 step, 4 status, 5 segment, 6 flow, 7 sealed, 8 checkpoint
+ * columns (JSON), 9 owner, 10 lease, 11 expectCalls, 12 created, 13 intent ms, 14 max intent age
+ * ms, 15 foreign call index, 16 call count, 17.. calls ('' = absent).
  */
 export const SAVE_LUA = `${RUN}
 local head = redis.call('HMGET', KEYS[1], 'step', 'status', 'segment', 'calls', 'w')
 -- Our own write, resent by the client after its reply was lost: it is already applied.
-if head[5] == ARGV[2] then return {'ok'} end
-local step = tonumber(ARGV[4])
+if head[5] == ARGV[1] then return {'ok'} end
+local step = tonumber(ARGV[3])
 if step == 0 then
   if head[1] then return {'step', head[1]} end
-  -- The index entry was written at ARGV[14]; an index cleaner only drops entries whose head is
+  -- The index entry was written at ARGV[13]; an index cleaner only drops entries whose head is
   -- still missing long after that, so a creation must not land late.
-  if now_ms() - tonumber(ARGV[14]) > tonumber(ARGV[15]) then return {'late'} end
+  if now_ms() - tonumber(ARGV[13]) > tonumber(ARGV[14]) then return {'late'} end
   -- Leftovers of an expired incarnation (keys expire one by one) must not leak into the new run.
   delete_run()
-  local refused = check_calls(ARGV[6], ARGV[6], 'running', tonumber(ARGV[16]), 17)
+  local refused = check_calls(ARGV[5], ARGV[5], 'running', tonumber(ARGV[15]), 16)
   if refused then return refused end
 else
   if not head[1] or tonumber(head[1]) ~= step - 1 then return {'step', head[1]} end
   if head[2] ~= 'running' and head[2] ~= 'paused' then return {'ended', head[2]} end
   -- A checkpoint keeps the run's segment or claims the next one; anything else is a worker of
   -- another incarnation of this run id, or a stale one.
-  local seg, cur = tonumber(ARGV[6]), tonumber(head[3])
-  if seg ~= cur and seg ~= cur + 1 then return {'fenced', ARGV[6], head[3]} end
-  if ARGV[12] ~= '' and tonumber(head[4] or 0) ~= tonumber(ARGV[12]) then return {'moved'} end
-  if tonumber(ARGV[17]) > 0 then
-    local refused = check_calls(head[3], head[3], head[2], tonumber(ARGV[16]), 17)
+  local seg, cur = tonumber(ARGV[5]), tonumber(head[3])
+  if seg ~= cur and seg ~= cur + 1 then return {'fenced', ARGV[5], head[3]} end
+  if ARGV[11] ~= '' and tonumber(head[4] or 0) ~= tonumber(ARGV[11]) then return {'moved'} end
+  if tonumber(ARGV[16]) > 0 then
+    local refused = check_calls(head[3], head[3], head[2], tonumber(ARGV[15]), 16)
     if refused then return refused end
   end
 end
-local calls = tonumber(head[4] or 0) + write_calls(17)
-redis.call('HSET', KEYS[2], ARGV[4], ARGV[8], ARGV[4] .. ':cols', ARGV[9])
-redis.call('HSET', KEYS[1], 'step', ARGV[4], 'status', ARGV[5], 'segment', ARGV[6], 'flow', ARGV[7],
-  'updatedAt', now_ms(), 'calls', calls, 'w', ARGV[2])
-if step == 0 then redis.call('HSET', KEYS[1], 'created', ARGV[13]) end
-if ARGV[10] ~= '' then redis.call('HSET', KEYS[1], 'owner', ARGV[10]) else redis.call('HDEL', KEYS[1], 'owner') end
-if ARGV[11] ~= '' then redis.call('HSET', KEYS[1], 'lease', ARGV[11]) else redis.call('HDEL', KEYS[1], 'lease') end
-touch(ARGV[5], tonumber(ARGV[3]))
+local calls = tonumber(head[4] or 0) + write_calls(16)
+redis.call('HSET', KEYS[2], ARGV[3], ARGV[7], ARGV[3] .. ':cols', ARGV[8])
+redis.call('HSET', KEYS[1], 'step', ARGV[3], 'status', ARGV[4], 'segment', ARGV[5], 'flow', ARGV[6],
+  'updatedAt', now_ms(), 'calls', calls, 'w', ARGV[1])
+if step == 0 then redis.call('HSET', KEYS[1], 'created', ARGV[12]) end
+if ARGV[9] ~= '' then redis.call('HSET', KEYS[1], 'owner', ARGV[9]) else redis.call('HDEL', KEYS[1], 'owner') end
+if ARGV[10] ~= '' then redis.call('HSET', KEYS[1], 'lease', ARGV[10]) else redis.call('HDEL', KEYS[1], 'lease') end
+touch(ARGV[4], tonumber(ARGV[2]))
 return {'ok'}
 `;
 
-/** ARGV: 1 calls prefix, 2 write token, 3 ttl, 4 segment, 5 foreign call index, 6 count, 7.. calls. */
+/** ARGV: 1 write token, 2 ttl, 3 segment, 4 foreign call index, 5 count, 6.. calls. */
 export const RECORD_LUA = `${RUN}
 local head = redis.call('HMGET', KEYS[1], 'segment', 'status', 'calls', 'w')
-if head[4] == ARGV[2] then return {'ok'} end
-if not head[1] then return {'fenced', ARGV[4], false} end
-local refused = check_calls(ARGV[4], head[1], head[2], tonumber(ARGV[5]), 6)
+if head[4] == ARGV[1] then return {'ok'} end
+if not head[1] then return {'fenced', ARGV[3], false} end
+local refused = check_calls(ARGV[3], head[1], head[2], tonumber(ARGV[4]), 5)
 if refused then return refused end
-local n = write_calls(6)
+local n = write_calls(5)
 if n > 0 then
-  redis.call('HSET', KEYS[1], 'calls', tonumber(head[3] or 0) + n, 'w', ARGV[2])
-  touch(head[2], tonumber(ARGV[3]))
+  redis.call('HSET', KEYS[1], 'calls', tonumber(head[3] or 0) + n, 'w', ARGV[1])
+  touch(head[2], tonumber(ARGV[2]))
 end
 return {'ok'}
 `;
 
-/** Refreshes the TTL of a live run's keys (lease renewal of a long superstep). ARGV: 1 calls prefix, 2 ttl. */
+/** Refreshes the TTL of a live run's keys (lease renewal of a long superstep). ARGV: 1 ttl. */
 export const TOUCH_LUA = `${RUN}
 local status = redis.call('HGET', KEYS[1], 'status')
-if status == 'running' then touch(status, tonumber(ARGV[2])) end
+if status == 'running' then touch(status, tonumber(ARGV[1])) end
 return 1
+`;
+
+/**
+ * One superstep's call records: {field, sealed, field, sealed, ...}. ARGV: 1 superstep. Reads only
+ * that superstep's entries (a range of the index), however long the run's history.
+ */
+export const CALLS_LUA = `
+local fields = redis.call('ZRANGEBYSCORE', KEYS[4], ARGV[1], ARGV[1])
+local out = {}
+for _, f in ipairs(fields) do
+  -- A record lost from the hash (eviction) is left out; the head's call count tells it is missing.
+  local sealed = redis.call('HGET', KEYS[3], f)
+  if sealed then
+    out[#out + 1] = f
+    out[#out + 1] = sealed
+  end
+end
+return out
 `;
 
 /** The latest checkpoint: head columns and the sealed text of the head's step, read together. */
@@ -144,14 +155,9 @@ if not h[1] then return false end
 return {h[1], h[2], h[3], h[4], redis.call('HGET', KEYS[2], h[1])}
 `;
 
-/** Every checkpoint and call hash of a run: {cps, superstep, calls, superstep, calls, ...}. */
+/** Every checkpoint and call record of a run: {cps fields, calls fields}. */
 export const HISTORY_LUA = `
-local out = {redis.call('HGETALL', KEYS[2])}
-for _, s in ipairs(redis.call('SMEMBERS', KEYS[3])) do
-  out[#out + 1] = s
-  out[#out + 1] = redis.call('HGETALL', ARGV[1] .. s)
-end
-return out
+return {redis.call('HGETALL', KEYS[2]), redis.call('HGETALL', KEYS[3])}
 `;
 
 /** Deletes every key of the run; returns {deleted count, flow, owner} for the index cleanup. */
@@ -216,6 +222,7 @@ export const REDIS_SCRIPTS = {
   aaSave: SAVE_LUA,
   aaRecord: RECORD_LUA,
   aaLatest: LATEST_LUA,
+  aaCalls: CALLS_LUA,
   aaHistory: HISTORY_LUA,
   aaDelete: DELETE_LUA,
   aaTouch: TOUCH_LUA,

@@ -58,8 +58,9 @@ const OWNER_KEEP_MS = 24 * 3600_000;
  *
  * Key layout (P = prefix):
  * - `{P:runId}:head` hash, `{P:runId}:cps` hash (step → sealed, `step:cols` → columns),
- *   `{P:runId}:calls:<superstep>` hash (`segment:seq` → sealed), `{P:runId}:supersteps` set:
- *   one slot per run, so every write is one Lua script.
+ *   `{P:runId}:calls` hash (`superstep:segment:seq` → sealed) and `{P:runId}:callindex` sorted
+ *   set (those fields by superstep): one slot per run, so every write is one Lua script; four
+ *   keys per run however long it runs, so a TTL refresh costs the same on every write.
  * - `{P}:unfinished:<flow>` sorted set (score 0, paged by run id), `{P}:runs` sorted set (by a
  *   creation sequence, `{P}:seq`), `{P}:born` hash (run id → when its step 0 was announced).
  * - `P:lease:<owner>` (lease expiry ms) and `P:owned:<owner>` (run ids): one write renews them all.
@@ -112,7 +113,7 @@ export class RedisCheckpointStore extends CheckpointStore {
         step === 0 ? await this.announce(runId, flow) : ['', ''];
       // prettier-ignore
       const args = [
-        keys.calls, token, this.ttl, step, status, segment, flow, checkpoint.sealed,
+        token, this.ttl, step, status, segment, flow, checkpoint.sealed,
         JSON.stringify([flow, status, segment]), owner ?? '', lease ?? '',
         options.expectCalls ?? '', created, intent, CREATE_WINDOW_MS / 2,
         ...callArgs(runId, options.calls ?? []),
@@ -135,7 +136,7 @@ export class RedisCheckpointStore extends CheckpointStore {
   ): Promise<void> {
     const keys = this.runKeys(runId);
     const token = randomBytes(9).toString('base64');
-    const args = [keys.calls, token, this.ttl, segment];
+    const args = [token, this.ttl, segment];
     args.push(...callArgs(runId, records));
     const reply = await this.script('aaRecord', keys.list, args);
     this.check(reply as Reply, runId);
@@ -143,7 +144,7 @@ export class RedisCheckpointStore extends CheckpointStore {
 
   async latest(runId: string): Promise<CheckpointRecord | undefined> {
     const keys = this.runKeys(runId);
-    const r = await this.script('aaLatest', keys.list, [keys.calls]);
+    const r = await this.script('aaLatest', keys.list, []);
     if (!r) return undefined;
     const [step, flow, status, segment, sealed] = r as [
       string,
@@ -165,17 +166,19 @@ export class RedisCheckpointStore extends CheckpointStore {
   }
 
   async calls(runId: string, superstep: number): Promise<CallRecord[]> {
-    const key = `${this.runKeys(runId).calls}${superstep}`;
-    return toCalls(runId, superstep, await this.client.hgetall(key)).sort(
-      byCallKey,
-    );
+    const flat = (await this.script('aaCalls', this.runKeys(runId).list, [
+      superstep,
+    ])) as string[];
+    return toCalls(runId, pairs(flat)).sort(byCallKey);
   }
 
   async history(runId: string): Promise<HistoryPage> {
     const keys = this.runKeys(runId);
-    const [cps = [], ...groups] = (await this.script('aaHistory', keys.list, [
-      keys.calls,
-    ])) as string[][];
+    const [cps = [], callFields = []] = (await this.script(
+      'aaHistory',
+      keys.list,
+      [],
+    )) as string[][];
     const fields = new Map(pairs(cps));
     const checkpoints: CheckpointRecord[] = [];
     for (const [field, sealed] of fields) {
@@ -183,20 +186,18 @@ export class RedisCheckpointStore extends CheckpointStore {
       const cols = JSON.parse(fields.get(`${field}:cols`) ?? '[]') as Cols;
       checkpoints.push(toCheckpoint(runId, field, cols, sealed));
     }
-    const calls: CallRecord[] = [];
-    for (let i = 0; i + 1 < groups.length; i += 2) {
-      const fieldsOf = Object.fromEntries(pairs(groups[i + 1]!));
-      calls.push(...toCalls(runId, Number(groups[i]), fieldsOf));
-    }
+    const calls = toCalls(runId, pairs(callFields));
     checkpoints.sort((a, b) => a.step - b.step);
     return { checkpoints, calls: calls.sort(byCallKey) };
   }
 
   async delete(runId: string): Promise<boolean> {
     const keys = this.runKeys(runId);
-    const [deleted, flow] = (await this.script('aaDelete', keys.list, [
-      keys.calls,
-    ])) as Reply;
+    const [deleted, flow] = (await this.script(
+      'aaDelete',
+      keys.list,
+      [],
+    )) as Reply;
     if (!deleted) return false;
     const sets = [this.runs];
     if (flow != null) sets.push(this.unfinishedKey(String(flow)));
@@ -322,10 +323,7 @@ export class RedisCheckpointStore extends CheckpointStore {
       ),
       ...(this.ttl > 0
         ? runIds.map((id) =>
-            this.script('aaTouch', this.runKeys(id).list, [
-              this.runKeys(id).calls,
-              this.ttl,
-            ]),
+            this.script('aaTouch', this.runKeys(id).list, [this.ttl]),
           )
         : []),
     ]);
@@ -351,10 +349,10 @@ export class RedisCheckpointStore extends CheckpointStore {
     }
     const tag = `{${this.prefix}:${runId}}`;
     const head = `${tag}:head`;
+    // The order the scripts' KEYS follow (see redis.scripts.ts).
     return {
       head,
-      calls: `${tag}:calls:`,
-      list: [head, `${tag}:cps`, `${tag}:supersteps`],
+      list: [head, `${tag}:cps`, `${tag}:calls`, `${tag}:callindex`],
     };
   }
 
@@ -511,13 +509,10 @@ function toHead(runId: string, h: Record<string, string>): RunHead | undefined {
   };
 }
 
-function toCalls(
-  runId: string,
-  superstep: number,
-  fields: Record<string, string>,
-): CallRecord[] {
-  return Object.entries(fields).map(([field, sealed]) => {
-    const [segment = 0, seq = 0] = field.split(':').map(Number);
+/** Call records from `superstep:segment:seq` → sealed pairs of the run's calls hash. */
+function toCalls(runId: string, fields: Array<[string, string]>): CallRecord[] {
+  return fields.map(([field, sealed]) => {
+    const [superstep = 0, segment = 0, seq = 0] = field.split(':').map(Number);
     return { runId, segment, seq, superstep, sealed };
   });
 }

@@ -486,7 +486,11 @@ async function prepareTables(
   create: boolean,
 ): Promise<void> {
   let version = await readVersion(engine, names);
-  if (version === null && create) {
+  // undefined: the meta table is there but has no version row. That is what TypeORM's
+  // `synchronize` leaves with agentAdapterEntities() (entities carry no rows); the DDL (every
+  // statement "if missing", under the DDL lock) stamps this version into it. The entities and the
+  // DDL are held to each other by a test, so those tables are this version's.
+  if ((version === null || version === undefined) && create) {
     await engine.ddl(names, createStatements(dialect, names));
     version = await readVersion(engine, names);
   }
@@ -495,9 +499,14 @@ async function prepareTables(
       `The agent-adapter tables (${names.runs}, ...) are missing or unreadable. Run the shipped migrations (agentAdapterMigrations()) or create the store with createTables: true.`,
     );
   }
+  if (version === undefined) {
+    throw new CheckpointStoreUnavailable(
+      `The agent-adapter tables (${names.runs}, ...) carry no schema version (made by TypeORM synchronize from agentAdapterEntities(), or by something else). Open the store once with createTables: true to stamp them, run the shipped migrations instead, or use another tablePrefix/schema. Nothing was changed.`,
+    );
+  }
   if (version !== String(SCHEMA_VERSION)) {
     throw new CheckpointStoreUnavailable(
-      `The agent-adapter tables (${names.runs}, ...) have schema version ${version ?? 'unknown'}, but this version of agent-adapter uses ${SCHEMA_VERSION}. They were made by ${version === undefined ? 'something else' : 'another version'}: use a matching agent-adapter, or another tablePrefix/schema. Nothing was changed.`,
+      `The agent-adapter tables (${names.runs}, ...) have schema version ${version}, but this version of agent-adapter uses ${SCHEMA_VERSION}. They were made by another version: use a matching agent-adapter, or another tablePrefix/schema. Nothing was changed.`,
     );
   }
 }
