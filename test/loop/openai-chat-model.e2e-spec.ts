@@ -267,9 +267,11 @@ describe('OpenAIChatModel (chat-completions over HTTP)', () => {
       }),
     ).rejects.toThrow(/no answer within 100 ms/);
 
+    // The new server binds first, so it cannot get the old one's port.
+    const fresh = await ChatServer.start();
     const gone = server.baseUrl;
     await server.close();
-    server = await ChatServer.start();
+    server = fresh;
     await expect(
       model({ baseUrl: gone }).complete({
         messages: [{ role: 'user', content: 'x' }],
