@@ -103,3 +103,32 @@ export {
   CheckpointStoreUnavailable,
 } from './errors';
 export type { StateViolation } from './errors';
+
+export {
+  ToolLoop,
+  runToolLoop,
+  recoverToolLoop,
+  DEFAULT_MAX_STEPS,
+} from './loop/tool-loop';
+export type {
+  ToolLoopOptions,
+  ToolLoopRunOptions,
+  ToolLoopResult,
+  ToolLoopPending,
+  ToolLoopState,
+} from './loop/tool-loop';
+export type {
+  ChatModel,
+  ChatRequest,
+  ChatTool,
+  ChatMessage,
+  SystemMessage,
+  UserMessage,
+  AssistantMessage,
+  ToolMessage,
+  ToolCall,
+  JsonObject,
+} from './loop/chat-model';
+export { OpenAIChatModel } from './loop/adapters/openai.chat-model';
+export type { OpenAIChatModelOptions } from './loop/adapters/openai.chat-model';
+export { ChatModelError, MaxStepsExceeded } from './loop/loop.errors';

@@ -60,7 +60,11 @@ export class StateCodec<S> {
 
   /** A fresh view of the stored state for one node (or for the result). */
   view(state: Json): S {
-    const copy = structuredClone(state) as object;
+    // A JSON round trip, not structuredClone: the stored state is plain JSON, so the copy is
+    // exact, and its objects belong to the caller's realm. structuredClone's belong to Node's main
+    // realm, which under Jest (a vm context) is another one: a node returning part of its state
+    // (`{ items: [...s.items, x] }`) would then fail sealing as "not plain JSON data".
+    const copy = JSON.parse(JSON.stringify(state)) as object;
     if (!this.cls) return copy as S;
     const { plainToInstance } = load<Transformer>('class-transformer');
     return plainToInstance(this.cls, copy);

@@ -1,0 +1,330 @@
+import { randomBytes } from 'node:crypto';
+import { assertJson, type Json } from '../../exec/durable/canonical-json';
+import type {
+  AssistantMessage,
+  ChatMessage,
+  ChatModel,
+  ChatRequest,
+  JsonObject,
+  ToolCall,
+} from '../chat-model';
+import { ChatModelError } from '../loop.errors';
+
+/** @publicApi */
+export interface OpenAIChatModelOptions {
+  /**
+   * The API's base URL, up to and including the version: `https://api.openai.com/v1`,
+   * `http://localhost:11434/v1` (Ollama), `http://localhost:8000/v1` (vLLM).
+   */
+  baseUrl: string;
+  /** The model name the server knows (`gpt-4o-mini`, `llama3.1`, ...). */
+  model: string;
+  /** Sent as `Authorization: Bearer <apiKey>`; local servers usually need none. Never in errors. */
+  apiKey?: string;
+  /** More request headers (an organisation, a gateway's key, ...). Their values are kept out of errors. */
+  headers?: Record<string, string>;
+  /** More fields of the request body (`temperature`, `max_tokens`, `tool_choice`, ...). */
+  body?: JsonObject;
+  /** How long one attempt may take. @default 60000 */
+  timeoutMs?: number;
+  /**
+   * Attempts after the first one for answers worth retrying: no response (network, timeout) or
+   * HTTP 408, 409, 429 and 5xx. `retry-after` is honoured (up to 30 s).
+   * @default 2
+   */
+  maxRetries?: number;
+  /** The fetch to use. @default globalThis.fetch */
+  fetch?: typeof fetch;
+}
+
+const RETRY_STATUS = new Set([408, 409, 429]);
+
+/**
+ * A `ChatModel` for the OpenAI-compatible chat-completions HTTP API: OpenAI and the many hosted
+ * services that copy it, and local servers such as Ollama, vLLM, llama.cpp or LM Studio. Uses
+ * Node's `fetch`; tools are sent as `function` tools with their JSON schema.
+ * @publicApi
+ */
+export class OpenAIChatModel implements ChatModel {
+  private readonly url: string;
+  private readonly secrets: string[];
+  private readonly timeoutMs: number;
+  private readonly maxRetries: number;
+  private readonly fetch: typeof fetch;
+
+  constructor(private readonly options: OpenAIChatModelOptions) {
+    if (
+      typeof options?.baseUrl !== 'string' ||
+      !/^https?:\/\//.test(options.baseUrl)
+    )
+      throw new TypeError(
+        'OpenAIChatModel: baseUrl must be an http(s) URL, e.g. "http://localhost:11434/v1".',
+      );
+    if (typeof options.model !== 'string' || options.model === '')
+      throw new TypeError('OpenAIChatModel: model must be a model name.');
+    this.url = `${options.baseUrl.replace(/\/+$/, '')}/chat/completions`;
+    this.timeoutMs = options.timeoutMs ?? 60_000;
+    this.maxRetries = options.maxRetries ?? 2;
+    if (!Number.isInteger(this.timeoutMs) || this.timeoutMs < 1)
+      throw new TypeError(
+        'OpenAIChatModel: timeoutMs must be a positive integer.',
+      );
+    if (!Number.isInteger(this.maxRetries) || this.maxRetries < 0)
+      throw new TypeError(
+        'OpenAIChatModel: maxRetries must be an integer ≥ 0.',
+      );
+    if (options.body !== undefined) assertJson(options.body, 'body');
+    this.fetch = options.fetch ?? globalThis.fetch;
+    // Whatever could authenticate is blanked out of anything an error repeats from the server.
+    this.secrets = [options.apiKey, ...Object.values(options.headers ?? {})]
+      .filter((s): s is string => typeof s === 'string' && s.length >= 4)
+      .sort((a, b) => b.length - a.length);
+  }
+
+  async complete(request: ChatRequest): Promise<AssistantMessage> {
+    const body = JSON.stringify({
+      ...this.options.body,
+      model: this.options.model,
+      messages: request.messages.map(toWire),
+      ...(request.tools.length && {
+        tools: request.tools.map((t) => ({
+          type: 'function',
+          function: {
+            name: t.name,
+            description: t.description,
+            parameters: t.parameters,
+          },
+        })),
+      }),
+    });
+    for (let attempt = 0; ; attempt++) {
+      const outcome = await this.attempt(body, request.signal);
+      if ('reply' in outcome) return outcome.reply;
+      if (!outcome.retry || attempt >= this.maxRetries) throw outcome.error;
+      await sleep(outcome.delayMs ?? backoff(attempt), request.signal);
+    }
+  }
+
+  private async attempt(
+    body: string,
+    signal: AbortSignal | undefined,
+  ): Promise<
+    | { reply: AssistantMessage }
+    | { error: ChatModelError; retry: boolean; delayMs?: number }
+  > {
+    const timeout = AbortSignal.timeout(this.timeoutMs);
+    let response: Response;
+    let text: string;
+    try {
+      response = await this.fetch(this.url, {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/json',
+          accept: 'application/json',
+          ...this.options.headers,
+          ...(this.options.apiKey && {
+            authorization: `Bearer ${this.options.apiKey}`,
+          }),
+        },
+        body,
+        signal: signal ? AbortSignal.any([signal, timeout]) : timeout,
+      });
+      text = await response.text();
+    } catch (error) {
+      if (signal?.aborted) throw signal.reason;
+      const why = timeout.aborted
+        ? `no answer within ${this.timeoutMs} ms`
+        : this.redact(whyOf(error));
+      return {
+        error: new ChatModelError(
+          `OpenAIChatModel: POST ${this.url} failed: ${why}.`,
+          { cause: error },
+        ),
+        retry: true,
+      };
+    }
+    if (!response.ok) {
+      const status = response.status;
+      return {
+        error: new ChatModelError(
+          `OpenAIChatModel: POST ${this.url} answered ${status}${response.statusText ? ` ${response.statusText}` : ''}: ${this.excerpt(text)}`,
+          { status },
+        ),
+        retry: RETRY_STATUS.has(status) || status >= 500,
+        ...retryAfter(response.headers.get('retry-after')),
+      };
+    }
+    try {
+      return { reply: fromWire(JSON.parse(text) as unknown) };
+    } catch (error) {
+      return {
+        error: new ChatModelError(
+          `OpenAIChatModel: the answer of ${this.url} is not a chat completion (${whyOf(error)}): ${this.excerpt(text)}`,
+        ),
+        retry: false,
+      };
+    }
+  }
+
+  private redact(text: string): string {
+    let out = text;
+    for (const secret of this.secrets)
+      out = out.split(secret).join('[redacted]');
+    return out;
+  }
+
+  private excerpt(text: string): string {
+    const t = this.redact(text).replace(/\s+/g, ' ').trim();
+    return t.length > 500 ? `${t.slice(0, 500)}…` : t || '(empty body)';
+  }
+}
+
+/** A chat message in the API's shape. */
+function toWire(m: ChatMessage): JsonObject {
+  switch (m.role) {
+    case 'tool':
+      return { role: 'tool', tool_call_id: m.toolCallId, content: m.content };
+    case 'assistant':
+      return m.toolCalls?.length
+        ? {
+            role: 'assistant',
+            content: m.content === '' ? null : m.content,
+            tool_calls: m.toolCalls.map((c) => ({
+              id: c.id,
+              type: 'function',
+              function: {
+                name: c.name,
+                arguments: c.invalidArguments ?? JSON.stringify(c.arguments),
+              },
+            })),
+          }
+        : { role: 'assistant', content: m.content };
+    default:
+      return { role: m.role, content: m.content };
+  }
+}
+
+/** The first choice's message of a chat completion; throws if there is none. */
+export function fromWire(completion: unknown): AssistantMessage {
+  const choices = (completion as { choices?: unknown } | null)?.choices;
+  const message = Array.isArray(choices)
+    ? (choices[0] as { message?: unknown } | undefined)?.message
+    : undefined;
+  if (typeof message !== 'object' || message === null)
+    throw new Error('no choices[0].message');
+  const m = message as { content?: unknown; tool_calls?: unknown };
+  const content = textOf(m.content);
+  if (m.tool_calls === undefined || m.tool_calls === null)
+    return { role: 'assistant', content };
+  if (!Array.isArray(m.tool_calls)) throw new Error('tool_calls is not a list');
+  const toolCalls = m.tool_calls.map((c: unknown, i) => toolCallOf(c, i));
+  return {
+    role: 'assistant',
+    content,
+    ...(toolCalls.length && { toolCalls }),
+  };
+}
+
+function toolCallOf(c: unknown, i: number): ToolCall {
+  const call = (c ?? {}) as {
+    id?: unknown;
+    function?: { name?: unknown; arguments?: unknown };
+  };
+  const name = call.function?.name;
+  if (typeof name !== 'string' || name === '')
+    throw new Error(`tool_calls[${i}] has no function name`);
+  // Some servers leave the id out; the reply is checkpointed, so a random one stays fixed.
+  const id =
+    typeof call.id === 'string' && call.id !== ''
+      ? call.id
+      : `call_${randomBytes(9).toString('base64url')}`;
+  return { id, name, ...argumentsOf(call.function?.arguments) };
+}
+
+/** The API sends arguments as a JSON string (some servers as an object). */
+function argumentsOf(
+  raw: unknown,
+): Pick<ToolCall, 'arguments' | 'invalidArguments'> {
+  if (raw === undefined || raw === null) return { arguments: {} };
+  if (typeof raw === 'string' && raw.trim() === '') return { arguments: {} };
+  let value: unknown = raw;
+  if (typeof raw === 'string') {
+    try {
+      value = JSON.parse(raw);
+    } catch {
+      return { arguments: {}, invalidArguments: raw };
+    }
+  }
+  try {
+    if (typeof value !== 'object' || value === null || Array.isArray(value))
+      throw new Error('not an object');
+    assertJson(value);
+    return { arguments: value as { [key: string]: Json } };
+  } catch {
+    return {
+      arguments: {},
+      invalidArguments: typeof raw === 'string' ? raw : safeStringify(raw),
+    };
+  }
+}
+
+function textOf(content: unknown): string {
+  if (typeof content === 'string') return content;
+  // Content as a list of parts: keep the text ones.
+  if (Array.isArray(content)) {
+    return content
+      .map((p: unknown) =>
+        typeof (p as { text?: unknown })?.text === 'string'
+          ? (p as { text: string }).text
+          : '',
+      )
+      .join('');
+  }
+  return '';
+}
+
+function safeStringify(value: unknown): string {
+  try {
+    return JSON.stringify(value) ?? String(value);
+  } catch {
+    return String(value);
+  }
+}
+
+function whyOf(error: unknown): string {
+  if (!(error instanceof Error)) return String(error);
+  const cause = (error as { cause?: unknown }).cause;
+  return cause instanceof Error
+    ? `${error.message} (${cause.message})`
+    : error.message;
+}
+
+function retryAfter(header: string | null): { delayMs?: number } {
+  if (header === null) return {};
+  const seconds = Number(header);
+  const ms = Number.isFinite(seconds)
+    ? seconds * 1000
+    : Date.parse(header) - Date.now();
+  return Number.isFinite(ms)
+    ? { delayMs: Math.min(Math.max(ms, 0), 30_000) }
+    : {};
+}
+
+function backoff(attempt: number): number {
+  return Math.min(250 * 2 ** attempt, 8_000) * (0.5 + Math.random() / 2);
+}
+
+function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(signal.reason as Error);
+    const timer = setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(signal?.reason as Error);
+    };
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+}

@@ -1,0 +1,163 @@
+import type { Json } from '../exec/durable/canonical-json';
+import type { JsonSchema, ToolRegistry } from '../exec/tool.registry';
+
+/** A JSON object (tool arguments). @publicApi */
+export type JsonObject = { [key: string]: Json };
+
+/**
+ * A tool call the model asked for. Plain JSON, like every message: the history is sealed into
+ * checkpoints.
+ * @publicApi
+ */
+export type ToolCall = {
+  /** The model's id for the call; the tool's result message refers to it. */
+  id: string;
+  name: string;
+  arguments: JsonObject;
+  /**
+   * Set when the model's arguments were not a JSON object: its raw text (kept so the history says
+   * what the model wrote). `arguments` is then `{}`, and the loop answers the call with an error
+   * result instead of running the tool.
+   */
+  invalidArguments?: string;
+};
+
+/** @publicApi */
+export type SystemMessage = { role: 'system'; content: string };
+/** @publicApi */
+export type UserMessage = { role: 'user'; content: string };
+/** A model's reply: text, tool calls, or both. @publicApi */
+export type AssistantMessage = {
+  role: 'assistant';
+  content: string;
+  toolCalls?: ToolCall[];
+};
+/** A tool's result, fed back to the model. @publicApi */
+export type ToolMessage = {
+  role: 'tool';
+  toolCallId: string;
+  /** The tool's name (for readers of the history; not sent to every API). */
+  name?: string;
+  content: string;
+  /** The call failed (or was refused); `content` says why, in words the model can act on. */
+  isError?: boolean;
+};
+/** @publicApi */
+export type ChatMessage =
+  SystemMessage | UserMessage | AssistantMessage | ToolMessage;
+
+/** A tool as a model sees it. @publicApi */
+export interface ChatTool {
+  name: string;
+  description: string;
+  /** JSON schema of the arguments object. */
+  parameters: JsonSchema;
+}
+
+/** @publicApi */
+export interface ChatRequest {
+  messages: readonly ChatMessage[];
+  tools: readonly ChatTool[];
+  signal?: AbortSignal;
+}
+
+/**
+ * The port a tool loop talks to a model through. `complete` returns the model's next message;
+ * it is not a tool call (it is not logged), so after a crash during it, it is made again.
+ * @publicApi
+ */
+export interface ChatModel {
+  complete(request: ChatRequest): Promise<AssistantMessage>;
+}
+
+/** The registry's tools described for a model (every tool is offered). */
+export function chatTools(registry: ToolRegistry): ChatTool[] {
+  return registry.list().map((t) => ({
+    name: t.name,
+    description: t.description ?? '',
+    parameters: t.parameters ?? { type: 'object', properties: {} },
+  }));
+}
+
+const ROLES = new Set(['system', 'user', 'assistant', 'tool']);
+
+/**
+ * Checks messages are well-formed plain data (throws `TypeError` naming the first problem), and
+ * returns copies holding only the known fields.
+ */
+export function checkMessages(
+  messages: unknown,
+  where = 'messages',
+): ChatMessage[] {
+  if (!Array.isArray(messages))
+    throw new TypeError(`${where} must be an array of chat messages.`);
+  return messages.map((m, i) => checkMessage(m, `${where}[${i}]`));
+}
+
+export function checkMessage(m: unknown, where: string): ChatMessage {
+  if (typeof m !== 'object' || m === null || Array.isArray(m))
+    throw new TypeError(`${where} must be an object.`);
+  const msg = m as Record<string, unknown>;
+  const role = msg.role;
+  if (typeof role !== 'string' || !ROLES.has(role)) {
+    throw new TypeError(
+      `${where}.role must be "system", "user", "assistant" or "tool", got ${JSON.stringify(role)}.`,
+    );
+  }
+  const content = msg.content ?? (role === 'assistant' ? '' : undefined);
+  if (typeof content !== 'string')
+    throw new TypeError(`${where}.content must be a string.`);
+  switch (role) {
+    case 'system':
+    case 'user':
+      return { role, content };
+    case 'tool': {
+      if (typeof msg.toolCallId !== 'string' || msg.toolCallId === '')
+        throw new TypeError(
+          `${where}.toolCallId must be the id of the call it answers.`,
+        );
+      return {
+        role,
+        toolCallId: msg.toolCallId,
+        ...(typeof msg.name === 'string' && { name: msg.name }),
+        content,
+        ...(msg.isError === true && { isError: true }),
+      };
+    }
+    default: {
+      if (msg.toolCalls === undefined || msg.toolCalls === null)
+        return { role: 'assistant', content };
+      if (!Array.isArray(msg.toolCalls))
+        throw new TypeError(`${where}.toolCalls must be an array.`);
+      const toolCalls = msg.toolCalls.map((c, i) =>
+        checkToolCall(c, `${where}.toolCalls[${i}]`),
+      );
+      return {
+        role: 'assistant',
+        content,
+        ...(toolCalls.length && { toolCalls }),
+      };
+    }
+  }
+}
+
+function checkToolCall(c: unknown, where: string): ToolCall {
+  if (typeof c !== 'object' || c === null)
+    throw new TypeError(`${where} must be an object.`);
+  const call = c as Record<string, unknown>;
+  if (typeof call.id !== 'string' || call.id === '')
+    throw new TypeError(`${where}.id must be a non-empty string.`);
+  if (typeof call.name !== 'string' || call.name === '')
+    throw new TypeError(`${where}.name must be a non-empty string.`);
+  const args = call.arguments;
+  if (typeof args !== 'object' || args === null || Array.isArray(args))
+    throw new TypeError(`${where}.arguments must be an object.`);
+  return {
+    id: call.id,
+    name: call.name,
+    arguments: args as JsonObject,
+    ...(typeof call.invalidArguments === 'string' && {
+      invalidArguments: call.invalidArguments,
+    }),
+  };
+}

@@ -1,0 +1,460 @@
+import { CheckpointConflict, CheckpointNotFound, ToolFailed } from '../errors';
+import type { DurableEvents } from '../events/durable.events';
+import type {
+  CheckpointStore,
+  RunStatus,
+} from '../exec/checkpoints/checkpoint-store';
+import { canonicalJson } from '../exec/durable/canonical-json';
+import type { CheckpointKey } from '../exec/durable/key-ring';
+import type {
+  PendingApproval,
+  RunIdentity,
+  SealedError,
+} from '../exec/durable/records';
+import { Executor } from '../exec/executor';
+import type { ToolRegistry } from '../exec/tool.registry';
+import { END } from '../flow/call-node';
+import { Flow } from '../flow/flow.builder';
+import type {
+  NodeContext,
+  RecoverAllOptions,
+  RecoverOptions,
+  ResumeDecision,
+  RunResult,
+} from '../flow/flow.interfaces';
+import { FlowRunner } from '../flow/flow.runner';
+import {
+  chatTools,
+  checkMessage,
+  checkMessages,
+  type AssistantMessage,
+  type ChatMessage,
+  type ChatModel,
+  type ToolCall,
+  type ToolMessage,
+} from './chat-model';
+import { ChatModelError, MaxStepsExceeded } from './loop.errors';
+
+/** How many model calls a run may make when `maxSteps` is not given. */
+export const DEFAULT_MAX_STEPS = 10;
+
+/** What a tool loop's checkpoints hold (its flow state). */
+export interface ToolLoopState {
+  /** The whole history: the messages the run started with, then every reply and tool result. */
+  messages: ChatMessage[];
+  /** Model calls made so far in the run, recoveries included. */
+  modelCalls: number;
+  /** The run's limit on model calls, fixed when it starts. */
+  maxSteps: number;
+  /** How many of `messages` the run started with. */
+  start: number;
+}
+
+/** Where a tool loop's runs are kept. @publicApi */
+export interface ToolLoopOptions {
+  /** Where checkpoints and call logs go. @default new MemoryCheckpointStore() */
+  checkpoints?: CheckpointStore;
+  /**
+   * Signs every checkpoint and call record (at least 32 bytes, or a key ring); the same on every
+   * worker. Required for every store but the memory one.
+   */
+  checkpointKey?: CheckpointKey;
+  /** Receives `checkpoint.saved` and `run.recovered`. */
+  events?: DurableEvents;
+  /** This worker's id in run leases. @default `${hostname}:${pid}:${random}` */
+  workerId?: string;
+  /** How long a run stays owned after this worker's last sign of life. @default 15000 */
+  leaseMs?: number;
+  /**
+   * The name the loop's runs are stored under (the flow name of their checkpoints): `recoverAll`
+   * finds unfinished runs by it. Give each kind of agent its own.
+   * @default 'tool-loop'
+   */
+  name?: string;
+}
+
+/** @publicApi */
+export interface ToolLoopRunOptions {
+  /**
+   * The run's id; 128 random bits when omitted. With the id of a run that exists, that run is
+   * continued instead of a new one started (see `ToolLoop.run`).
+   */
+  runId?: string;
+  /** Who the run acts for; sealed into every checkpoint. */
+  ctx?: RunIdentity;
+  /**
+   * Model calls the whole run may make, recoveries included; one more fails the run with
+   * `MaxStepsExceeded`. Fixed when the run starts.
+   * @default 10
+   */
+  maxSteps?: number;
+  /** The decision for the call a paused run waits for: resumes it. */
+  decision?: ResumeDecision;
+  /** With `decision`: run calls in doubt of the paused superstep again (after checking them). */
+  rerunInDoubt?: boolean;
+}
+
+/** A paused loop: the call that waits for a decision. @publicApi */
+export interface ToolLoopPending extends PendingApproval {
+  /** The model's id of the waiting call. */
+  toolCallId?: string;
+}
+
+/** @publicApi */
+export interface ToolLoopResult {
+  runId: string;
+  status: RunStatus;
+  step: number;
+  /** The whole history, the run's first messages included. */
+  messages: ChatMessage[];
+  /** The model's final answer (a `done` run). */
+  reply?: AssistantMessage;
+  /** Model calls the run made (checkpointed ones; a call cut short by a crash is not counted). */
+  modelCalls: number;
+  maxSteps: number;
+  /** Why the run failed. */
+  error?: SealedError;
+  /** A paused run: the call that waits for a decision. */
+  pending?: ToolLoopPending;
+}
+
+/**
+ * A durable LLM tool loop, built on the flow engine: a flow of two nodes, `model` (asks the model,
+ * appends its reply) and `tools` (runs every tool call of that reply concurrently through the
+ * executor, appends their results), each superstep ending in a checkpoint. So the history is saved
+ * after each model reply (its tool calls pinned) and after the tool results; recovery, fencing,
+ * approvals and tamper checks are the flow engine's.
+ *
+ * A model call is not a tool call: a crash while the model answers makes it ask again on recovery
+ * (the reply was not saved). A tool call never silently runs twice: finished calls replay, calls in
+ * doubt of non-idempotent tools stop recovery with `RecoveryNeedsDecision`.
+ * @publicApi
+ */
+export class ToolLoop {
+  readonly flow: Flow<ToolLoopState>;
+  readonly runner: FlowRunner;
+
+  constructor(
+    readonly model: ChatModel,
+    readonly registry: ToolRegistry,
+    options: ToolLoopOptions = {},
+  ) {
+    if (typeof model?.complete !== 'function')
+      throw new TypeError('A tool loop needs a ChatModel (with complete()).');
+    this.runner = new FlowRunner(new Executor(registry), {
+      ...(options.checkpoints && { checkpoints: options.checkpoints }),
+      ...(options.checkpointKey !== undefined && {
+        checkpointKey: options.checkpointKey,
+      }),
+      ...(options.events && { events: options.events }),
+      ...(options.workerId !== undefined && { workerId: options.workerId }),
+      ...(options.leaseMs !== undefined && { leaseMs: options.leaseMs }),
+    });
+    // maxSteps (in the state) is the loop's limit, so the per-node visit limit is out of the way.
+    this.flow = new Flow<ToolLoopState>(options.name ?? 'tool-loop', {
+      maxVisits: Number.MAX_SAFE_INTEGER,
+    })
+      .node('model', (s, ctx) => this.modelNode(s, ctx))
+      .node('tools', (s, ctx) => this.toolsNode(s, ctx))
+      .route('model', (s) => (toolCallsOf(s).length ? 'tools' : END), [
+        'tools',
+        END,
+      ])
+      .edge('tools', 'model');
+    this.flow.compile();
+  }
+
+  /**
+   * Starts a run with `messages` and drives it until the model answers without tool calls (`done`),
+   * a tool waits for an approval (`paused`), or it fails.
+   *
+   * With the id of a run that exists, nothing new is started: `messages` must be the ones that run
+   * started with (or empty), else `CheckpointConflict`. Then a paused run resumes with
+   * `decision` (without one it is returned as it is); a finished run (done or failed) is returned
+   * as it is (so a retried request gets the same answer and calls nothing); a running run — driven
+   * elsewhere, or cut short by a crash — is `CheckpointConflict`: recover it with `recover`.
+   */
+  async run(
+    messages: readonly ChatMessage[],
+    options: ToolLoopRunOptions = {},
+  ): Promise<ToolLoopResult> {
+    const given = checkMessages(messages);
+    const maxSteps = options.maxSteps ?? DEFAULT_MAX_STEPS;
+    if (!Number.isSafeInteger(maxSteps) || maxSteps < 1) {
+      throw new TypeError(
+        `maxSteps must be a positive integer, got ${String(options.maxSteps)}.`,
+      );
+    }
+    const { runId, ctx, decision } = options;
+    if (runId !== undefined) {
+      const existing = await this.runner
+        .get(this.flow, runId, { ...(ctx && { ctx }) })
+        .catch((error: unknown) => {
+          if (error instanceof CheckpointNotFound) return undefined;
+          throw error;
+        });
+      if (existing) return this.continue(existing, given, options);
+    }
+    if (decision) throw new CheckpointNotFound(runId ?? '(no run id)');
+    if (given.length === 0)
+      throw new TypeError('messages: a new run needs at least one message.');
+    const r = await this.runner.run(
+      this.flow,
+      { messages: given, modelCalls: 0, maxSteps, start: given.length },
+      { ...(runId !== undefined && { runId }), ...(ctx && { ctx }) },
+    );
+    return this.result(r);
+  }
+
+  /**
+   * Goes on with a run after a crash, from its latest checkpoint: a saved reply's tool calls run
+   * without asking the model again, finished calls replay, calls in doubt of non-idempotent tools
+   * fail closed (`RecoveryNeedsDecision`) unless `rerunInDoubt`. A paused run is returned as it is.
+   */
+  async recover(
+    runId: string,
+    options: RecoverOptions = {},
+  ): Promise<ToolLoopResult> {
+    return this.result(await this.runner.recover(this.flow, runId, options));
+  }
+
+  /** Recovers every unfinished run of this loop (for a worker on startup): run id → result or error. */
+  async recoverAll(
+    options: RecoverAllOptions = {},
+  ): Promise<Map<string, ToolLoopResult | Error>> {
+    const all = await this.runner.recoverAll(this.flow, options);
+    return new Map(
+      [...all].map(([id, r]) => [id, r instanceof Error ? r : this.result(r)]),
+    );
+  }
+
+  /** The run's latest saved state, without running anything. */
+  async get(
+    runId: string,
+    options: { ctx?: RunIdentity } = {},
+  ): Promise<ToolLoopResult> {
+    return this.result(await this.runner.get(this.flow, runId, options));
+  }
+
+  /** Stops lease renewal (for shutdown); see `FlowRunner.close`. */
+  close(): void {
+    this.runner.close();
+  }
+
+  private async continue(
+    existing: RunResult<ToolLoopState>,
+    given: ChatMessage[],
+    options: ToolLoopRunOptions,
+  ): Promise<ToolLoopResult> {
+    const { runId } = existing;
+    const started = existing.state.messages.slice(0, existing.state.start);
+    if (given.length && canonicalJson(given) !== canonicalJson(started)) {
+      throw new CheckpointConflict(
+        `Run "${runId}" exists and started with other messages: a run id names one conversation. To go on from a finished run, start a new run (another id) with its messages and the new ones; to resume a paused one, pass the messages it started with (or none).`,
+        runId,
+      );
+    }
+    if (options.decision) {
+      // resume checks the run is paused (else CheckpointConflict) and seals the decision first.
+      const r = await this.runner.resume(this.flow, runId, options.decision, {
+        ...(options.ctx && { ctx: options.ctx }),
+        ...(options.rerunInDoubt && { rerunInDoubt: true }),
+      });
+      return this.result(r);
+    }
+    if (existing.status === 'running') {
+      throw new CheckpointConflict(
+        `Run "${runId}" exists and is running: another worker drives it, or a crash cut it short. Recover it with recoverToolLoop (a worker on startup does), or use another run id.`,
+        runId,
+      );
+    }
+    return this.result(existing);
+  }
+
+  private async modelNode(
+    state: ToolLoopState,
+    ctx: NodeContext,
+  ): Promise<Partial<ToolLoopState>> {
+    if (state.modelCalls >= state.maxSteps)
+      throw new MaxStepsExceeded(ctx.runId, state.maxSteps);
+    const answer = await this.model.complete({
+      messages: state.messages,
+      tools: chatTools(this.registry),
+    });
+    let reply: ChatMessage;
+    try {
+      reply = checkMessage(answer, 'reply');
+    } catch (error) {
+      throw new ChatModelError(
+        `The model's reply is not a chat message: ${(error as Error).message}`,
+      );
+    }
+    if (reply.role !== 'assistant') {
+      throw new ChatModelError(
+        `The model's reply has role "${reply.role}"; a reply is an assistant message.`,
+      );
+    }
+    return {
+      messages: [...state.messages, reply],
+      modelCalls: state.modelCalls + 1,
+    };
+  }
+
+  private async toolsNode(
+    state: ToolLoopState,
+    ctx: NodeContext,
+  ): Promise<Partial<ToolLoopState> | undefined> {
+    const calls = toolCallsOf(state);
+    if (!calls.length) return undefined;
+    // Every call starts now, in the reply's order (which fixes each one's index in the call log,
+    // so a recovery replays each on its own); the results are appended in that order too.
+    const settled = await Promise.allSettled(
+      calls.map((call) => this.answer(call, ctx)),
+    );
+    const results: ToolMessage[] = [];
+    for (const s of settled) {
+      // Not a tool's own failure (a pause for approval, a fenced worker, ...): the engine's.
+      if (s.status === 'rejected') throw s.reason;
+      results.push(s.value);
+    }
+    return { messages: [...state.messages, ...results] };
+  }
+
+  /** One tool call's result message; a tool's failure is a result the model can read. */
+  private answer(call: ToolCall, ctx: NodeContext): Promise<ToolMessage> {
+    if (call.invalidArguments !== undefined) {
+      return Promise.resolve(
+        failed(
+          call,
+          `the arguments are not a JSON object (${excerpt(call.invalidArguments)}). Call "${call.name}" again with a JSON object of arguments.`,
+        ),
+      );
+    }
+    if (!this.registry.has(call.name)) {
+      const names = this.registry.list().map((t) => t.name);
+      return Promise.resolve(
+        failed(
+          call,
+          `there is no tool named "${call.name}". The tools are: ${names.join(', ') || '(none)'}.`,
+        ),
+      );
+    }
+    return ctx.call(call.name, call.arguments).then(
+      (value): ToolMessage => ({
+        role: 'tool',
+        toolCallId: call.id,
+        name: call.name,
+        content: contentOf(value),
+      }),
+      (error: unknown) => {
+        if (error instanceof ToolFailed) {
+          return failed(
+            call,
+            error.errorName === 'ToolDenied'
+              ? error.message
+              : `"${call.name}" failed (${error.errorName}): ${error.message}`,
+          );
+        }
+        throw error;
+      },
+    );
+  }
+
+  private result(r: RunResult<ToolLoopState>): ToolLoopResult {
+    const { messages, modelCalls, maxSteps } = r.state;
+    const last = messages[messages.length - 1];
+    return {
+      runId: r.runId,
+      status: r.status,
+      step: r.step,
+      messages,
+      ...(r.status === 'done' && last?.role === 'assistant' && { reply: last }),
+      modelCalls,
+      maxSteps,
+      ...(r.error && { error: r.error }),
+      ...(r.pending && { pending: this.pendingOf(r.pending, r.state) }),
+    };
+  }
+
+  /** The waiting call's tool call id: calls get indexes in the reply's order, tools known. */
+  private pendingOf(
+    pending: PendingApproval,
+    state: ToolLoopState,
+  ): ToolLoopPending {
+    const issued = toolCallsOf(state).filter(
+      (c) => c.invalidArguments === undefined && this.registry.has(c.name),
+    );
+    const call = issued[pending.index];
+    return {
+      ...pending,
+      ...(call?.name === pending.tool && { toolCallId: call.id }),
+    };
+  }
+}
+
+/**
+ * Runs an LLM tool loop durably (see `ToolLoop`): the history is checkpointed after each model
+ * reply and after the tool results; `maxSteps` counts the model calls of the whole run. A loop
+ * paused for an approval resumes through `runToolLoop` with the same `runId` and a `decision`.
+ * @publicApi
+ */
+export async function runToolLoop(
+  model: ChatModel,
+  registry: ToolRegistry,
+  messages: readonly ChatMessage[],
+  options: ToolLoopOptions & ToolLoopRunOptions = {},
+): Promise<ToolLoopResult> {
+  const loop = new ToolLoop(model, registry, options);
+  try {
+    return await loop.run(messages, options);
+  } finally {
+    loop.close();
+  }
+}
+
+/**
+ * Recovers a tool loop's run after a crash, on any worker (see `ToolLoop.recover`).
+ * @publicApi
+ */
+export async function recoverToolLoop(
+  model: ChatModel,
+  registry: ToolRegistry,
+  runId: string,
+  options: ToolLoopOptions & RecoverOptions = {},
+): Promise<ToolLoopResult> {
+  const loop = new ToolLoop(model, registry, options);
+  try {
+    return await loop.recover(runId, options);
+  } finally {
+    loop.close();
+  }
+}
+
+function toolCallsOf(state: ToolLoopState): ToolCall[] {
+  const last = state.messages[state.messages.length - 1];
+  return last?.role === 'assistant' ? (last.toolCalls ?? []) : [];
+}
+
+function failed(call: ToolCall, why: string): ToolMessage {
+  return {
+    role: 'tool',
+    toolCallId: call.id,
+    name: call.name,
+    content: `Error: ${why}`,
+    isError: true,
+  };
+}
+
+function contentOf(value: unknown): string {
+  if (typeof value === 'string') return value;
+  try {
+    return JSON.stringify(value ?? null) ?? 'null';
+  } catch {
+    return String(value);
+  }
+}
+
+function excerpt(text: string, max = 200): string {
+  const t = JSON.stringify(text);
+  return t.length > max ? `${t.slice(0, max)}…` : t;
+}
