@@ -103,3 +103,16 @@ export {
   CheckpointStoreUnavailable,
 } from './errors';
 export type { StateViolation } from './errors';
+
+// Tool policies, approval policies, the synchronous approval port.
+export { ToolTimeout } from './errors';
+export type {
+  ApprovalPolicy,
+  ApprovalPolicyContext,
+  RetryPolicy,
+} from './exec/tool.registry';
+export type {
+  ApprovalPort,
+  ApprovalRequest,
+  ApprovalVerdict,
+} from './exec/approvals';

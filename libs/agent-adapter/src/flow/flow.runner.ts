@@ -38,6 +38,7 @@ import {
 } from '../exec/durable/records';
 import { ReplayBook } from '../exec/durable/replay';
 import type { Executor } from '../exec/executor';
+import type { ApprovalPort } from '../exec/approvals';
 import type { Flow } from './flow.builder';
 import type { CompiledFlow } from './flow.graph';
 import type {
@@ -66,6 +67,12 @@ export interface FlowRunnerOptions {
   workerId?: string;
   /** How long a run stays owned after this worker's last sign of life. @default 15000 */
   leaseMs?: number;
+  /**
+   * A synchronous approver (for CLIs and tests): a call that needs approval awaits it inside the
+   * call instead of pausing the run. A crash while it decides leaves the call in doubt.
+   * @default none: such a call pauses the run until `resume`
+   */
+  approvals?: ApprovalPort;
 }
 
 // A memory store without a key gets one random key, shared by every runner on that store.
@@ -82,6 +89,7 @@ export class FlowRunner {
   readonly workerId: string;
   private readonly ring: KeyRing;
   private readonly leaseMs: number;
+  private readonly approvals?: ApprovalPort;
   /** Runs this worker is driving right now (their leases are renewed), with how many drives. */
   private readonly driving = new Map<string, number>();
   private renewTimer?: NodeJS.Timeout;
@@ -103,6 +111,15 @@ export class FlowRunner {
         `leaseMs must be an integer of at least 100 (milliseconds), got ${String(options.leaseMs)}.`,
       );
     }
+    if (
+      options.approvals !== undefined &&
+      typeof options.approvals?.decide !== 'function'
+    ) {
+      throw new TypeError(
+        'approvals must be an ApprovalPort: an object with a decide(request) method.',
+      );
+    }
+    if (options.approvals) this.approvals = options.approvals;
     if (options.checkpointKey !== undefined && options.checkpointKey !== null) {
       this.ring = KeyRing.from(options.checkpointKey);
     } else if (this.store.shared) {
@@ -444,6 +461,7 @@ export class FlowRunner {
           inflight: new Set(),
           closed: false,
           ...(cp.decisions && { decisions: cp.decisions }),
+          ...(this.approvals && { approvals: this.approvals }),
           ...(book && { replay: book }),
           replayed: [],
           rerun: [],
