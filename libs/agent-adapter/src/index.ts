@@ -104,7 +104,7 @@ export {
 } from './errors';
 export type { StateViolation } from './errors';
 
-// Tool policies, approval policies, the synchronous approval port.
+// Tool policies, approval policies, the synchronous approval port, resume authorization.
 export { ToolTimeout } from './errors';
 export type {
   ApprovalPolicy,
@@ -116,3 +116,4 @@ export type {
   ApprovalRequest,
   ApprovalVerdict,
 } from './exec/approvals';
+export type { ResumePolicy, ResumeRequest } from './flow/flow.runner';
