@@ -354,7 +354,8 @@ describe('Tool policies: retry', () => {
           failed();
           throw new Error('busy');
         },
-        { retry: { attempts: 5, backoff: 80 } },
+        // Long enough for w2 to take the run over before w1 would retry.
+        { retry: { attempts: 5, backoff: 400 } },
       ),
     );
     const first = w1
@@ -422,7 +423,7 @@ describe('Tool policies: timeoutMs', () => {
     const registry = registryWith(
       'lookup',
       async () => {
-        await sleep(150);
+        await sleep(400);
         late = true;
         return 'late';
       },
@@ -435,7 +436,7 @@ describe('Tool policies: timeoutMs', () => {
       {},
       { runId: 't' },
     );
-    expect(Date.now() - t0).toBeLessThan(120);
+    expect(Date.now() - t0).toBeLessThan(300); // did not wait for the tool
     expect(late).toBe(false);
     expect(r).toMatchObject({
       status: 'done',
