@@ -132,3 +132,17 @@ export type {
 export { OpenAIChatModel } from './loop/adapters/openai.chat-model';
 export type { OpenAIChatModelOptions } from './loop/adapters/openai.chat-model';
 export { ChatModelError, MaxStepsExceeded } from './loop/loop.errors';
+
+// Tool policies, approval policies, the synchronous approval port, resume authorization.
+export { ToolTimeout } from './errors';
+export type {
+  ApprovalPolicy,
+  ApprovalPolicyContext,
+  RetryPolicy,
+} from './exec/tool.registry';
+export type {
+  ApprovalPort,
+  ApprovalRequest,
+  ApprovalVerdict,
+} from './exec/approvals';
+export type { ResumePolicy, ResumeRequest } from './flow/flow.runner';

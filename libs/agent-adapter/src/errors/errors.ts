@@ -128,6 +128,14 @@ export class RunPaused extends DurableError {
 /** A tool call that needed approval was denied. A node may catch it; else the run fails. @publicApi */
 export class ToolDenied extends ToolFailed {}
 
+/**
+ * A tool call took longer than its `timeoutMs`. The tool was not stopped and may still be running:
+ * for a tool that is not idempotent the call is recorded in doubt (a recovery of its superstep
+ * stops for a decision); for an idempotent one the timeout is the call's sealed error.
+ * @publicApi
+ */
+export class ToolTimeout extends ToolFailed {}
+
 /** A value could not be turned into canonical JSON (a function, a Date, a cycle, NaN, ...). */
 export class UnsealableValue extends DurableError {
   readonly path: string;

@@ -8,6 +8,7 @@ import type {
 } from './durable/records';
 import type { ReplayBook } from './durable/replay';
 import type { KeyRing } from './durable/key-ring';
+import type { ApprovalPort } from './approvals';
 
 /** What one superstep of one run shares between its nodes' calls. */
 export interface SuperstepScope {
@@ -23,6 +24,8 @@ export interface SuperstepScope {
   inflight: Set<Promise<unknown>>;
   /** Set once the superstep settled: a call made later (an un-awaited ctx.call) is refused. */
   closed: boolean;
+  /** A synchronous approver: calls that need approval await it instead of pausing the run. */
+  approvals?: ApprovalPort;
   /** The decisions this superstep may spend (a resumed run). */
   decisions?: ApprovalDecision[];
   /** Set by the executor when a call must wait for an approval: the superstep pauses the run. */

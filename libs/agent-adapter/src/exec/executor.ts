@@ -4,18 +4,32 @@ import {
   RunPaused,
   ToolDenied,
   ToolFailed,
+  ToolTimeout,
   UnsealableValue,
 } from '../errors';
+import { checkVerdict, type ApprovalPort } from './approvals';
 import { assertJson, canonicalJson, type Json } from './durable/canonical-json';
-import type { CallContent, CallIdentity, CallOutcome } from './durable/records';
+import type {
+  CallContent,
+  CallIdentity,
+  CallOutcome,
+  SyncDecision,
+} from './durable/records';
 import { nodeStorage, toolStorage, type NodeScope } from './call-context';
 import { deriveIdempotencyKey } from './idempotency-key';
-import type { ToolDefinition, ToolRegistry } from './tool.registry';
+import {
+  isDelay,
+  type ToolDefinition,
+  type ToolRegistry,
+} from './tool.registry';
+
+type Base = CallIdentity & { argsHash: string };
 
 /**
  * The only way a tool runs inside a run. Each call is logged `started` before it runs and `done`
  * (or `unrecordable`) after; after a recovery a finished call with the same tool and arguments
- * replays its stored outcome instead of running.
+ * replays its stored outcome instead of running. The tool's policies (approval, retry, timeout)
+ * are applied here, each step logged in the same call log.
  * @publicApi
  */
 export class Executor {
@@ -71,8 +85,9 @@ export class Executor {
     if (prior?.kind === 'inDoubt') step.rerun.push(identity);
 
     if (step.log.failure !== undefined) throw step.log.failure;
-    const base = { ...identity, argsHash };
-    const decision = definition.approval
+    const base: Base = { ...identity, argsHash };
+    const approval = needsApproval(definition, scope, identity, argsText);
+    const decision = approval
       ? step.decisions?.find(
           (d) =>
             d.node === identity.node &&
@@ -84,7 +99,17 @@ export class Executor {
     // A superstep that is pausing for an approval starts nothing more, except a call whose
     // decision is already sealed (it must be spent now, or it would be asked for again).
     if (step.paused && !decision) throw new RunPaused(step.runId, tool);
-    if (definition.approval && !decision) {
+    if (approval && !decision && step.approvals) {
+      return this.approveNow(
+        step.approvals,
+        definition,
+        scope,
+        identity,
+        base,
+        argsText,
+      );
+    }
+    if (approval && !decision) {
       // Nothing ran: the call is logged `pending` (with the checkpoint that pauses the run). A
       // decision covers one call with these exact arguments; changed arguments ask again.
       const args = JSON.parse(argsText) as Json;
@@ -100,13 +125,7 @@ export class Executor {
     }
     if (decision && !decision.approved) {
       // Denied: recorded as the call's outcome, so a recovery gives the node the same answer.
-      const denied: CallOutcome = {
-        ok: false,
-        error: {
-          name: 'ToolDenied',
-          message: `"${tool}" was denied${decision.by ? ` by ${decision.by}` : ''}${decision.reason ? `: ${decision.reason}` : ''}`,
-        },
-      };
+      const denied = deniedOutcome(tool, decision);
       step.log.finished(step.superstep, {
         ...base,
         phase: 'done',
@@ -115,25 +134,149 @@ export class Executor {
       });
       return deliver(tool, step.runId, denied, false);
     }
+    return this.execute(definition, scope, identity, base, argsText);
+  }
+
+  /**
+   * Asks a synchronous approval port. `approving` is stored before the port is asked (a crash
+   * while it decides leaves the call in doubt); the decision is logged before the tool runs: in
+   * the `started` record of an approved call, in the `done` record of a denied one.
+   */
+  private async approveNow(
+    port: ApprovalPort,
+    definition: ToolDefinition,
+    scope: NodeScope,
+    identity: CallIdentity,
+    base: Base,
+    argsText: string,
+  ): Promise<unknown> {
+    const step = scope.step;
+    const tool = definition.name;
     await step.log.started(step.superstep, {
       ...base,
-      phase: 'started',
+      phase: 'approving',
       args: JSON.parse(argsText) as Json,
       at: Date.now(),
     });
-
-    const outcome = await this.invoke(definition, scope, identity, argsText);
-    step.log.finished(step.superstep, record(base, outcome));
-    return deliver(
-      tool,
-      step.runId,
-      outcome.sealed,
-      false,
-      outcome.cause,
-      outcome.value,
-    );
+    let decision: SyncDecision;
+    let runArgs = argsText;
+    try {
+      const request = {
+        runId: step.runId,
+        flow: step.flow,
+        node: identity.node,
+        index: identity.index,
+        tool,
+        args: JSON.parse(argsText) as Json,
+        identity: { ...step.identity },
+        requestId: deriveIdempotencyKey(
+          step.ring,
+          step.idemKid,
+          step.runId,
+          step.incarnation,
+          step.superstep,
+          identity,
+          'agent-adapter approval request',
+        ),
+      };
+      // Outside the node's scope, like a tool: a decorated tool the port calls stays plain.
+      const verdict = checkVerdict(
+        tool,
+        await nodeStorage.exit(() => port.decide(request)),
+      );
+      if (verdict.approved && verdict.args !== undefined) {
+        runArgs = canonicalJson(verdict.args, `${tool}(approved args)`);
+      }
+      decision = {
+        approved: verdict.approved,
+        ...(verdict.by !== undefined && { by: verdict.by }),
+        ...(verdict.reason !== undefined && { reason: verdict.reason }),
+        ...(runArgs !== argsText && { edited: true }),
+      };
+    } catch (error) {
+      // The port failed: the tool did not run. Sealed as the call's outcome, like a tool's error.
+      const e = error instanceof Error ? error : new Error(String(error));
+      const failed: CallOutcome = {
+        ok: false,
+        error: {
+          name: e.name,
+          message: `the approval port failed for "${tool}": ${e.message}`,
+        },
+      };
+      step.log.finished(step.superstep, {
+        ...base,
+        phase: 'done',
+        outcome: failed,
+        at: Date.now(),
+      });
+      return deliver(tool, step.runId, failed, false, error);
+    }
+    if (!decision.approved) {
+      const denied = deniedOutcome(tool, decision);
+      step.log.finished(step.superstep, {
+        ...base,
+        phase: 'done',
+        outcome: denied,
+        decision,
+        at: Date.now(),
+      });
+      return deliver(tool, step.runId, denied, false);
+    }
+    return this.execute(definition, scope, identity, base, runArgs, decision);
   }
 
+  /**
+   * Runs the tool: each attempt logged `started` (stored before it runs), the final outcome
+   * logged once. An attempt that threw (or, for an idempotent tool, timed out) is tried again
+   * while the tool's retry policy allows; the next `started` carries the error it threw.
+   */
+  private async execute(
+    definition: ToolDefinition,
+    scope: NodeScope,
+    identity: CallIdentity,
+    base: Base,
+    argsText: string,
+    decision?: SyncDecision,
+  ): Promise<unknown> {
+    const step = scope.step;
+    const tries = definition.retry?.attempts ?? 1;
+    let previous: { name: string; message: string } | undefined;
+    for (let attempt = 1; ; attempt++) {
+      await step.log.started(step.superstep, {
+        ...base,
+        phase: 'started',
+        args: JSON.parse(argsText) as Json,
+        ...(decision && attempt === 1 && { decision }),
+        ...(previous && { attempt, previous }),
+        at: Date.now(),
+      });
+      let outcome = await this.invoke(definition, scope, identity, argsText);
+      if (
+        !outcome.sealed.ok &&
+        outcome.unrecordable === undefined &&
+        attempt < tries
+      ) {
+        const wait = backoff(definition, attempt, outcome.sealed.error);
+        if (typeof wait === 'number') {
+          previous = outcome.sealed.error;
+          if (wait > 0) await sleep(wait);
+          continue;
+        }
+        outcome = { sealed: wait, cause: outcome.cause };
+      }
+      step.log.finished(step.superstep, record(base, outcome, attempt));
+      return deliver(
+        definition.name,
+        step.runId,
+        outcome.sealed,
+        false,
+        outcome.cause,
+        outcome.value,
+      );
+    }
+  }
+
+  /** One attempt: the handler, with the tool's timeout if it has one. */
   private async invoke(
     definition: ToolDefinition,
     scope: NodeScope,
@@ -157,11 +300,21 @@ export class Executor {
     try {
       // The tool gets its own copy of exactly the logged arguments, and runs outside the node's
       // scope: tools it calls itself are plain calls, so replaying it cannot shift call indexes.
-      const value = await nodeStorage.exit(() =>
-        toolStorage.run(toolScope, () =>
-          definition.handler(JSON.parse(argsText)),
-        ),
-      );
+      // A handler that throws synchronously rejects the attempt like one that rejects.
+      const attempt = () =>
+        new Promise<unknown>((resolve) =>
+          resolve(
+            nodeStorage.exit(() =>
+              toolStorage.run(toolScope, () =>
+                definition.handler(JSON.parse(argsText)),
+              ),
+            ),
+          ),
+        );
+      const ms = definition.timeoutMs;
+      const value =
+        ms === undefined ? await attempt() : await within(attempt(), ms);
+      if (value === TIMED_OUT) return timedOut(definition, ms!);
       try {
         assertJson(
           value === undefined ? null : value,
@@ -193,23 +346,144 @@ interface Invoked {
   sealed: CallOutcome;
   value?: unknown;
   cause?: unknown;
-  /** Why the result could not be sealed: the call is recorded `unrecordable`. */
+  /**
+   * Why the outcome cannot be sealed as the call's result (an unsealable value, or a timeout of a
+   * tool that may still be running): the call is recorded `unrecordable`, i.e. in doubt.
+   */
   unrecordable?: string;
 }
 
-function record(
-  base: CallIdentity & { argsHash: string },
-  outcome: Invoked,
-): CallContent {
+const TIMED_OUT: unique symbol = Symbol('timed out');
+
+/** The attempt's value, or TIMED_OUT after `ms`. The attempt is not stopped. */
+function within<T>(
+  work: Promise<T>,
+  ms: number,
+): Promise<T | typeof TIMED_OUT> {
+  // An abandoned attempt that fails later must not be an unhandled rejection.
+  work.catch(() => undefined);
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<typeof TIMED_OUT>((resolve) => {
+    timer = setTimeout(() => resolve(TIMED_OUT), ms);
+  });
+  return Promise.race([work, timeout]).finally(() => clearTimeout(timer));
+}
+
+/**
+ * A timeout: the tool may still be running. An idempotent tool's call seals it as its error (a
+ * rerun would be harmless); any other tool's call is in doubt, so it is never retried, and a
+ * recovery of the superstep stops for a decision rather than replay an outcome nobody knows.
+ */
+function timedOut(definition: ToolDefinition, ms: number): Invoked {
+  const sealed: CallOutcome = {
+    ok: false,
+    error: {
+      name: 'ToolTimeout',
+      message: `"${definition.name}" did not finish within ${ms} ms (timeoutMs); it may still be running`,
+    },
+  };
+  return definition.idempotent
+    ? { sealed }
+    : {
+        sealed,
+        unrecordable: `timed out after ${ms} ms; it may still be running`,
+      };
+}
+
+/**
+ * Milliseconds to wait after `attempt` failed, or (a backoff function that threw or returned a
+ * bad value) the TypeError that ends the call instead.
+ */
+function backoff(
+  definition: ToolDefinition,
+  attempt: number,
+  failed: { name: string; message: string },
+): number | CallOutcome {
+  const policy = definition.retry?.backoff ?? 0;
+  let ms: unknown;
+  try {
+    ms = typeof policy === 'number' ? policy : policy(attempt);
+  } catch (error) {
+    ms = error instanceof Error ? `an error (${error.message})` : error;
+  }
+  if (isDelay(ms)) return ms;
+  return {
+    ok: false,
+    error: {
+      name: 'TypeError',
+      message: `Tool "${definition.name}": retry.backoff(${attempt}) gave ${typeof ms === 'string' || typeof ms === 'number' ? String(ms) : (JSON.stringify(ms) ?? String(ms))}; it must return a number of milliseconds from 0 to 2147483647. Attempt ${attempt} had failed with ${failed.name}: ${failed.message}`,
+    },
+  };
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/** Whether this call needs approval: the tool's flag, or its policy asked with the logged args. */
+function needsApproval(
+  definition: ToolDefinition,
+  scope: NodeScope,
+  identity: CallIdentity,
+  argsText: string,
+): boolean {
+  const policy = definition.approval;
+  if (typeof policy === 'boolean') return policy;
+  const step = scope.step;
+  const answer: unknown = nodeStorage.exit(() =>
+    policy(JSON.parse(argsText), {
+      runId: step.runId,
+      flow: step.flow,
+      node: identity.node,
+      index: identity.index,
+      tool: identity.tool,
+      identity: { ...step.identity },
+    }),
+  );
+  if (typeof answer !== 'boolean') {
+    throw new TypeError(
+      `Tool "${definition.name}": the approval policy returned ${answer instanceof Promise ? 'a promise' : (JSON.stringify(answer) ?? String(answer))}; it must return true or false, synchronously.`,
+    );
+  }
+  return answer;
+}
+
+function deniedOutcome(
+  tool: string,
+  decision: { by?: string; reason?: string },
+): CallOutcome {
+  return {
+    ok: false,
+    error: {
+      name: 'ToolDenied',
+      message: `"${tool}" was denied${decision.by ? ` by ${decision.by}` : ''}${decision.reason ? `: ${decision.reason}` : ''}`,
+    },
+  };
+}
+
+function record(base: Base, outcome: Invoked, attempts: number): CallContent {
+  const tried = attempts > 1 ? { attempts } : {};
   return outcome.unrecordable !== undefined
     ? {
         ...base,
         phase: 'unrecordable',
         reason: outcome.unrecordable,
+        ...tried,
         at: Date.now(),
       }
-    : { ...base, phase: 'done', outcome: outcome.sealed, at: Date.now() };
+    : {
+        ...base,
+        phase: 'done',
+        outcome: outcome.sealed,
+        ...tried,
+        at: Date.now(),
+      };
 }
+
+const failures: Record<string, typeof ToolFailed> = {
+  ToolDenied,
+  ToolTimeout,
+};
 
 function deliver(
   tool: string,
@@ -220,8 +494,7 @@ function deliver(
   live?: unknown,
 ): unknown {
   if (!outcome.ok) {
-    const Failure =
-      outcome.error.name === 'ToolDenied' ? ToolDenied : ToolFailed;
+    const Failure = failures[outcome.error.name] ?? ToolFailed;
     throw new Failure(
       tool,
       outcome.error.name,

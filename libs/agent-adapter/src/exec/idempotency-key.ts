@@ -28,11 +28,12 @@ export function deriveIdempotencyKey(
   incarnation: number,
   superstep: number,
   id: CallIdentity,
+  purpose = 'agent-adapter idempotency',
 ): string {
   return createHmac('sha256', ring.get(kid).secret)
     .update(
       canonicalJson([
-        'agent-adapter idempotency',
+        purpose,
         runId,
         incarnation,
         superstep,

@@ -93,4 +93,121 @@ describe('ToolRegistry', () => {
       /Tool "t": the handler must be a function/,
     );
   });
+
+  it('keeps the policies: an approval policy, retry (backoff defaults to 0), timeoutMs', () => {
+    const policy = (a: { amount: number }) => a.amount > 100;
+    const registry = new ToolRegistry()
+      .register('refund', (a: { amount: number }) => a.amount, {
+        approval: policy,
+        retry: { attempts: 3 },
+        timeoutMs: 500,
+      })
+      .register('plain', handler);
+    expect(registry.get('refund')).toMatchObject({
+      approval: policy,
+      retry: { attempts: 3, backoff: 0 },
+      timeoutMs: 500,
+    });
+    expect(registry.get('plain')).toMatchObject({ approval: false });
+    expect(registry.get('plain')).not.toHaveProperty('retry');
+    expect(registry.get('plain')).not.toHaveProperty('timeoutMs');
+  });
+
+  it.each<[string, object, string]>([
+    [
+      'idempotent',
+      { idempotent: 'yes' },
+      'idempotent must be true or false, got "yes"',
+    ],
+    ['readOnly', { readOnly: 1 }, 'readOnly must be true or false, got 1'],
+    [
+      'approval',
+      { approval: 'always' },
+      'approval must be true, false or a function',
+    ],
+    ['retry', { retry: null }, 'retry must be an object'],
+    ['retry', { retry: 3 }, 'retry must be an object'],
+    [
+      'retry.attempts',
+      { retry: {} },
+      'retry.attempts must be an integer from 1 to 1000, got undefined',
+    ],
+    [
+      'retry.attempts',
+      { retry: { attempts: 0 } },
+      'retry.attempts must be an integer from 1 to 1000, got 0',
+    ],
+    [
+      'retry.attempts',
+      { retry: { attempts: 1.5 } },
+      'retry.attempts must be an integer',
+    ],
+    [
+      'retry.attempts',
+      { retry: { attempts: 1001 } },
+      'retry.attempts must be an integer',
+    ],
+    [
+      'retry.backoff',
+      { retry: { attempts: 2, backoff: -1 } },
+      'retry.backoff must be a number of milliseconds',
+    ],
+    [
+      'retry.backoff',
+      { retry: { attempts: 2, backoff: Number.NaN } },
+      'retry.backoff must be',
+    ],
+    [
+      'retry.backoff',
+      { retry: { attempts: 2, backoff: '1s' } },
+      'retry.backoff must be',
+    ],
+    [
+      'timeoutMs',
+      { timeoutMs: 0 },
+      'timeoutMs must be a number of milliseconds from 1',
+    ],
+    ['timeoutMs', { timeoutMs: -5 }, 'timeoutMs must be'],
+    ['timeoutMs', { timeoutMs: Number.POSITIVE_INFINITY }, 'timeoutMs must be'],
+    ['timeoutMs', { timeoutMs: 2 ** 31 }, 'timeoutMs must be'],
+    ['timeoutMs', { timeoutMs: '100' }, 'timeoutMs must be'],
+  ])(
+    'refuses a bad %s with a TypeError naming the tool and the option (%j)',
+    (_option, options, message) => {
+      const registry = new ToolRegistry();
+      const attempt = () =>
+        registry.register('charge_card', handler, options as never);
+      expect(attempt).toThrow(TypeError);
+      expect(attempt).toThrow(`Tool "charge_card": ${message}`);
+      expect(registry.has('charge_card')).toBe(false);
+    },
+  );
+
+  it('accepts the edges of the ranges', () => {
+    expect(() =>
+      new ToolRegistry().register('t', handler, {
+        retry: { attempts: 1000, backoff: 0 },
+        timeoutMs: 2 ** 31 - 1,
+      }),
+    ).not.toThrow();
+    expect(() =>
+      new ToolRegistry().register('t', handler, {
+        retry: { attempts: 1, backoff: (n) => n * 10 },
+        timeoutMs: 1,
+      }),
+    ).not.toThrow();
+  });
+
+  it("types an approval policy's arguments from the handler", () => {
+    const registry = new ToolRegistry().register(
+      'refund',
+      (a: { amount: number }) => a.amount,
+      { approval: (a) => a.amount > 100 },
+    );
+    registry.register('r2', (a: { amount: number }) => a, {
+      // @ts-expect-error: the policy's args are the handler's: an unknown field does not compile
+      approval: (a) => a.nope === 1,
+    });
+    expect(registry.has('refund')).toBe(true);
+  });
 });

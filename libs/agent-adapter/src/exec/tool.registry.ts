@@ -1,10 +1,49 @@
 import type { Json } from './durable/canonical-json';
+import type { RunIdentity } from './durable/records';
 
 /** A JSON schema object describing a tool's arguments (for models and operators). */
 export type JsonSchema = { [key: string]: Json };
 
-/** @publicApi */
-export interface ToolOptions {
+/** Where a call that may need approval is made, for an approval policy. @publicApi */
+export interface ApprovalPolicyContext {
+  readonly runId: string;
+  readonly flow: string;
+  readonly node: string;
+  /** The call's index among the calls its node made in this superstep. */
+  readonly index: number;
+  readonly tool: string;
+  readonly identity: Readonly<RunIdentity>;
+}
+
+/**
+ * Decides per call whether it needs approval. It gets a copy of exactly the arguments that are
+ * logged and must be deterministic with respect to them (and the context): after a recovery it
+ * is asked again and must give the same answer. It must return `true` or `false`.
+ * @publicApi
+ */
+export type ApprovalPolicy<A = unknown> = (
+  args: A,
+  ctx: ApprovalPolicyContext,
+) => boolean;
+
+/**
+ * Retries of a call whose tool throws. Every attempt is logged `started` before it runs (with its
+ * attempt number and the previous attempt's error); only the final outcome is logged `done`, and
+ * it is what a recovery replays. A crash between attempts leaves the call in doubt.
+ * @publicApi
+ */
+export interface RetryPolicy {
+  /** Tries in all, the first one included (an integer of at least 1). */
+  attempts: number;
+  /**
+   * Milliseconds to wait before the next try: a number, or a function of the attempt that just
+   * failed (1, 2, ...). @default 0
+   */
+  backoff?: number | ((attempt: number) => number);
+}
+
+/** `A`: the tool's arguments, as its approval policy receives them. @publicApi */
+export interface ToolOptions<A = unknown> {
   /**
    * Safe to run twice with the same arguments (or made so with `idempotencyKey()`): a call in
    * doubt after a crash runs again instead of stopping recovery.
@@ -14,11 +53,23 @@ export interface ToolOptions {
   /** Reads only; implies `idempotent`. @default false */
   readOnly?: boolean;
   /**
-   * Each call waits for a person's decision: the run pauses (checkpoint `paused`, the call logged
-   * `pending`) until `resume(flow, runId, { approved })`.
+   * Each call waits for a person's decision, or (a function) the calls it returns `true` for. By
+   * default the run pauses (checkpoint `paused`, the call logged `pending`) until
+   * `resume(flow, runId, { approved })`; with a synchronous `approvals` port on the runner, the
+   * call awaits the port instead.
    * @default false
    */
-  approval?: boolean;
+  approval?: boolean | ApprovalPolicy<A>;
+  /** Retries when the tool throws (or, for an idempotent tool, times out). @default one attempt */
+  retry?: RetryPolicy;
+  /**
+   * Milliseconds an attempt may take; a slower one fails with `ToolTimeout`. The tool is not
+   * stopped: it may still be running. For an idempotent tool the timeout is sealed as the call's
+   * error (and may be retried); for any other tool the call is recorded in doubt, so a recovery
+   * of the superstep stops for a decision, and it is never retried.
+   * @default no limit
+   */
+  timeoutMs?: number;
   /** Shown to models and operators. */
   description?: string;
   /** JSON schema of the arguments object. */
@@ -32,10 +83,16 @@ export interface ToolDefinition {
   handler: (args: unknown) => unknown;
   idempotent: boolean;
   readOnly: boolean;
-  approval: boolean;
+  /** `true`, `false`, or the policy deciding per call. */
+  approval: boolean | ApprovalPolicy;
+  retry?: { attempts: number; backoff: number | ((attempt: number) => number) };
+  timeoutMs?: number;
   description?: string;
   parameters?: JsonSchema;
 }
+
+/** setTimeout's limit: a longer delay fires at once. */
+const MAX_DELAY_MS = 2 ** 31 - 1;
 
 /**
  * The tools a run may call, by name. Inside a run a tool only ever runs through the `Executor`,
@@ -50,7 +107,7 @@ export class ToolRegistry {
   register<A = any, R = unknown>(
     name: string,
     handler: ToolHandler<A, R>,
-    options: ToolOptions = {},
+    options: ToolOptions<NoInfer<A>> = {},
   ): this {
     if (typeof name !== 'string' || !/^[A-Za-z0-9_.:-]{1,128}$/.test(name)) {
       throw new TypeError(
@@ -65,18 +122,26 @@ export class ToolRegistry {
         `Tool "${name}" is already registered; tool names must be unique.`,
       );
     }
-    const readOnly = options.readOnly ?? false;
+    const checked = checkOptions(name, options as ToolOptions<unknown>);
+    const readOnly = checked.readOnly ?? false;
     this.tools.set(name, {
       name,
       handler: handler as (args: unknown) => unknown,
-      idempotent: readOnly || (options.idempotent ?? false),
+      idempotent: readOnly || (checked.idempotent ?? false),
       readOnly,
-      approval: options.approval ?? false,
-      ...(options.description !== undefined && {
-        description: options.description,
+      approval: checked.approval ?? false,
+      ...(checked.retry !== undefined && {
+        retry: {
+          attempts: checked.retry.attempts,
+          backoff: checked.retry.backoff ?? 0,
+        },
       }),
-      ...(options.parameters !== undefined && {
-        parameters: options.parameters,
+      ...(checked.timeoutMs !== undefined && { timeoutMs: checked.timeoutMs }),
+      ...(checked.description !== undefined && {
+        description: checked.description,
+      }),
+      ...(checked.parameters !== undefined && {
+        parameters: checked.parameters,
       }),
     });
     return this;
@@ -92,5 +157,83 @@ export class ToolRegistry {
 
   list(): ToolDefinition[] {
     return [...this.tools.values()];
+  }
+}
+
+/** Refuses a bad option value with a TypeError naming the tool and the option. */
+function checkOptions(
+  tool: string,
+  options: ToolOptions<unknown>,
+): ToolOptions<unknown> {
+  const bad = (option: string, rule: string, value: unknown) =>
+    new TypeError(
+      `Tool "${tool}": ${option} must be ${rule}, got ${describe(value)}.`,
+    );
+  if (typeof options !== 'object' || options === null) {
+    throw bad('the options', 'an object', options);
+  }
+  for (const key of ['idempotent', 'readOnly'] as const) {
+    const value = options[key];
+    if (value !== undefined && typeof value !== 'boolean')
+      throw bad(key, 'true or false', value);
+  }
+  const { approval, retry, timeoutMs } = options;
+  if (
+    approval !== undefined &&
+    typeof approval !== 'boolean' &&
+    typeof approval !== 'function'
+  ) {
+    throw bad(
+      'approval',
+      'true, false or a function (args, ctx) => boolean',
+      approval,
+    );
+  }
+  if (retry !== undefined) {
+    if (typeof retry !== 'object' || retry === null)
+      throw bad('retry', 'an object { attempts, backoff? }', retry);
+    const { attempts, backoff } = retry;
+    if (!Number.isInteger(attempts) || attempts < 1 || attempts > 1000)
+      throw bad('retry.attempts', 'an integer from 1 to 1000', attempts);
+    if (
+      backoff !== undefined &&
+      typeof backoff !== 'function' &&
+      !isDelay(backoff)
+    ) {
+      throw bad(
+        'retry.backoff',
+        `a number of milliseconds from 0 to ${MAX_DELAY_MS}, or a function (attempt) => milliseconds`,
+        backoff,
+      );
+    }
+  }
+  if (timeoutMs !== undefined && (!isDelay(timeoutMs) || timeoutMs === 0)) {
+    throw bad(
+      'timeoutMs',
+      `a number of milliseconds from 1 to ${MAX_DELAY_MS}`,
+      timeoutMs,
+    );
+  }
+  return options;
+}
+
+/** A delay setTimeout honours: a finite number from 0 to 2^31 - 1. */
+export function isDelay(value: unknown): value is number {
+  return (
+    typeof value === 'number' &&
+    Number.isFinite(value) &&
+    value >= 0 &&
+    value <= MAX_DELAY_MS
+  );
+}
+
+function describe(value: unknown): string {
+  if (typeof value === 'function') return 'a function';
+  if (typeof value === 'number' || typeof value === 'boolean')
+    return String(value);
+  try {
+    return JSON.stringify(value) ?? String(value);
+  } catch {
+    return String(value);
   }
 }

@@ -98,7 +98,11 @@ export interface ResumeDecision {
 
 /** @publicApi */
 export interface ResumeOptions {
-  /** The run's identity; needed when the run has a principal, refused if it is anyone else's. */
+  /**
+   * Who resumes: the run's own identity, or anyone the runner's `canResume` policy allows (else
+   * `RunAccessDenied`, nothing written). Without a ctx the call acts as the run's own identity (a
+   * trusted server-side call, as with `recover`), except for a run with a principal, which needs it.
+   */
   ctx?: RunIdentity;
   /**
    * Run calls of the paused superstep that are in doubt again (after checking them), as with

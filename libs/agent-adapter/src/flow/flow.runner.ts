@@ -38,6 +38,7 @@ import {
 } from '../exec/durable/records';
 import { ReplayBook } from '../exec/durable/replay';
 import type { Executor } from '../exec/executor';
+import type { ApprovalPort } from '../exec/approvals';
 import type { Flow } from './flow.builder';
 import type { CompiledFlow } from './flow.graph';
 import type {
@@ -66,7 +67,38 @@ export interface FlowRunnerOptions {
   workerId?: string;
   /** How long a run stays owned after this worker's last sign of life. @default 15000 */
   leaseMs?: number;
+  /**
+   * A synchronous approver (for CLIs and tests): a call that needs approval awaits it inside the
+   * call instead of pausing the run. A crash while it decides leaves the call in doubt.
+   * @default none: such a call pauses the run until `resume`
+   */
+  approvals?: ApprovalPort;
+  /**
+   * Lets someone other than the run's own identity resume it (an approver, an operator). Asked
+   * only when `resume` is given a ctx that is not the run's; only `true` allows it. The run keeps
+   * its own identity either way.
+   * @default none: only the run's own identity may resume it
+   */
+  canResume?: ResumePolicy;
 }
+
+/** What a resume policy is asked. @publicApi */
+export interface ResumeRequest {
+  readonly runId: string;
+  readonly flow: string;
+  /** The identity sealed into the run. */
+  readonly run: Readonly<RunIdentity>;
+  /** The ctx `resume` was given. */
+  readonly requester: Readonly<RunIdentity>;
+  /** The call the run waits for. */
+  readonly pending: Readonly<PendingApproval>;
+  readonly decision: Readonly<ResumeDecision>;
+}
+
+/** Allows (`true`) a requester that is not the run's identity to resume it. @publicApi */
+export type ResumePolicy = (
+  request: ResumeRequest,
+) => boolean | Promise<boolean>;
 
 // A memory store without a key gets one random key, shared by every runner on that store.
 const ephemeralKeys = new WeakMap<CheckpointStore, KeyRing>();
@@ -82,6 +114,8 @@ export class FlowRunner {
   readonly workerId: string;
   private readonly ring: KeyRing;
   private readonly leaseMs: number;
+  private readonly approvals?: ApprovalPort;
+  private readonly canResume?: ResumePolicy;
   /** Runs this worker is driving right now (their leases are renewed), with how many drives. */
   private readonly driving = new Map<string, number>();
   private renewTimer?: NodeJS.Timeout;
@@ -103,6 +137,24 @@ export class FlowRunner {
         `leaseMs must be an integer of at least 100 (milliseconds), got ${String(options.leaseMs)}.`,
       );
     }
+    if (
+      options.approvals !== undefined &&
+      typeof options.approvals?.decide !== 'function'
+    ) {
+      throw new TypeError(
+        'approvals must be an ApprovalPort: an object with a decide(request) method.',
+      );
+    }
+    if (
+      options.canResume !== undefined &&
+      typeof options.canResume !== 'function'
+    ) {
+      throw new TypeError(
+        'canResume must be a function (request) => boolean | Promise<boolean>.',
+      );
+    }
+    if (options.approvals) this.approvals = options.approvals;
+    if (options.canResume) this.canResume = options.canResume;
     if (options.checkpointKey !== undefined && options.checkpointKey !== null) {
       this.ring = KeyRing.from(options.checkpointKey);
     } else if (this.store.shared) {
@@ -216,6 +268,7 @@ export class FlowRunner {
       compiled,
       runId,
       options.ctx,
+      (cp, requester) => this.mayResume(cp, requester, decision),
     );
     if (cp.status !== 'paused' || !cp.pending) {
       throw new CheckpointConflict(Messages.notPaused(runId, cp.status), runId);
@@ -255,11 +308,36 @@ export class FlowRunner {
     );
   }
 
-  /** The run's head and latest checkpoint, checked: flow, identity, not ended, same graph. */
+  /**
+   * Whether the resume policy lets `requester` (not the run's identity) resume the run: asked
+   * only for a paused run, and only `true` allows.
+   */
+  private async mayResume(
+    cp: Checkpoint,
+    requester: RunIdentity,
+    decision: ResumeDecision,
+  ): Promise<boolean> {
+    if (!this.canResume || cp.status !== 'paused' || !cp.pending) return false;
+    const allowed = await this.canResume({
+      runId: cp.runId,
+      flow: cp.flow,
+      run: { ...cp.identity },
+      requester: { ...requester },
+      pending: { ...cp.pending },
+      decision: { ...decision },
+    });
+    return allowed === true;
+  }
+
+  /**
+   * The run's head and latest checkpoint, checked: flow, identity (or, for a ctx that is not the
+   * run's, `allow`), not ended, same graph.
+   */
   private async readLatest<S>(
     compiled: CompiledFlow<S>,
     runId: string,
     ctx: RunIdentity | undefined,
+    allow?: (cp: Checkpoint, requester: RunIdentity) => Promise<boolean>,
   ) {
     // The head first: its call count is what a claim will insist on (see RunHead.calls).
     const head = await this.store.head(runId);
@@ -278,7 +356,15 @@ export class FlowRunner {
         runId,
       );
     }
-    const identity = checkAccess(cp, ctx);
+    let identity: RunIdentity;
+    try {
+      identity = checkAccess(cp, ctx);
+    } catch (error) {
+      // Someone else's ctx: allowed only by the policy; the run keeps its own identity.
+      if (!(error instanceof RunAccessDenied) || !ctx || !allow) throw error;
+      if (!(await allow(cp, identityOf(ctx)))) throw error;
+      identity = cp.identity;
+    }
     if (cp.status === 'done' || cp.status === 'failed') {
       throw new CheckpointConflict(Messages.ended(runId, cp.status), runId);
     }
@@ -444,6 +530,7 @@ export class FlowRunner {
           inflight: new Set(),
           closed: false,
           ...(cp.decisions && { decisions: cp.decisions }),
+          ...(this.approvals && { approvals: this.approvals }),
           ...(book && { replay: book }),
           replayed: [],
           rerun: [],

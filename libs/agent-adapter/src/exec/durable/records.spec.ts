@@ -236,4 +236,68 @@ describe('call records', () => {
       expect(error.message).toMatch(/missing fields/);
     }
   });
+
+  it('round-trips the policy fields: attempt, previous, attempts, a synchronous decision', () => {
+    const retried: Call = {
+      ...call,
+      phase: 'started',
+      outcome: undefined,
+      args: { show: 'Hamlet' },
+      attempt: 3,
+      previous: { name: 'Error', message: 'busy' },
+      decision: { approved: true, by: 'alice', reason: 'ok', edited: true },
+    };
+    const opened = openCall(ring, sealCall(ring, retried));
+    expect(opened).toMatchObject({
+      attempt: 3,
+      previous: { name: 'Error', message: 'busy' },
+      decision: { approved: true, by: 'alice', reason: 'ok', edited: true },
+    });
+    const approving: Call = { ...call, phase: 'approving', outcome: undefined };
+    expect(openCall(ring, sealCall(ring, approving)).phase).toBe('approving');
+    const done: Call = { ...call, attempts: 3 };
+    expect(openCall(ring, sealCall(ring, done)).attempts).toBe(3);
+  });
+
+  it.each<[string, Json, RegExp]>([
+    ['an unknown phase', { phase: 'retrying' }, /unknown phase "retrying"/],
+    ['attempt 1 (first attempts carry none)', { attempt: 1 }, /bad attempt/],
+    ['a fractional attempt', { attempt: 2.5 }, /bad attempt/],
+    ['attempts as a string', { attempts: '3' }, /bad attempts/],
+    [
+      'a previous error without message',
+      { previous: { name: 'E' } },
+      /bad previous/,
+    ],
+    ['a decision without approved', { decision: { by: 'a' } }, /bad decision/],
+    [
+      'a decision with a numeric by',
+      { decision: { approved: true, by: 7 } },
+      /bad decision/,
+    ],
+    [
+      'a decision edited: false',
+      { decision: { approved: true, edited: false } },
+      /bad decision/,
+    ],
+  ])(
+    'is corrupt (unreadable) when a validly signed body has %s',
+    (_what, fields, why) => {
+      const columns = { runId: 'order-7', segment: 2, seq: 4, superstep: 3 };
+      const coords = { kind: 'call' as const, ...columns };
+      const body = {
+        phase: 'started',
+        tool: 'charge_card',
+        node: 'pay',
+        index: 0,
+        argsHash: 'h',
+        at: 1,
+        ...(fields as { [key: string]: Json }),
+      };
+      const error = corrupt(() =>
+        openCall(ring, { ...columns, sealed: seal(ring, coords, body) }),
+      );
+      expect(error.message).toMatch(why);
+    },
+  );
 });

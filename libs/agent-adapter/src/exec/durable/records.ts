@@ -90,7 +90,33 @@ export type CallOutcome =
   | { ok: true; value?: Json }
   | { ok: false; error: { name: string; message: string } };
 
-export type CallPhase = 'started' | 'done' | 'pending' | 'unrecordable';
+/**
+ * `started`: about to run (one per attempt). `done`: its outcome. `pending`: waits for a decision
+ * with the run paused. `unrecordable`: ran, outcome unknown or unsealable (in doubt).
+ * `approving`: awaits a synchronous approval port (in doubt if the worker stops there).
+ */
+export type CallPhase =
+  'started' | 'done' | 'pending' | 'unrecordable' | 'approving';
+
+const PHASES: ReadonlySet<string> = new Set<CallPhase>([
+  'started',
+  'done',
+  'pending',
+  'unrecordable',
+  'approving',
+]);
+
+/**
+ * A decision a synchronous approval port gave, sealed into the call's next record. (A type, not
+ * an interface: it must be assignable to `Json`.)
+ */
+export type SyncDecision = {
+  approved: boolean;
+  by?: string;
+  reason?: string;
+  /** The approver changed the arguments: the `started` record holds the ones that ran. */
+  edited?: true;
+};
 
 /** What identifies a call across workers and recoveries: where it was made, and to which tool. */
 export interface CallIdentity {
@@ -104,11 +130,19 @@ export interface CallContent extends CallIdentity {
   phase: CallPhase;
   /** SHA-256 of the canonical arguments: replay only when they match. */
   argsHash: string;
-  /** The arguments (on `started` only). */
+  /** The arguments (on `started`, `pending` and `approving`): exactly what the tool gets. */
   args?: Json;
   outcome?: CallOutcome;
   /** For `unrecordable` (why the result could not be sealed) and `pending`. */
   reason?: string;
+  /** On `started` of a retry: which attempt this is (2, 3, ...); absent on the first. */
+  attempt?: number;
+  /** On `started` of a retry: the error the previous attempt threw. */
+  previous?: { name: string; message: string };
+  /** On `done` and `unrecordable` after retries: how many attempts ran. Absent when one did. */
+  attempts?: number;
+  /** On the record after `approving`: what the synchronous approval port decided. */
+  decision?: SyncDecision;
   /** Epoch ms the record was written, for operators (durations). */
   at: number;
 }
@@ -191,18 +225,45 @@ export function openCall(ring: KeyRing, record: CallRecord): Call {
   const what = `call record ${record.segment}/${record.seq}`;
   if (!opened.ok) throw corrupt(record.runId, what, opened);
   const content = opened.content as CallContent;
-  if (
-    !isObject(content) ||
-    typeof content.phase !== 'string' ||
-    typeof content.tool !== 'string'
-  ) {
+  const invalid = isObject(content) ? invalidCall(content) : 'missing fields';
+  if (invalid !== undefined) {
     throw new CheckpointStoreCorrupt(
-      Messages.corruptUnreadable(record.runId, what, 'missing fields'),
+      Messages.corruptUnreadable(record.runId, what, invalid),
       record.runId,
     );
   }
   const { runId, segment, seq, superstep } = record;
   return { ...content, runId, segment, seq, superstep };
+}
+
+/** Why a validly signed call body cannot be used, if it cannot. */
+function invalidCall(c: CallContent): string | undefined {
+  if (typeof c.phase !== 'string' || typeof c.tool !== 'string')
+    return 'missing fields';
+  if (!PHASES.has(c.phase))
+    return `unknown phase "${c.phase}" (written by a newer version?)`;
+  const count = (v: unknown) => Number.isInteger(v) && (v as number) >= 2;
+  if (c.attempt !== undefined && !count(c.attempt)) return 'bad attempt';
+  if (c.attempts !== undefined && !count(c.attempts)) return 'bad attempts';
+  if (c.previous !== undefined && !isError(c.previous)) return 'bad previous';
+  if (c.decision !== undefined) {
+    const d: unknown = c.decision;
+    if (
+      !isObject(d) ||
+      typeof d.approved !== 'boolean' ||
+      (d.by !== undefined && typeof d.by !== 'string') ||
+      (d.reason !== undefined && typeof d.reason !== 'string') ||
+      (d.edited !== undefined && d.edited !== true)
+    )
+      return 'bad decision';
+  }
+  return undefined;
+}
+
+function isError(v: unknown): boolean {
+  return (
+    isObject(v) && typeof v.name === 'string' && typeof v.message === 'string'
+  );
 }
 
 function corrupt(

@@ -69,6 +69,40 @@ describe('ReplayBook', () => {
     expect(noReason.inDoubt()[0]?.why).toMatch(/unsealable/);
   });
 
+  it('puts a call that waited for a synchronous approval in doubt (spec: "a crash while a synchronous approval waited")', () => {
+    const approving = rec('approving');
+    const book = new ReplayBook([approving]);
+    expect(book.lookup(id())).toEqual({
+      kind: 'inDoubt',
+      argsHash: 'h1',
+      why: 'was waiting for a synchronous approval, no decision recorded',
+      call: approving,
+    });
+    // Once the decision is logged, the call is what its next record says.
+    const decided = rec('started', id(), {
+      decision: { approved: true },
+    });
+    expect(new ReplayBook([approving, decided]).inDoubt()[0]?.why).toBe(
+      'started, no result recorded',
+    );
+    const done = rec('done');
+    expect(new ReplayBook([approving, done]).lookup(id())?.kind).toBe('done');
+  });
+
+  it('names the attempt of a retried call that started and has no result', () => {
+    const book = new ReplayBook([
+      rec('started'),
+      rec('started', id(), {
+        attempt: 2,
+        previous: { name: 'Error', message: 'busy' },
+      }),
+    ]);
+    expect(book.inDoubt()).toHaveLength(1);
+    expect(book.inDoubt()[0]?.why).toBe(
+      'started (attempt 2), no result recorded',
+    );
+  });
+
   it('treats a pending call as neither done nor in doubt', () => {
     const book = new ReplayBook([rec('started'), rec('pending')]);
     expect(book.lookup(id())).toBeUndefined();
@@ -137,6 +171,7 @@ describe('ReplayBook', () => {
         'done',
         'pending',
         'unrecordable',
+        'approving',
       ),
       hash: fc.constantFrom('h1', 'h2'),
     });
@@ -163,7 +198,11 @@ describe('ReplayBook', () => {
         });
         const expectedInDoubt = identities.filter((_, w) => {
           const last = [...steps].reverse().find((s) => s.who === w);
-          return last?.phase === 'started' || last?.phase === 'unrecordable';
+          return (
+            last?.phase === 'started' ||
+            last?.phase === 'unrecordable' ||
+            last?.phase === 'approving'
+          );
         });
         expect(book.inDoubt()).toHaveLength(expectedInDoubt.length);
       }),

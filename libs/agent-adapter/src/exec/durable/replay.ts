@@ -24,7 +24,10 @@ export class ReplayBook {
           this.byIdentity.set(key, {
             kind: 'inDoubt',
             argsHash: call.argsHash,
-            why: 'started, no result recorded',
+            why:
+              call.attempt === undefined
+                ? 'started, no result recorded'
+                : `started (attempt ${call.attempt}), no result recorded`,
             call,
           });
           break;
@@ -33,6 +36,15 @@ export class ReplayBook {
             kind: 'inDoubt',
             argsHash: call.argsHash,
             why: `ran, but its result could not be recorded (${call.reason ?? 'unsealable'})`,
+            call,
+          });
+          break;
+        case 'approving':
+          // The spec: "a crash while a synchronous approval waited" leaves the call in doubt.
+          this.byIdentity.set(key, {
+            kind: 'inDoubt',
+            argsHash: call.argsHash,
+            why: 'was waiting for a synchronous approval, no decision recorded',
             call,
           });
           break;

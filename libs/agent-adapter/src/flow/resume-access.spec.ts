@@ -1,0 +1,309 @@
+/**
+ * Who may resume a paused run (issue 5, part 4): the run's own identity, or a requester that the
+ * runner's `canResume` policy allows (an approver, an operator). The run keeps its own identity,
+ * and nothing is written when resume is refused.
+ */
+import {
+  Executor,
+  Flow,
+  FlowRunner,
+  KeyRing,
+  MemoryCheckpointStore,
+  RunAccessDenied,
+  CheckpointConflict,
+  ToolRegistry,
+  type CheckpointStore,
+  type ResumePolicy,
+  type ResumeRequest,
+  type RunIdentity,
+} from 'agent-adapter';
+import {
+  CrashingStore,
+  SimulatedCrash,
+  bodyOf,
+  settle,
+} from '../../../../test/utils/crashing-store';
+import { openCheckpoint } from '../exec/durable/records';
+
+const KEY = 'use-a-secret-from-your-vault-32b';
+
+interface S {
+  amount: number;
+  r?: string;
+  who?: RunIdentity;
+}
+
+function setup(ran: RunIdentity[]) {
+  const registry = new ToolRegistry().register(
+    'refund',
+    (a: { amount: number }) => `refunded ${a.amount}`,
+    { approval: true },
+  );
+  const flow = new Flow<S>('refunds')
+    .node('n', async (s, ctx) => {
+      const r = await ctx.call<string>('refund', { amount: s.amount });
+      ran.push({ ...ctx.identity });
+      return { r, who: { ...ctx.identity } };
+    })
+    .end('n');
+  return { registry, flow };
+}
+
+function runnerOn(
+  store: CheckpointStore,
+  registry: ToolRegistry,
+  canResume?: ResumePolicy,
+) {
+  return new FlowRunner(new Executor(registry), {
+    checkpoints: store,
+    checkpointKey: KEY,
+    ...(canResume && { canResume }),
+  });
+}
+
+/** Allows principal "ops" and remembers what it was asked. */
+function opsOnly() {
+  const asked: ResumeRequest[] = [];
+  const policy: ResumePolicy = (request) => {
+    asked.push(request);
+    return request.requester.principal === 'ops';
+  };
+  return { asked, policy };
+}
+
+async function paused(
+  store: MemoryCheckpointStore,
+  registry: ToolRegistry,
+  flow: Flow<S>,
+  runId: string,
+  ctx: RunIdentity,
+) {
+  const r = await runnerOn(store, registry).run(
+    flow,
+    { amount: 40 },
+    { runId, ctx },
+  );
+  expect(r.status).toBe('paused');
+}
+
+describe('resume: who may resume a run', () => {
+  it('without a policy, only the run`s own identity: a ctx for anyone else is RunAccessDenied and nothing is written', async () => {
+    const ran: RunIdentity[] = [];
+    const { registry, flow } = setup(ran);
+    const store = new MemoryCheckpointStore();
+    await paused(store, registry, flow, 'a', { user: 'u1' });
+    const before = await store.history('a');
+    await expect(
+      runnerOn(store, registry).resume(
+        flow,
+        'a',
+        { approved: true },
+        { ctx: { principal: 'ops' } },
+      ),
+    ).rejects.toBeInstanceOf(RunAccessDenied);
+    expect(await store.history('a')).toEqual(before);
+    const r = await runnerOn(store, registry).resume(
+      flow,
+      'a',
+      { approved: true },
+      { ctx: { user: 'u1' } },
+    );
+    expect(r.state).toMatchObject({ r: 'refunded 40', who: { user: 'u1' } });
+  });
+
+  it('a requester the policy allows resumes the run, which keeps its own identity; the policy is asked with the run, the requester, the pending call and the decision', async () => {
+    const ran: RunIdentity[] = [];
+    const { registry, flow } = setup(ran);
+    const store = new MemoryCheckpointStore();
+    await paused(store, registry, flow, 'b', { user: 'u1', thread: 't1' });
+    const { asked, policy } = opsOnly();
+    const r = await runnerOn(store, registry, policy).resume(
+      flow,
+      'b',
+      { approved: true, by: 'ops-desk' },
+      { ctx: { principal: 'ops' } },
+    );
+    expect(r).toMatchObject({
+      status: 'done',
+      state: { r: 'refunded 40', who: { user: 'u1', thread: 't1' } },
+    });
+    expect(asked).toEqual([
+      {
+        runId: 'b',
+        flow: 'refunds',
+        run: { user: 'u1', thread: 't1' },
+        requester: { principal: 'ops' },
+        pending: {
+          node: 'n',
+          index: 0,
+          tool: 'refund',
+          args: { amount: 40 },
+          argsHash: expect.any(String) as unknown,
+        },
+        decision: { approved: true, by: 'ops-desk' },
+      },
+    ]);
+    const ring = KeyRing.from(KEY);
+    for (const record of (await store.history('b')).checkpoints) {
+      expect(openCheckpoint(ring, record).identity).toEqual({
+        user: 'u1',
+        thread: 't1',
+      });
+    }
+  });
+
+  it.each<[string, ResumePolicy]>([
+    ['false', () => false],
+    ['a truthy non-boolean', () => 'yes' as unknown as boolean],
+    ['a promise of false', () => Promise.resolve(false)],
+  ])(
+    'a policy answering %s refuses: RunAccessDenied, nothing written, the tool does not run',
+    async (_what, policy) => {
+      const ran: RunIdentity[] = [];
+      const { registry, flow } = setup(ran);
+      const store = new MemoryCheckpointStore();
+      await paused(store, registry, flow, 'c', { user: 'u1' });
+      const before = await store.history('c');
+      await expect(
+        runnerOn(store, registry, policy).resume(
+          flow,
+          'c',
+          { approved: true },
+          { ctx: { user: 'mallory' } },
+        ),
+      ).rejects.toThrow(/access denied, the ctx's user is not the run's/);
+      expect(await store.history('c')).toEqual(before);
+      expect(ran).toEqual([]);
+    },
+  );
+
+  it('an async policy may allow; a policy that throws refuses with its error, nothing written', async () => {
+    const ran: RunIdentity[] = [];
+    const { registry, flow } = setup(ran);
+    const store = new MemoryCheckpointStore();
+    await paused(store, registry, flow, 'd', { user: 'u1' });
+    const before = await store.history('d');
+    await expect(
+      runnerOn(store, registry, () => {
+        throw new Error('directory down');
+      }).resume(flow, 'd', { approved: true }, { ctx: { user: 'boss' } }),
+    ).rejects.toThrow('directory down');
+    expect(await store.history('d')).toEqual(before);
+    const r = await runnerOn(store, registry, async () => {
+      await settle();
+      return true;
+    }).resume(flow, 'd', { approved: true }, { ctx: { user: 'boss' } });
+    expect(r.status).toBe('done');
+  });
+
+  it('the policy is not asked for the run`s own identity, nor without a ctx; a run with a principal still needs a ctx', async () => {
+    const ran: RunIdentity[] = [];
+    const { registry, flow } = setup(ran);
+    const store = new MemoryCheckpointStore();
+    const { asked, policy } = opsOnly();
+    await paused(store, registry, flow, 'own', { user: 'u1' });
+    await runnerOn(store, registry, policy).resume(
+      flow,
+      'own',
+      { approved: true },
+      { ctx: { user: 'u1' } },
+    );
+    await paused(store, registry, flow, 'none', { user: 'u1' });
+    await runnerOn(store, registry, policy).resume(flow, 'none', {
+      approved: true,
+    });
+    await paused(store, registry, flow, 'p', { principal: 'svc' });
+    await expect(
+      runnerOn(store, registry, policy).resume(flow, 'p', { approved: true }),
+    ).rejects.toThrow(/needs its ctx/);
+    expect(asked).toEqual([]);
+  });
+
+  it('a run that is not paused: the policy is not asked and a stranger learns nothing (RunAccessDenied); its own identity gets CheckpointConflict', async () => {
+    const ran: RunIdentity[] = [];
+    const { registry, flow } = setup(ran);
+    const store = new MemoryCheckpointStore();
+    await paused(store, registry, flow, 'e', { user: 'u1' });
+    const { asked, policy } = opsOnly();
+    const runner = runnerOn(store, registry, policy);
+    await runner.resume(
+      flow,
+      'e',
+      { approved: true, reason: 'first' },
+      {
+        ctx: { principal: 'ops' },
+      },
+    );
+    expect(asked).toHaveLength(1);
+    // The run ended: nothing left to decide.
+    await expect(
+      runner.resume(
+        flow,
+        'e',
+        { approved: true },
+        { ctx: { principal: 'ops' } },
+      ),
+    ).rejects.toBeInstanceOf(RunAccessDenied);
+    await expect(
+      runner.resume(flow, 'e', { approved: true }, { ctx: { user: 'u1' } }),
+    ).rejects.toBeInstanceOf(CheckpointConflict);
+    expect(asked).toHaveLength(1);
+  });
+
+  it('the policy only covers resume: recover with the approver`s ctx is still refused', async () => {
+    const ran: RunIdentity[] = [];
+    const { registry, flow } = setup(ran);
+    const store = new MemoryCheckpointStore();
+    await paused(store, registry, flow, 'f', { user: 'u1' });
+    await expect(
+      runnerOn(store, registry, () => true).recover(flow, 'f', {
+        ctx: { principal: 'ops' },
+      }),
+    ).rejects.toBeInstanceOf(RunAccessDenied);
+  });
+
+  it('replay after recovery: a crash after an allowed approver`s resume is saved; recovery (with the run`s own ctx) spends the stored decision once, as the run`s identity', async () => {
+    const ran: RunIdentity[] = [];
+    const { registry, flow } = setup(ran);
+    const store = new MemoryCheckpointStore();
+    await paused(store, registry, flow, 'g', { principal: 'svc' });
+    const dying = new CrashingStore(
+      store,
+      (w, m) =>
+        w.kind === 'save' &&
+        m === 'after' &&
+        bodyOf(w.checkpoint.sealed).reason === 'resume',
+    );
+    const { policy } = opsOnly();
+    await expect(
+      runnerOn(dying, registry, policy).resume(
+        flow,
+        'g',
+        { approved: true, by: 'ops' },
+        { ctx: { principal: 'ops' } },
+      ),
+    ).rejects.toBeInstanceOf(SimulatedCrash);
+    await settle();
+    expect(ran).toEqual([]);
+    const w2 = runnerOn(store, registry, policy);
+    // The run still acts with its own principal: the approver cannot recover it.
+    await expect(
+      w2.recover(flow, 'g', { ctx: { principal: 'ops' } }),
+    ).rejects.toBeInstanceOf(RunAccessDenied);
+    const r = await w2.recover(flow, 'g', { ctx: { principal: 'svc' } });
+    expect(r).toMatchObject({
+      status: 'done',
+      state: { r: 'refunded 40', who: { principal: 'svc' } },
+    });
+    expect(ran).toEqual([{ principal: 'svc' }]);
+  });
+
+  it('refuses a canResume option that is not a function', () => {
+    expect(
+      () =>
+        new FlowRunner(new Executor(new ToolRegistry()), {
+          canResume: true as unknown as ResumePolicy,
+        }),
+    ).toThrow(/canResume must be a function/);
+  });
+});
