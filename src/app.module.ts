@@ -3,6 +3,7 @@ import { DurableModule } from 'agent-adapter/nest';
 import { EXAMPLE_CONFIG, runsDb, type ExampleConfig } from './config';
 import { ExampleConfigModule } from './config.module';
 import { OrdersModule } from './orders/orders.module';
+import { SupportModule } from './support/support.module';
 import { TicketsModule } from './tickets/tickets.module';
 
 /**
@@ -23,6 +24,7 @@ import { TicketsModule } from './tickets/tickets.module';
     }),
     TicketsModule,
     OrdersModule,
+    SupportModule,
   ],
 })
 export class AppModule {}

@@ -22,6 +22,11 @@ export interface ExampleConfig {
   crashIn?: string;
   /** `TOOL_DELAY_MS`: each tool takes this long (a slow API, for the demo and the tests). */
   toolDelayMs: number;
+  /**
+   * The support agent's model: an OpenAI-compatible server when `OPENAI_BASE_URL` is set (with
+   * `OPENAI_MODEL`, default `gpt-4o-mini`, and `OPENAI_API_KEY`), else a scripted model.
+   */
+  openai?: { baseUrl: string; model: string; apiKey?: string };
 }
 
 export const EXAMPLE_CONFIG = Symbol('EXAMPLE_CONFIG');
@@ -39,6 +44,13 @@ export function loadConfig(
     leaseMs: integer(env, 'LEASE_MS', 15_000, 1),
     ...(env.CRASH_IN && { crashIn: env.CRASH_IN }),
     toolDelayMs: integer(env, 'TOOL_DELAY_MS', 0, 0),
+    ...(env.OPENAI_BASE_URL && {
+      openai: {
+        baseUrl: env.OPENAI_BASE_URL,
+        model: env.OPENAI_MODEL ?? 'gpt-4o-mini',
+        ...(env.OPENAI_API_KEY && { apiKey: env.OPENAI_API_KEY }),
+      },
+    }),
   };
 }
 

@@ -8,6 +8,6 @@ import { TicketsFlow } from './tickets.flow';
 /** The tickets feature: its tools and its flow. DurableModule discovers them. */
 @Module({
   providers: [Ledger, Outbox, Seats, Payments, Mail, TicketsFlow],
-  exports: [Seats, Payments, Mail],
+  exports: [Ledger, Seats, Payments, Mail],
 })
 export class TicketsModule {}

@@ -245,6 +245,49 @@ describe('the example AppModule itself (so the example cannot rot)', () => {
     expect(readFileSync(join(config.dataDir, 'ledger.log'), 'utf8')).toMatch(
       /charge_card: charged 40 EUR for Lear/,
     );
+
+    // The support agent (a durable tool loop on the same store) looks the order up...
+    const orderId = placed.body.runId as string;
+    const status = await request(server)
+      .post('/support')
+      .send({ message: `Where is my order ${orderId}?` })
+      .expect(201);
+    expect(status.body).toMatchObject({
+      status: 'done',
+      reply: { content: expect.stringContaining(`order ${orderId} is done`) },
+      modelCalls: 2,
+    });
+    // ...and a refund waits for a person: the conversation pauses, nothing is refunded yet.
+    const asked = await request(server)
+      .post('/support')
+      .send({ message: `Please refund order ${orderId}` })
+      .expect(201);
+    expect(asked.body).toMatchObject({
+      status: 'paused',
+      pending: { tool: 'refund_order', args: { orderId } },
+    });
+    const ledger = () =>
+      readFileSync(join(config.dataDir, 'ledger.log'), 'utf8');
+    expect(ledgerLines(ledger(), 'refund_order')).toHaveLength(0);
+    const chat = asked.body.runId as string;
+    await request(server)
+      .post(`/support/${chat}/decision`)
+      .send({ approved: 'yes' })
+      .expect(400);
+    const decided = await request(server)
+      .post(`/support/${chat}/decision`)
+      .send({ approved: true, by: 'ana' })
+      .expect(201);
+    expect(decided.body).toMatchObject({
+      status: 'done',
+      reply: { content: `Done: order ${orderId} was refunded.` },
+    });
+    // A second decision finds nothing waiting; the refund ran once.
+    await request(server)
+      .post(`/support/${chat}/decision`)
+      .send({ approved: true, by: 'bob' })
+      .expect(409);
+    expect(ledgerLines(ledger(), 'refund_order')).toHaveLength(1);
   });
 });
 

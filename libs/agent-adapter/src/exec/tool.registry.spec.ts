@@ -62,6 +62,20 @@ describe('ToolRegistry', () => {
     },
   );
 
+  it('only(names): a registry of some tools, with the same definitions; unknown names refused', () => {
+    const all = new ToolRegistry()
+      .register('a', () => 1, { readOnly: true, description: 'A' })
+      .register('b', () => 2)
+      .register('c', () => 3);
+    const some = all.only(['c', 'a']);
+    expect(some.list().map((t) => t.name)).toEqual(['c', 'a']);
+    expect(some.get('a')).toBe(all.get('a'));
+    expect(some.has('b')).toBe(false);
+    expect(() => all.only(['a', 'nope'])).toThrow(
+      'Tool "nope" is not registered. Registered tools: a, b, c.',
+    );
+  });
+
   it('refuses a name registered twice', () => {
     const registry = new ToolRegistry().register('charge_card', handler);
     expect(() => registry.register('charge_card', handler)).toThrow(

@@ -158,6 +158,24 @@ export class ToolRegistry {
   list(): ToolDefinition[] {
     return [...this.tools.values()];
   }
+
+  /**
+   * A registry of some of these tools (the same definitions), e.g. the ones an agent's model may
+   * see and call. An unknown name is a TypeError listing the known ones.
+   */
+  only(names: readonly string[]): ToolRegistry {
+    const subset = new ToolRegistry();
+    for (const name of names) {
+      const definition = this.tools.get(name);
+      if (!definition) {
+        throw new TypeError(
+          `Tool "${name}" is not registered. Registered tools: ${[...this.tools.keys()].join(', ') || '(none)'}.`,
+        );
+      }
+      subset.tools.set(name, definition);
+    }
+    return subset;
+  }
 }
 
 /** Refuses a bad option value with a TypeError naming the tool and the option. */

@@ -280,6 +280,10 @@ export class DurableExplorer implements OnModuleInit {
           }),
           ...(options.readOnly !== undefined && { readOnly: options.readOnly }),
           ...(options.approval !== undefined && { approval: options.approval }),
+          ...(options.retry !== undefined && { retry: options.retry }),
+          ...(options.timeoutMs !== undefined && {
+            timeoutMs: options.timeoutMs,
+          }),
           ...(options.description !== undefined && {
             description: options.description,
           }),

@@ -67,8 +67,23 @@ export const NestMessages = {
     `Run "${runId}" of flow "${flow}" was interrupted by shutdown; another worker recovers it once its lease expires.`,
   sweepFailed: (flow: string, error: Error) =>
     `Recovery of flow "${flow}" could not list its runs: ${error.name}: ${error.message}`,
-  sweepDone: (flows: number, runs: number) =>
-    `Bootstrap recovery done: ${runs} unfinished run(s) in ${flows} flow(s).`,
+  sweepDone: (flows: number, loops: number, runs: number) =>
+    `Bootstrap recovery done: ${runs} unfinished run(s) in ${[
+      ...(flows || !loops ? [`${flows} flow(s)`] : []),
+      ...(loops ? [`${loops} tool loop(s)`] : []),
+    ].join(' and ')}.`,
+  loopName: (name: unknown) =>
+    `ToolLoopRunner.define(name, ...): the name must be a non-empty string, got ${JSON.stringify(name)}.`,
+  duplicateLoop: (name: string) =>
+    `Tool loop "${name}" is defined twice: loop names must be unique (they are stored in every checkpoint).`,
+  loopModel: (name: string) =>
+    `Tool loop "${name}": "model" must be a ChatModel (an object with complete()), e.g. new OpenAIChatModel({ baseUrl, model }).`,
+  loopIsFlow: (name: string) =>
+    `Tool loop "${name}" has the name of a @Flow: runs are found by name, so give the loop another one.`,
+  loopTools: (name: string, message: string) =>
+    `Tool loop "${name}": ${message} Name @Tool methods (their @Tool({ name }) or method name).`,
+  lateLoop: (name: string) =>
+    `Tool loop "${name}" was defined after the bootstrap recovery: its unfinished runs were not recovered. Define loops in a constructor or onModuleInit.`,
   shutdown: () =>
     'Shutting down: lease renewal stopped; runs in flight here are recovered by another worker once their leases expire.',
   listenerThrew: (event: string) => `A "${event}" listener threw`,

@@ -17,6 +17,7 @@ import {
 import { createDurableProviders } from './durable.providers';
 import { DurableSetupError } from './errors/durable-setup.error';
 import { RecoveryOrchestrator } from './recovery.orchestrator';
+import { ToolLoopRunner } from './tool-loop.runner';
 
 /**
  * Durable flows and tools for a Nest application:
@@ -38,6 +39,7 @@ import { RecoveryOrchestrator } from './recovery.orchestrator';
     DurableExplorer,
     DurableFlowRunner,
     DurableEventsBridge,
+    ToolLoopRunner,
     RecoveryOrchestrator,
   ],
   exports: [
@@ -46,6 +48,7 @@ import { RecoveryOrchestrator } from './recovery.orchestrator';
     ToolRegistry,
     Executor,
     DurableEvents,
+    ToolLoopRunner,
     RecoveryOrchestrator,
   ],
 })

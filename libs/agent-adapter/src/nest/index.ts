@@ -14,6 +14,8 @@ export { Flow, Node, Tool } from './decorators';
 export { DurableFlowRunner as FlowRunner } from './durable-flow.runner';
 export type { FlowRef } from './durable-flow.runner';
 export { RecoveryOrchestrator } from './recovery.orchestrator';
+export { ToolLoopRunner, DurableToolLoop } from './tool-loop.runner';
+export type { ToolLoopDefinition } from './tool-loop.runner';
 export type { RecoverySummary } from './recovery.orchestrator';
 export { createCheckpointStore, CHECKPOINT_STORE_TYPES } from './create-store';
 export type { CreatedStore } from './create-store';

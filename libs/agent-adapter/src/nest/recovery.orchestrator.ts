@@ -13,6 +13,7 @@ import {
 } from '../errors';
 import type { RunResult } from '../flow/flow.interfaces';
 import { DurableEventsBridge } from './durable-events.bridge';
+import { ToolLoopRunner } from './tool-loop.runner';
 import { DurableFlowRunner } from './durable-flow.runner';
 import {
   DURABLE_MODULE_EXTRAS,
@@ -63,6 +64,7 @@ export class RecoveryOrchestrator
     private readonly runner: DurableFlowRunner,
     private readonly explorer: DurableExplorer,
     private readonly bridge: DurableEventsBridge,
+    private readonly loops: ToolLoopRunner,
     @Inject(DURABLE_RESOLVED_OPTIONS)
     private readonly options: ResolvedDurableOptions,
     @Inject(DURABLE_MODULE_EXTRAS)
@@ -102,19 +104,30 @@ export class RecoveryOrchestrator
     };
     let latestLease = 0;
     const flows = this.explorer.flows();
-    for (const { flow } of flows) {
+    const concurrency = this.options.recoveryConcurrency;
+    // Flows, then tool loops: each kind of run found by its name in the store.
+    const sweeps: Sweep[] = [
+      ...flows.map(({ flow }) => ({
+        name: flow.name,
+        recoverAll: () => this.runner.core.recoverAll(flow, { concurrency }),
+      })),
+      ...this.loops.all().map((loop) => ({
+        name: loop.name,
+        recoverAll: () => loop.recoverAll({ concurrency }),
+      })),
+    ];
+    this.loops.markSwept();
+    for (const { name, recoverAll } of sweeps) {
       if (this.stopping) break;
-      let outcomes: Map<string, RunResult<object> | Error>;
+      let outcomes: Map<string, Outcome | Error>;
       try {
-        outcomes = await this.runner.core.recoverAll(flow, {
-          concurrency: this.options.recoveryConcurrency,
-        });
+        outcomes = await recoverAll();
       } catch (error) {
-        this.logger.error(NestMessages.sweepFailed(flow.name, asError(error)));
+        this.logger.error(NestMessages.sweepFailed(name, asError(error)));
         continue;
       }
       for (const [runId, outcome] of outcomes) {
-        const kind = this.report(flow.name, runId, outcome);
+        const kind = this.report(name, runId, outcome);
         summary[kind].push(runId);
         if (outcome instanceof RunLeaseHeld)
           latestLease = Math.max(latestLease, outcome.until);
@@ -124,7 +137,9 @@ export class RecoveryOrchestrator
       (n, ids) => n + ids.length,
       0,
     );
-    this.logger.log(NestMessages.sweepDone(flows.length, runs));
+    this.logger.log(
+      NestMessages.sweepDone(flows.length, sweeps.length - flows.length, runs),
+    );
     if (options.resweep && summary.held.length && !this.stopping) {
       this.scheduleResweep(
         latestLease + RESWEEP_MARGIN_MS,
@@ -139,6 +154,7 @@ export class RecoveryOrchestrator
     if (this.resweepTimer) clearTimeout(this.resweepTimer);
     this.resweepTimer = undefined;
     this.runner.close();
+    this.loops.close();
     this.logger.log(NestMessages.shutdown());
   }
 
@@ -165,7 +181,7 @@ export class RecoveryOrchestrator
   private report(
     flow: string,
     runId: string,
-    outcome: RunResult<object> | Error,
+    outcome: Outcome | Error,
   ): keyof RecoverySummary {
     if (!(outcome instanceof Error)) {
       if (outcome.status === 'paused')
@@ -203,6 +219,14 @@ export class RecoveryOrchestrator
     else this.logger.error(NestMessages.failed(flow, runId, outcome));
     return 'failed';
   }
+}
+
+/** What a recovery gives, for a flow's run or a tool loop's. */
+type Outcome = Pick<RunResult<object>, 'status' | 'step' | 'error'>;
+
+interface Sweep {
+  name: string;
+  recoverAll: () => Promise<Map<string, Outcome | Error>>;
 }
 
 function asError(error: unknown): Error {

@@ -1,4 +1,8 @@
-import type { JsonSchema } from '../../exec/tool.registry';
+import type {
+  ApprovalPolicy,
+  JsonSchema,
+  RetryPolicy,
+} from '../../exec/tool.registry';
 
 /** A class-validator DTO class describing a tool's arguments object. @publicApi */
 export type ToolArgsClass = new () => object;
@@ -17,10 +21,18 @@ export interface ToolDecoratorOptions {
   readOnly?: boolean;
   /**
    * Each call waits for a person's decision: the run pauses (checkpoint `paused`, the call logged
-   * `pending`) until `FlowRunner.resume(flow, runId, { approved })`.
+   * `pending`) until `FlowRunner.resume(flow, runId, { approved })`. A function decides per call,
+   * from a copy of the logged arguments (keep it deterministic).
    * @default false
    */
-  approval?: boolean;
+  approval?: boolean | ApprovalPolicy;
+  /** Retries for a tool that throws; each attempt is logged, the final outcome replays. */
+  retry?: RetryPolicy;
+  /**
+   * A slower call fails with `ToolTimeout`; for a tool that is not idempotent the call is then in
+   * doubt (it may still be running).
+   */
+  timeoutMs?: number;
   /** Shown to models and operators. */
   description?: string;
   /**

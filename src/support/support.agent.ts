@@ -1,0 +1,44 @@
+import { Inject, Injectable } from '@nestjs/common';
+import {
+  OpenAIChatModel,
+  type ChatModel,
+  type ToolLoopResult,
+} from 'agent-adapter';
+import { ToolLoopRunner, type DurableToolLoop } from 'agent-adapter/nest';
+import { EXAMPLE_CONFIG, type ExampleConfig } from '../config';
+import { ScriptedSupportModel } from './scripted.model';
+
+const SYSTEM =
+  'You are the support agent of a ticket shop. Use the tools to look up or refund orders; answer in one or two sentences.';
+
+/**
+ * The support agent: a durable tool loop whose model may call `order_status` and `refund_order`.
+ * Its conversations are checkpointed like flows and recovered on bootstrap.
+ */
+@Injectable()
+export class SupportAgent {
+  readonly loop: DurableToolLoop;
+
+  constructor(
+    loops: ToolLoopRunner,
+    @Inject(EXAMPLE_CONFIG) config: ExampleConfig,
+  ) {
+    const model: ChatModel = config.openai
+      ? new OpenAIChatModel(config.openai)
+      : new ScriptedSupportModel();
+    this.loop = loops.define('support', {
+      model,
+      tools: ['order_status', 'refund_order'],
+    });
+  }
+
+  ask(message: string): Promise<ToolLoopResult> {
+    return this.loop.run(
+      [
+        { role: 'system', content: SYSTEM },
+        { role: 'user', content: message },
+      ],
+      { maxSteps: 6 },
+    );
+  }
+}
