@@ -19,6 +19,7 @@ import {
 import { KeyRing } from 'agent-adapter';
 import { openCall, sealCall } from 'agent-adapter/exec/durable/records';
 import { CrashingStore, SimulatedCrash, settle } from '../utils/crashing-store';
+import { tamperFuzz } from './tamper.fuzz';
 import {
   KEY,
   count,
@@ -615,6 +616,8 @@ export function checkpointStoreConformance(fixture: StoreFixture): void {
             expect(ledger).toHaveLength(before);
           }
         });
+
+        tamperFuzz(make, raw);
       }
     });
   });

@@ -1,0 +1,213 @@
+/**
+ * The tamper fuzzer, run by the conformance suite on every backend: random single-byte flips,
+ * deleted, duplicated, reordered and cross-run-spliced records, applied with raw row access (what
+ * an attacker with database access, a bad restore or a buggy migration could do) to what recovery
+ * reads: the run's latest checkpoint and the call log of the superstep it was cut short in. Every
+ * one must be `CheckpointStoreCorrupt`, with no tool run.
+ *
+ * `TAMPER_TRIALS` (default 16) and `TAMPER_SEED` (default fixed) set the size and the seed; a
+ * failure prints the seed and the shrunk mutation, to replay it.
+ */
+import fc from 'fast-check';
+import {
+  Call,
+  CheckpointStoreCorrupt,
+  Executor,
+  Flow,
+  FlowRunner,
+  ToolRegistry,
+  type CallRecord,
+  type CheckpointStore,
+} from 'agent-adapter';
+import { CrashingStore, SimulatedCrash, settle } from '../utils/crashing-store';
+import { KEY } from '../utils/tickets';
+import type { StoreFixture } from './checkpoint-store.conformance';
+
+type Raw = NonNullable<StoreFixture['raw']>;
+
+/** Runs a, then b, c and d one after another in one superstep; "dies" inside `dieIn`. */
+function fuzzFlow(): Flow<{ note: string }> {
+  const flow = new Flow<{ note: string }>('tamper-fuzz')
+    .node('first', Call('t_a', { args: () => ({ n: 1 }), into: 'note' }))
+    .node('second', async (_s, ctx) => {
+      await ctx.call('t_b', { n: 2 });
+      await ctx.call('t_c', { n: 3 });
+      return { note: String(await ctx.call('t_d', { n: 4 })) };
+    })
+    .edge('first', 'second')
+    .end('second');
+  return flow;
+}
+
+function executor(ran: string[], onTool?: (tool: string) => void): Executor {
+  const registry = new ToolRegistry();
+  for (const name of ['t_a', 't_b', 't_c', 't_d']) {
+    registry.register(name, (a: { n: number }) => {
+      onTool?.(name);
+      ran.push(name);
+      return `${name} ${a.n}`;
+    });
+  }
+  return new Executor(registry);
+}
+
+/** A run cut short inside t_d: its cut superstep holds 5 call records. */
+async function cutRun(store: CheckpointStore, runId: string): Promise<void> {
+  const dying = new CrashingStore(store);
+  const runner = new FlowRunner(
+    executor([], (t) => (t === 't_d' ? dying.kill('inside t_d') : undefined)),
+    { checkpoints: dying, checkpointKey: KEY },
+  );
+  await runner.run(fuzzFlow(), {}, { runId }).then(
+    () => {
+      throw new Error('the run was meant to die inside t_d');
+    },
+    (error: unknown) => {
+      if (!(error instanceof SimulatedCrash)) throw error;
+    },
+  );
+  await settle();
+  runner.close();
+}
+
+type Mutation =
+  | { kind: 'flip'; record: number; at: number; by: number }
+  | { kind: 'delete'; call: number }
+  | { kind: 'duplicate'; call: number; onto: number }
+  | { kind: 'swap'; call: number; with: number }
+  | { kind: 'splice'; call: number }
+  | { kind: 'spliceCheckpoint' };
+
+const CALLS = 5;
+
+const mutation: fc.Arbitrary<Mutation> = fc.oneof(
+  fc.record({
+    kind: fc.constant('flip' as const),
+    // 0 is the latest checkpoint, 1..CALLS the cut superstep's calls.
+    record: fc.integer({ min: 0, max: CALLS }),
+    at: fc.nat(),
+    by: fc.integer({ min: 1, max: 94 }),
+  }),
+  fc.record({
+    kind: fc.constant('delete' as const),
+    call: fc.integer({ min: 0, max: CALLS - 1 }),
+  }),
+  fc
+    .tuple(
+      fc.integer({ min: 0, max: CALLS - 1 }),
+      fc.integer({ min: 1, max: CALLS - 1 }),
+    )
+    .map(([call, d]): Mutation => ({
+      kind: 'duplicate',
+      call,
+      onto: (call + d) % CALLS,
+    })),
+  fc
+    .tuple(
+      fc.integer({ min: 0, max: CALLS - 1 }),
+      fc.integer({ min: 1, max: CALLS - 1 }),
+    )
+    .map(([call, d]): Mutation => ({
+      kind: 'swap',
+      call,
+      with: (call + d) % CALLS,
+    })),
+  fc.record({
+    kind: fc.constant('splice' as const),
+    call: fc.integer({ min: 0, max: CALLS - 1 }),
+  }),
+  fc.constant({ kind: 'spliceCheckpoint' as const }),
+);
+
+/** Changes one printable character of `text` at `at` (mod length) to another one. */
+function flip(text: string, at: number, by: number): string {
+  const i = at % text.length;
+  const code = text.charCodeAt(i);
+  const printable = code >= 32 && code < 127 ? code : 32;
+  const next = 32 + ((printable - 32 + by) % 95);
+  return `${text.slice(0, i)}${String.fromCharCode(next)}${text.slice(i + 1)}`;
+}
+
+async function apply(
+  raw: Raw,
+  store: CheckpointStore,
+  victim: string,
+  donor: string,
+  m: Mutation,
+): Promise<void> {
+  const latest = (await store.latest(victim))!;
+  const calls = await store.calls(victim, 1);
+  const other = await store.calls(donor, 1);
+  const rewrite = (c: CallRecord, sealed: string) =>
+    raw.rewriteCall(store, victim, c, sealed);
+  switch (m.kind) {
+    case 'flip':
+      if (m.record === 0)
+        return raw.rewriteCheckpoint(
+          store,
+          victim,
+          latest.step,
+          flip(latest.sealed, m.at, m.by),
+        );
+      return rewrite(
+        calls[m.record - 1]!,
+        flip(calls[m.record - 1]!.sealed, m.at, m.by),
+      );
+    case 'delete':
+      return raw.deleteCall(store, victim, calls[m.call]!);
+    case 'duplicate':
+      return rewrite(calls[m.onto]!, calls[m.call]!.sealed);
+    case 'swap':
+      await rewrite(calls[m.call]!, calls[m.with]!.sealed);
+      return rewrite(calls[m.with]!, calls[m.call]!.sealed);
+    case 'splice':
+      return rewrite(calls[m.call]!, other[m.call]!.sealed);
+    case 'spliceCheckpoint':
+      return raw.rewriteCheckpoint(
+        store,
+        victim,
+        latest.step,
+        (await store.latest(donor))!.sealed,
+      );
+  }
+}
+
+export function tamperFuzz(
+  make: () => Promise<CheckpointStore>,
+  raw: Raw,
+): void {
+  it('tamper fuzzer: every flip, deletion, duplicate, swap and cross-run splice of what recovery reads is CheckpointStoreCorrupt, and nothing runs', async () => {
+    const store = await make();
+    let trial = 0;
+    await fc.assert(
+      fc.asyncProperty(mutation, async (m) => {
+        const id = `tamper-${Date.now().toString(36)}-${++trial}`;
+        const victim = `${id}-victim`;
+        const donor = `${id}-donor`;
+        await cutRun(store, victim);
+        await cutRun(store, donor);
+        expect(await store.calls(victim, 1)).toHaveLength(CALLS);
+        await apply(raw, store, victim, donor, m);
+
+        const ran: string[] = [];
+        const recoverer = new FlowRunner(executor(ran), {
+          checkpoints: store,
+          checkpointKey: KEY,
+        });
+        const outcome = await recoverer
+          .recover(fuzzFlow(), victim, { rerunInDoubt: true })
+          .then(
+            (r) => r,
+            (e: unknown) => e,
+          );
+        recoverer.close();
+        expect(outcome).toBeInstanceOf(CheckpointStoreCorrupt);
+        expect(ran).toEqual([]);
+      }),
+      {
+        numRuns: Number(process.env.TAMPER_TRIALS ?? 16),
+        seed: Number(process.env.TAMPER_SEED ?? 20261129),
+      },
+    );
+  });
+}
