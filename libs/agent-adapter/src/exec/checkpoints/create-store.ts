@@ -169,8 +169,7 @@ export function openCheckpointStore(descriptor: StoreDescriptor): OpenedStore {
           '"client" must be a function returning a client, e.g. () => new Redis(url)',
         );
       }
-      const connect =
-        client ?? (() => newRedis(url, descriptor.clientOptions));
+      const connect = client ?? (() => newRedis(url, descriptor.clientOptions));
       return {
         store: new RedisCheckpointStore(connect, {
           ...(descriptor.prefix !== undefined && { prefix: descriptor.prefix }),
