@@ -51,6 +51,26 @@ async function sh(cmd: string, args: string[], cwd: string): Promise<string> {
   }
 }
 
+/** Runs a command that must fail; resolves to its exit code and stderr. */
+async function shFail(
+  cmd: string,
+  args: string[],
+  cwd: string,
+): Promise<string> {
+  try {
+    await exec(cmd, args, { cwd, env: cleanEnv(), timeout: 150_000 });
+  } catch (error) {
+    const e = error as Error & { code?: number; stderr?: string };
+    return JSON.stringify({ code: e.code, stderr: e.stderr ?? '' });
+  }
+  throw new Error(
+    `${cmd} ${args.join(' ')} (in ${cwd}) succeeded; it should fail`,
+  );
+}
+
+const CLI_HELP = 'npx agent-adapter runs --help';
+const CLI_LIST = 'npx agent-adapter runs list (sqlite, driver missing)';
+
 const NAMES = [
   'Call',
   'Executor',
@@ -408,6 +428,34 @@ describe('agent-adapter as a packed npm package', () => {
     for (const [, script] of SCENARIOS) {
       start(script, sh(process.execPath, [script], projectDir));
     }
+    start(
+      CLI_HELP,
+      sh(
+        'npx',
+        ['--no-install', 'agent-adapter', 'runs', '--help'],
+        projectDir,
+      ),
+    );
+    start(
+      CLI_LIST,
+      (async () => {
+        const db = join(projectDir, 'runs.db');
+        await writeFile(db, '');
+        // The consumer has no typeorm/better-sqlite3 (optional peers): the CLI says what to install.
+        return shFail(
+          'npx',
+          [
+            '--no-install',
+            'agent-adapter',
+            '--store',
+            `sqlite:${db}`,
+            'runs',
+            'list',
+          ],
+          projectDir,
+        );
+      })(),
+    );
     for (const [label, args] of TSC_CHECKS) {
       start(
         label,
@@ -518,6 +566,32 @@ describe('agent-adapter as a packed npm package', () => {
       });
     },
   );
+
+  it('ships the operator CLI as the agent-adapter bin (npx agent-adapter)', async () => {
+    const files = packed.files.map((f) => f.path);
+    expect(files).toContain('dist/cli/main.js');
+    const help = await result(CLI_HELP);
+    for (const command of [
+      'list',
+      'show',
+      'verify',
+      'inspect',
+      'cancel',
+      'fork',
+      'export',
+      'prune',
+    ])
+      expect(help).toContain(command);
+    const list = JSON.parse(await result(CLI_LIST)) as {
+      code: number;
+      stderr: string;
+    };
+    expect(list.code).toBe(2);
+    expect(list.stderr).toMatch(
+      /needs the "typeorm" package.*npm install typeorm/,
+    );
+    expect(list.stderr).not.toMatch(/\n\s+at /);
+  });
 
   it.each(TSC_CHECKS)('the typings compile with %s', async (label) => {
     await result(label);

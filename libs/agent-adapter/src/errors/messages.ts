@@ -61,6 +61,8 @@ export const Messages = {
     `${store} is shared between processes, so it needs a checkpoint key (at least 32 bytes, the same on every worker): pass checkpointKey.`,
   noIdempotencyContext: () =>
     `idempotencyKey() was called outside a tool call. Call it inside a tool that a run executes (a function registered on the ToolRegistry and called through ctx.call or Call()).`,
+  parked: (runId: string, recoveries: number, superstep: number) =>
+    `Run "${runId}" was recovered ${recoveries} time(s) without completing superstep ${superstep} (maxRecoveryAttempts), so it was parked as failed instead of being recovered again. Find out why its workers stop there (npx agent-adapter runs inspect ${runId}), then fork it (runs fork ${runId} --from-step N) to run it again.`,
   unknownKeyId: (kid: string) =>
     `No key with id "${kid}" is in the checkpoint key ring. Add the old key to the ring's previous keys (checkpointKey: { current, previous: [old] }) so runs signed with it can still be verified.`,
 } as const;

@@ -80,6 +80,15 @@ export interface FlowRunnerOptions {
    * @default none: only the run's own identity may resume it
    */
   canResume?: ResumePolicy;
+  /**
+   * Dead letters: a run recovered this many times without completing a superstep (it keeps
+   * killing or losing its worker at the same point) is not claimed again. The next `recover`
+   * parks it as `failed` (error `RecoveryAttemptsExceeded`, a sealed checkpoint written with a
+   * compare-and-set) and returns that result; `recoverAll` reports it like any result. Completing
+   * a superstep resets the count.
+   * @default none: recovered every time
+   */
+  maxRecoveryAttempts?: number;
 }
 
 /** What a resume policy is asked. @publicApi */
@@ -116,6 +125,7 @@ export class FlowRunner {
   private readonly leaseMs: number;
   private readonly approvals?: ApprovalPort;
   private readonly canResume?: ResumePolicy;
+  private readonly maxRecoveryAttempts?: number;
   /** Runs this worker is driving right now (their leases are renewed), with how many drives. */
   private readonly driving = new Map<string, number>();
   private renewTimer?: NodeJS.Timeout;
@@ -152,6 +162,15 @@ export class FlowRunner {
       throw new TypeError(
         'canResume must be a function (request) => boolean | Promise<boolean>.',
       );
+    }
+    if (options.maxRecoveryAttempts !== undefined) {
+      const max = options.maxRecoveryAttempts;
+      if (!Number.isSafeInteger(max) || max < 1) {
+        throw new TypeError(
+          `maxRecoveryAttempts must be a positive integer, got ${String(max)}.`,
+        );
+      }
+      this.maxRecoveryAttempts = max;
     }
     if (options.approvals) this.approvals = options.approvals;
     if (options.canResume) this.canResume = options.canResume;
@@ -222,6 +241,13 @@ export class FlowRunner {
       options.ctx,
     );
     if (cp.status === 'paused') return this.result(compiled, cp);
+    const recoveries = cp.recoveries ?? 0;
+    if (
+      this.maxRecoveryAttempts !== undefined &&
+      recoveries >= this.maxRecoveryAttempts
+    ) {
+      return this.park(compiled, cp, head.calls, recoveries);
+    }
     const { calls, book } = await this.readCutSuperstep(
       cp,
       head,
@@ -229,12 +255,15 @@ export class FlowRunner {
     );
 
     // The claim: one racing recoverer wins this step, the other gets CheckpointConflict here.
+    // (A forked run adopts this graph here: readLatest let its digest differ.)
     const claim: Checkpoint = {
       ...cp,
       identity,
       step: cp.step + 1,
       segment: cp.segment + 1,
       reason: 'claim',
+      digest: compiled.digest,
+      recoveries: recoveries + 1,
     };
     await this.save(claim, [], {}, head.calls);
     return this.drive(
@@ -243,6 +272,31 @@ export class FlowRunner {
       new CallLog(this.store, this.ring, runId, claim.segment),
       { book, seen: calls.length, recovered: true },
     );
+  }
+
+  /**
+   * Dead letter: ends the run as `failed` instead of claiming it again, with a compare-and-set
+   * (a worker still driving it is fenced; a call it logged meanwhile makes this conflict).
+   */
+  private async park<S extends object>(
+    compiled: CompiledFlow<S>,
+    cp: Checkpoint,
+    expectCalls: number,
+    recoveries: number,
+  ): Promise<RunResult<S>> {
+    const parked: Checkpoint = {
+      ...cp,
+      step: cp.step + 1,
+      segment: cp.segment + 1,
+      status: 'failed',
+      reason: 'parked',
+      error: {
+        name: 'RecoveryAttemptsExceeded',
+        message: Messages.parked(cp.runId, recoveries, cp.superstep),
+      },
+    };
+    await this.save(parked, [], {}, expectCalls);
+    return this.result(compiled, parked);
   }
 
   /**
@@ -368,7 +422,8 @@ export class FlowRunner {
     if (cp.status === 'done' || cp.status === 'failed') {
       throw new CheckpointConflict(Messages.ended(runId, cp.status), runId);
     }
-    if (cp.digest !== compiled.digest)
+    // A fork has run nothing yet: its first claim adopts the flow's current graph.
+    if (cp.digest !== compiled.digest && cp.reason !== 'fork')
       throw new FlowError(Messages.graphChanged(runId, compiled.name), runId);
     return { head, cp, identity };
   }
@@ -556,6 +611,7 @@ export class FlowRunner {
                 logBefore: cp.logBefore + seen + log.count(cp.superstep),
                 reason: 'superstep',
                 decisions: undefined,
+                recoveries: undefined,
                 ...('error' in outcome
                   ? { status: 'failed', error: outcome.error }
                   : {

@@ -63,8 +63,26 @@ export interface CheckpointContent {
   incarnation: number;
   /** Call records of all supersteps before `superstep`: recovery checks none went missing. */
   logBefore: number;
-  /** Why this checkpoint was written. */
-  reason: 'start' | 'superstep' | 'claim' | 'pause' | 'resume';
+  /**
+   * Why this checkpoint was written. `parked`: recovery gave up on the run (`maxRecoveryAttempts`);
+   * `cancel`: an operator ended it; `fork`: an operator started it from another run's checkpoint.
+   */
+  reason:
+    | 'start'
+    | 'superstep'
+    | 'claim'
+    | 'pause'
+    | 'resume'
+    | 'parked'
+    | 'cancel'
+    | 'fork';
+  /**
+   * Recoveries (claims) since the run last completed a superstep: a run that keeps dying in the
+   * same superstep is parked once this reaches the runner's `maxRecoveryAttempts`. Absent = 0.
+   */
+  recoveries?: number;
+  /** A forked run: the run and step its first checkpoint was copied from. */
+  forkedFrom?: { runId: string; step: number };
   /** A paused run: the call that waits for a decision. */
   pending?: PendingApproval;
   /**

@@ -70,6 +70,11 @@ export class ReplayBook {
     return this.byIdentity.get(identityKey(id));
   }
 
+  /** What recovery knows of every call identity: replays (`done`) and calls in doubt. */
+  priors(): Prior[] {
+    return [...this.byIdentity.values()];
+  }
+
   /** Calls that may or may not have run. */
   inDoubt(): Array<Extract<Prior, { kind: 'inDoubt' }>> {
     return [...this.byIdentity.values()].filter(

@@ -8,7 +8,7 @@ import type { KeyRing } from './key-ring';
  * position, or a row whose columns were edited, fails verification.
  */
 export interface Coordinates {
-  kind: 'checkpoint' | 'call';
+  kind: 'checkpoint' | 'call' | 'bundle';
   [column: string]: string | number;
 }
 

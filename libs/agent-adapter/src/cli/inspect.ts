@@ -1,0 +1,290 @@
+import { CheckpointNotFound, CheckpointStoreCorrupt } from '../errors';
+import { Messages } from '../errors/messages';
+import type {
+  CheckpointStore,
+  RunStatus,
+} from '../exec/checkpoints/checkpoint-store';
+import { assertNoGaps } from '../exec/durable/call-log';
+import type { Json } from '../exec/durable/canonical-json';
+import type { KeyRing } from '../exec/durable/key-ring';
+import {
+  openCall,
+  openCheckpoint,
+  type Call,
+  type Checkpoint,
+  type PendingApproval,
+  type RunIdentity,
+} from '../exec/durable/records';
+import { ReplayBook } from '../exec/durable/replay';
+
+/**
+ * What `recover` would do with the run now, found with the reads and checks recovery makes and no
+ * write. The CLI has no tool registry, so it cannot know which tools are idempotent: a call in
+ * doubt is reported with its recorded facts as "in doubt (rerun only if idempotent)", unless the
+ * operator names the tool's idempotency (`idempotent`).
+ */
+export type Verdict =
+  /** Done or failed: recover refuses it (CheckpointConflict); fork it to run it again. */
+  | 'ended'
+  /** recover returns it as it is; resume decides the pending call. */
+  | 'paused'
+  /** recover would claim it and rerun its cut superstep: replays, reruns, no decision needed. */
+  | 'recoverable'
+  /** recover would stop with RecoveryNeedsDecision, unless every listed tool is idempotent or rerunInDoubt. */
+  | 'needs-decision'
+  /** recover would refuse: a row is corrupt (CheckpointStoreCorrupt) or a key is missing. */
+  | 'corrupt'
+  /** A worker wrote while this read: the run is alive. */
+  | 'moving';
+
+export interface ReplayedCall {
+  node: string;
+  index: number;
+  tool: string;
+  segment: number;
+  seq: number;
+  /** The recorded outcome the rerun gets back instead of calling the tool. */
+  outcome: 'value' | 'error';
+  error?: { name: string; message: string };
+}
+
+export interface DoubtfulCall {
+  node: string;
+  index: number;
+  tool: string;
+  segment: number;
+  seq: number;
+  /** Why recovery counts it in doubt (the same words RecoveryNeedsDecision uses). */
+  why: string;
+  /**
+   * `in doubt (rerun only if idempotent)`; with the operator's idempotency list: `rerun
+   * (idempotent)` or `needs a decision (not idempotent)`.
+   */
+  action: string;
+  attempt?: number;
+  /** When the last record of the call was written (epoch ms). */
+  at: number;
+  args?: Json;
+}
+
+export interface Inspection {
+  runId: string;
+  flow: string;
+  status: RunStatus;
+  step: number;
+  superstep?: number;
+  segment: number;
+  /** Recoveries since the run last completed a superstep (see maxRecoveryAttempts). */
+  recoveries?: number;
+  reason?: string;
+  identity?: RunIdentity;
+  /** The run acts with a principal: recover needs its ctx. */
+  needsCtx: boolean;
+  owner?: string;
+  leaseExpiresAt?: number;
+  /** The owner's lease is live: recoverAll would skip the run (RunLeaseHeld); recover would fence that worker. */
+  leaseLive: boolean;
+  verdict: Verdict;
+  summary: string;
+  /** Nodes of the cut superstep: recovery runs each again (replaying what finished). */
+  frontier: string[];
+  replay: ReplayedCall[];
+  inDoubt: DoubtfulCall[];
+  pending?: PendingApproval;
+  problems: string[];
+}
+
+export interface InspectOptions {
+  /** Tools the operator knows are idempotent (the CLI has no registry). */
+  idempotent?: readonly string[];
+  /** Tools the operator knows are not idempotent. */
+  notIdempotent?: readonly string[];
+  now?: number;
+}
+
+/**
+ * A recovery dry run: reads the head, the latest checkpoint and the cut superstep's call log (what
+ * `recover` reads), checks them with recovery's own functions (`openCheckpoint`, `assertNoGaps`,
+ * `openCall`, `ReplayBook`) and writes nothing.
+ */
+export async function inspectRun(
+  store: CheckpointStore,
+  ring: KeyRing,
+  runId: string,
+  options: InspectOptions = {},
+): Promise<Inspection> {
+  const head = await store.head(runId);
+  const record = await store.latest(runId);
+  if (!head || !record) throw new CheckpointNotFound(runId);
+  const now = options.now ?? Date.now();
+  const base = {
+    runId,
+    flow: head.flow,
+    status: head.status,
+    step: head.step,
+    segment: head.segment,
+    ...(head.owner !== undefined && { owner: head.owner }),
+    ...(head.leaseExpiresAt !== undefined && {
+      leaseExpiresAt: head.leaseExpiresAt,
+    }),
+    leaseLive:
+      head.status === 'running' &&
+      head.leaseExpiresAt !== undefined &&
+      head.leaseExpiresAt >= now,
+    needsCtx: false,
+    frontier: [] as string[],
+    replay: [] as ReplayedCall[],
+    inDoubt: [] as DoubtfulCall[],
+    problems: [] as string[],
+  };
+  if (record.step !== head.step) {
+    return {
+      ...base,
+      verdict: 'moving',
+      summary: `A worker saved step ${record.step} while this read step ${head.step}: the run is alive. Inspect it again.`,
+    };
+  }
+  let cp: Checkpoint;
+  try {
+    cp = openCheckpoint(ring, record);
+  } catch (error) {
+    if (!(error instanceof CheckpointStoreCorrupt)) throw error;
+    return {
+      ...base,
+      verdict: 'corrupt',
+      problems: [error.message],
+      summary: `recover would refuse the run (CheckpointStoreCorrupt): its latest checkpoint does not verify. Run: agent-adapter runs verify ${runId}`,
+    };
+  }
+  const facts = {
+    ...base,
+    superstep: cp.superstep,
+    reason: cp.reason,
+    identity: cp.identity,
+    needsCtx: cp.identity.principal !== undefined,
+    frontier: cp.frontier,
+    ...(cp.recoveries !== undefined && { recoveries: cp.recoveries }),
+    ...(cp.pending && { pending: cp.pending }),
+  };
+  if (cp.status === 'done' || cp.status === 'failed') {
+    return {
+      ...facts,
+      verdict: 'ended',
+      summary: `${Messages.ended(runId, cp.status)}${cp.error ? ` Its error: ${cp.error.name}: ${cp.error.message}` : ''}`,
+    };
+  }
+
+  // What readCutSuperstep reads and checks, without the claim that would follow.
+  const problems: string[] = [];
+  if (!ring.has(cp.idemKid)) problems.push(Messages.unknownKeyId(cp.idemKid));
+  const records = await store.calls(runId, cp.superstep);
+  try {
+    assertNoGaps(runId, records);
+  } catch (error) {
+    if (!(error instanceof CheckpointStoreCorrupt)) throw error;
+    problems.push(error.message);
+  }
+  const calls: Call[] = [];
+  for (const r of records) {
+    try {
+      calls.push(openCall(ring, r));
+    } catch (error) {
+      if (!(error instanceof CheckpointStoreCorrupt)) throw error;
+      problems.push(error.message);
+    }
+  }
+  const accounted = cp.logBefore + records.length;
+  let moving = accounted > head.calls;
+  if (accounted < head.calls) {
+    const again = await store.head(runId);
+    if (again?.calls !== head.calls || again.step !== head.step) moving = true;
+    else problems.push(Messages.corruptCount(runId, head.calls, accounted));
+  }
+  if (moving) {
+    return {
+      ...facts,
+      verdict: 'moving',
+      summary: Messages.logMoved(runId),
+    };
+  }
+
+  const book = new ReplayBook(calls);
+  const idempotent = new Set(options.idempotent ?? []);
+  const notIdempotent = new Set(options.notIdempotent ?? []);
+  const replay: ReplayedCall[] = [];
+  const inDoubt: DoubtfulCall[] = [];
+  for (const prior of book.priors()) {
+    const { call } = prior;
+    const where = {
+      node: call.node,
+      index: call.index,
+      tool: call.tool,
+      segment: call.segment,
+      seq: call.seq,
+    };
+    if (prior.kind === 'done') {
+      replay.push({
+        ...where,
+        outcome: prior.outcome.ok ? 'value' : 'error',
+        ...(!prior.outcome.ok && { error: prior.outcome.error }),
+      });
+      continue;
+    }
+    // The `started` record holds the arguments; a later unrecordable/approving one may not.
+    const started = calls.find(
+      (c) =>
+        c.phase === 'started' &&
+        c.node === call.node &&
+        c.index === call.index &&
+        c.tool === call.tool &&
+        c.argsHash === call.argsHash,
+    );
+    const args = call.args ?? started?.args;
+    inDoubt.push({
+      ...where,
+      why: prior.why,
+      action: idempotent.has(call.tool)
+        ? 'rerun (idempotent)'
+        : notIdempotent.has(call.tool)
+          ? 'needs a decision (not idempotent)'
+          : 'in doubt (rerun only if idempotent)',
+      ...(call.attempt !== undefined && { attempt: call.attempt }),
+      at: call.at,
+      ...(args !== undefined && { args }),
+    });
+  }
+  const out = { ...facts, replay, inDoubt, problems };
+  if (problems.length) {
+    return {
+      ...out,
+      verdict: 'corrupt',
+      summary: `recover would refuse the run: ${problems.length} problem(s) in its latest checkpoint's superstep. Nothing would run.`,
+    };
+  }
+  if (cp.status === 'paused') {
+    return {
+      ...out,
+      verdict: 'paused',
+      summary: `The run is paused: "${cp.pending?.tool ?? '?'}" (node ${cp.pending?.node ?? '?'}) waits for an approval. recover returns it as it is; resume(flow, runId, { approved }) decides it.`,
+    };
+  }
+  const undecided = inDoubt.filter((c) => !idempotent.has(c.tool));
+  const lease = base.leaseLive
+    ? ` Its owner's lease is live until ${new Date(head.leaseExpiresAt!).toISOString()}: recoverAll skips it (RunLeaseHeld); recover(flow, runId) would take it over and fence that worker.`
+    : '';
+  const ctx = facts.needsCtx
+    ? ' It acts with a principal: recover needs its ctx.'
+    : '';
+  if (undecided.length) {
+    return {
+      ...out,
+      verdict: 'needs-decision',
+      summary: `recover would stop with RecoveryNeedsDecision unless every tool in doubt (${[...new Set(undecided.map((c) => c.tool))].join(', ')}) is registered idempotent, or it is given { rerunInDoubt: true } after you checked each call at its system. ${replay.length} finished call(s) would replay.${lease}${ctx} Nothing was written.`,
+    };
+  }
+  return {
+    ...out,
+    verdict: 'recoverable',
+    summary: `recover would claim step ${cp.step + 1} (segment ${cp.segment + 1}) and rerun superstep ${cp.superstep} (${cp.frontier.join(', ') || 'no nodes'}): ${replay.length} finished call(s) replay, ${inDoubt.length} idempotent call(s) in doubt run again.${lease}${ctx} Nothing was written.`,
+  };
+}

@@ -1,0 +1,212 @@
+import { DriverNotInstalledError } from '../../errors';
+import { DurableError } from '../../errors/durable.error';
+import type { CheckpointStore } from './checkpoint-store';
+import { MemoryCheckpointStore } from './memory.store';
+import { RedisCheckpointStore, type RedisClientLike } from './redis.store';
+import { SQLCheckpointStore, type DataSourceLike } from './sql.store';
+import { SQLiteCheckpointStore } from './sqlite.store';
+
+/*
+ * Store descriptors → store instances, framework-free (DESIGN.md puts this file beside the stores).
+ * The Nest module (nest/create-store.ts) and the operator CLI (cli/store-url.ts) both use it. Each
+ * store's driver is loaded only when a descriptor of that type is opened (TypeORM's DriverFactory).
+ */
+
+/** A store in this process only. @publicApi */
+export interface MemoryStoreDescriptor {
+  type: 'memory';
+}
+
+/** One SQLite file (WAL). Needs `typeorm` + `better-sqlite3`. @publicApi */
+export interface SqliteStoreDescriptor {
+  type: 'sqlite';
+  /** The database file; its folder must exist. */
+  path: string;
+  /** Prefix of every table name (a tenant). @default 'aa_' */
+  tablePrefix?: string;
+  /** Create missing tables on first use. @default true */
+  createTables?: boolean;
+}
+
+/** Postgres through TypeORM: an application's DataSource or a URL. Needs `typeorm` + `pg`. @publicApi */
+export interface PostgresStoreDescriptor {
+  type: 'postgres';
+  /** A TypeORM DataSource the application owns (the store does not close it). */
+  dataSource?: DataSourceLike;
+  /** A connection URL, for a DataSource the store creates and closes. */
+  url?: string;
+  /** Schema holding the tables (a tenant). @default the connection's */
+  schema?: string;
+  /** Prefix of every table name (a tenant). @default 'aa_' */
+  tablePrefix?: string;
+  /** Create missing tables on first use. @default true */
+  createTables?: boolean;
+}
+
+/** Redis (one server or a Cluster). Needs `ioredis` unless `client` is given. @publicApi */
+export interface RedisStoreDescriptor {
+  type: 'redis';
+  /** Connection URL for a client the store creates. @default ioredis' default (127.0.0.1:6379) */
+  url?: string;
+  /** Creates the client instead (`() => new Redis(url)` or `() => new Cluster(nodes)`). */
+  client?: () => RedisClientLike;
+  /** ioredis options for a client made from `url` (timeouts, retries). */
+  clientOptions?: Record<string, unknown>;
+  /** Key namespace (a tenant). @default 'aa' */
+  prefix?: string;
+  /** Keys of a run expire this long after its last write (never while paused). @default no expiry */
+  ttlSeconds?: number;
+}
+
+/** @publicApi */
+export type StoreDescriptor =
+  | MemoryStoreDescriptor
+  | SqliteStoreDescriptor
+  | PostgresStoreDescriptor
+  | RedisStoreDescriptor;
+
+/** Every `type` a store descriptor may have. */
+export const STORE_TYPES: readonly StoreDescriptor['type'][] = [
+  'memory',
+  'sqlite',
+  'postgres',
+  'redis',
+];
+
+/**
+ * A descriptor that names no known store type (`problem` undefined) or misses what its type needs.
+ * Callers word it for their setting (the Nest module, the CLI).
+ */
+export class StoreDescriptorError extends DurableError {
+  constructor(
+    readonly type: unknown,
+    readonly problem?: string,
+  ) {
+    super(
+      problem === undefined
+        ? `Unknown store type ${JSON.stringify(type)}. Valid types: ${STORE_TYPES.map((t) => `"${t}"`).join(', ')}.`
+        : `Store { type: "${String(type)}" }: ${problem}.`,
+    );
+  }
+}
+
+/** A store and whether its creator must close it. */
+export interface OpenedStore {
+  store: CheckpointStore;
+  /** True when the store's connections are the creator's to close. */
+  owned: boolean;
+}
+
+/**
+ * Creates the store a descriptor names, loading only that store's driver (checked now, so a
+ * missing package fails at once with the install command). Connects lazily, on first use.
+ */
+export function openCheckpointStore(descriptor: StoreDescriptor): OpenedStore {
+  switch (descriptor.type) {
+    case 'memory':
+      return { store: new MemoryCheckpointStore(), owned: true };
+    case 'sqlite': {
+      if (typeof descriptor.path !== 'string' || descriptor.path === '') {
+        throw new StoreDescriptorError(
+          'sqlite',
+          'give "path", the database file (its folder must exist)',
+        );
+      }
+      requireInstalled('SQLiteCheckpointStore', 'typeorm', 'better-sqlite3');
+      return {
+        store: new SQLiteCheckpointStore(descriptor.path, {
+          ...(descriptor.tablePrefix !== undefined && {
+            tablePrefix: descriptor.tablePrefix,
+          }),
+          ...(descriptor.createTables !== undefined && {
+            createTables: descriptor.createTables,
+          }),
+        }),
+        owned: true,
+      };
+    }
+    case 'postgres': {
+      const { dataSource, url } = descriptor;
+      if ((dataSource === undefined) === (url === undefined)) {
+        throw new StoreDescriptorError(
+          'postgres',
+          'give exactly one of "dataSource" (your TypeORM DataSource) or "url"',
+        );
+      }
+      const options = {
+        ...(descriptor.schema !== undefined && { schema: descriptor.schema }),
+        ...(descriptor.tablePrefix !== undefined && {
+          tablePrefix: descriptor.tablePrefix,
+        }),
+        ...(descriptor.createTables !== undefined && {
+          createTables: descriptor.createTables,
+        }),
+      };
+      if (dataSource !== undefined) {
+        // The application's DataSource: it opens and closes it, the store only uses it.
+        return {
+          store: new SQLCheckpointStore(dataSource, options),
+          owned: false,
+        };
+      }
+      requireInstalled('SQLCheckpointStore (Postgres)', 'typeorm', 'pg');
+      return {
+        store: new SQLCheckpointStore({ type: 'postgres', url }, options),
+        owned: true,
+      };
+    }
+    case 'redis': {
+      const { client, url } = descriptor;
+      if (client !== undefined && url !== undefined) {
+        throw new StoreDescriptorError(
+          'redis',
+          'give "url" or "client", not both',
+        );
+      }
+      if (client !== undefined && typeof client !== 'function') {
+        throw new StoreDescriptorError(
+          'redis',
+          '"client" must be a function returning a client, e.g. () => new Redis(url)',
+        );
+      }
+      const connect = client ?? (() => newRedis(url, descriptor.clientOptions));
+      return {
+        store: new RedisCheckpointStore(connect, {
+          ...(descriptor.prefix !== undefined && { prefix: descriptor.prefix }),
+          ...(descriptor.ttlSeconds !== undefined && {
+            ttlSeconds: descriptor.ttlSeconds,
+          }),
+        }),
+        owned: true,
+      };
+    }
+    default:
+      throw new StoreDescriptorError((descriptor as { type?: unknown }).type);
+  }
+}
+
+function requireInstalled(store: string, ...packages: string[]): void {
+  for (const name of packages) {
+    try {
+      require.resolve(name);
+    } catch {
+      throw new DriverNotInstalledError(store, name);
+    }
+  }
+}
+
+function newRedis(
+  url: string | undefined,
+  options: Record<string, unknown> = {},
+): RedisClientLike {
+  requireInstalled('RedisCheckpointStore', 'ioredis');
+  // Loaded only for a Redis store made from a URL.
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const { Redis } = require('ioredis') as {
+    Redis: new (
+      url: string | Record<string, unknown>,
+      options?: Record<string, unknown>,
+    ) => RedisClientLike;
+  };
+  return url === undefined ? new Redis(options) : new Redis(url, options);
+}

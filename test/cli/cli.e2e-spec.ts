@@ -1,0 +1,500 @@
+/**
+ * The operator CLI as a real child process (`node -r ts-register libs/agent-adapter/src/cli/main.ts
+ * ...`) against SQLite, Postgres and Redis stores populated by real runs: a finished run, a run
+ * whose worker died inside a tool (a call in doubt), a paused run, and a run with a tampered row.
+ * Every command, with its exit code.
+ */
+import { execFile } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import Redis from 'ioredis';
+import { DataSource } from 'typeorm';
+import {
+  Executor,
+  FlowRunner,
+  RedisCheckpointStore,
+  SQLCheckpointStore,
+  SQLiteCheckpointStore,
+  ToolRegistry,
+  type CheckpointStore,
+} from 'agent-adapter';
+import { CrashingStore, settle } from '../utils/crashing-store';
+import { dropPrefix } from '../utils/redis-keys';
+import {
+  DATABASE_URL,
+  REDIS_URL,
+  describeWithService,
+  suiteId,
+} from '../utils/services';
+import { KEY, ticketsFlow } from '../utils/tickets';
+
+jest.setTimeout(240_000);
+
+const ROOT = join(__dirname, '..', '..');
+const MAIN = join(ROOT, 'libs', 'agent-adapter', 'src', 'cli', 'main.ts');
+const REGISTER = join(ROOT, 'test', 'utils', 'ts-register.js');
+
+interface Cli {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+function cli(args: string[], env: NodeJS.ProcessEnv = {}): Promise<Cli> {
+  return new Promise((resolve) => {
+    execFile(
+      process.execPath,
+      ['-r', REGISTER, MAIN, ...args],
+      {
+        cwd: ROOT,
+        env: { ...process.env, NODE_OPTIONS: '', CHECKPOINT_KEY: KEY, ...env },
+        timeout: 120_000,
+        maxBuffer: 16 * 1024 * 1024,
+      },
+      (error, stdout, stderr) => {
+        const code =
+          error && typeof (error as { code?: unknown }).code === 'number'
+            ? (error as { code: number }).code
+            : error
+              ? -1
+              : 0;
+        resolve({ code, stdout, stderr });
+      },
+    );
+  });
+}
+
+/** A worker of the tickets flow; `dieIn` kills it inside that tool, `approve` pauses at the mail. */
+function worker(
+  inner: CheckpointStore,
+  options: { dieIn?: string; approve?: boolean } = {},
+) {
+  const store = new CrashingStore(inner);
+  const tool = (name: string) => async (a: { show: string }) => {
+    if (options.dieIn === name) store.kill(`inside ${name}`);
+    return `${name} ${a.show}`;
+  };
+  const registry = new ToolRegistry()
+    .register('hold_seats', tool('hold_seats'), { idempotent: true })
+    .register('charge_card', tool('charge_card'))
+    .register('email_tickets', tool('email_tickets'), {
+      ...(options.approve && { approval: true }),
+    });
+  return new FlowRunner(new Executor(registry), {
+    checkpoints: store,
+    checkpointKey: KEY,
+  });
+}
+
+async function populate(store: CheckpointStore): Promise<void> {
+  const flow = ticketsFlow();
+  const input = { show: 'Hamlet', seats: 2 };
+  const run = async (
+    runId: string,
+    options: { dieIn?: string; approve?: boolean },
+  ) => {
+    const w = worker(store, options);
+    await w.run(flow, input, { runId }).catch(() => undefined);
+    w.close();
+    await settle();
+  };
+  await run('done-1', {});
+  await run('tampered-1', {});
+  await run('crashed-1', { dieIn: 'email_tickets' });
+  await run('paused-1', { approve: true });
+}
+
+interface Backend {
+  name: string;
+  url: () => string;
+  make: () => Promise<CheckpointStore>;
+  /** Replaces the sealed text of one call record, as an attacker with database access would. */
+  rewriteCall: (
+    runId: string,
+    k: { segment: number; superstep: number; seq: number },
+    sealed: string,
+  ) => Promise<void>;
+  cleanup: () => Promise<void>;
+}
+
+function cliSuite(backend: () => Backend): void {
+  let b: Backend;
+  let store: CheckpointStore;
+  let dir: string;
+  const run = (...args: string[]) => cli(['--store', b.url(), ...args]);
+
+  beforeAll(async () => {
+    b = backend();
+    dir = mkdtempSync(join(tmpdir(), 'aa-cli-'));
+    store = await b.make();
+    await populate(store);
+    // Tamper: the first call record of tampered-1 gets the body of its second.
+    const { calls } = await store.history('tampered-1');
+    const [first, second] = calls;
+    await b.rewriteCall('tampered-1', first!, second!.sealed);
+  });
+
+  afterAll(async () => {
+    await store?.close();
+    await b?.cleanup();
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('runs list: every run, newest first; filters; --json', async () => {
+    const all = await run('runs', 'list');
+    expect(all.code).toBe(0);
+    for (const id of ['done-1', 'tampered-1', 'crashed-1', 'paused-1'])
+      expect(all.stdout).toContain(id);
+    expect(all.stdout.split('\n')[0]).toMatch(/^RUN\s+FLOW\s+STATUS/);
+
+    const paused = await run('runs', 'list', '--status', 'paused', '--json');
+    expect(paused.code).toBe(0);
+    const page = JSON.parse(paused.stdout) as {
+      runs: Array<{ runId: string }>;
+    };
+    expect(page.runs.map((r) => r.runId)).toEqual(['paused-1']);
+
+    const limited = await run('runs', 'list', '--limit', '1', '--json');
+    const first = JSON.parse(limited.stdout) as {
+      runs: Array<{ runId: string }>;
+      next?: string;
+    };
+    expect(first.runs.map((r) => r.runId)).toEqual(['paused-1']);
+    expect(first.next).toBeDefined();
+    const second = await run(
+      'runs',
+      'list',
+      '--limit',
+      '1',
+      '--before',
+      first.next!,
+      '--json',
+    );
+    expect(
+      (JSON.parse(second.stdout) as { runs: Array<{ runId: string }> }).runs,
+    ).toEqual([expect.objectContaining({ runId: 'crashed-1' })]);
+  });
+
+  it('runs show: head, state and history; unknown run is exit 2', async () => {
+    const shown = await run('runs', 'show', 'done-1');
+    expect(shown.code).toBe(0);
+    expect(shown.stdout).toMatch(/status:\s+done/);
+    expect(shown.stdout).toContain('email_tickets');
+    const json = await run('runs', 'show', 'crashed-1', '--json');
+    expect(JSON.parse(json.stdout)).toMatchObject({
+      head: { runId: 'crashed-1', status: 'running' },
+      latest: { superstep: 2, frontier: ['send'] },
+    });
+    const missing = await run('runs', 'show', 'nope');
+    expect(missing.code).toBe(2);
+    expect(missing.stderr).toMatch(/No checkpoint is stored for run "nope"/);
+    expect(missing.stderr).not.toMatch(/\n\s+at /); // no stack trace
+  });
+
+  it('runs verify: clean runs pass; the tampered row is reported with exit 1', async () => {
+    expect((await run('runs', 'verify', 'done-1')).code).toBe(0);
+    expect((await run('runs', 'verify', 'crashed-1')).code).toBe(0);
+    const bad = await run('runs', 'verify', 'tampered-1');
+    expect(bad.code).toBe(1);
+    expect(bad.stdout).toMatch(/CORRUPT\s+tampered-1/);
+    expect(bad.stdout).toMatch(/does not match its signature/);
+
+    const all = await run('runs', 'verify', '--all', '--json');
+    expect(all.code).toBe(1);
+    const report = JSON.parse(all.stdout) as {
+      ok: boolean;
+      runs: Array<{ runId: string; problems: unknown[] }>;
+    };
+    expect(report.ok).toBe(false);
+    expect(
+      report.runs.filter((r) => r.problems.length).map((r) => r.runId),
+    ).toEqual(['tampered-1']);
+    expect(report.runs).toHaveLength(4);
+  });
+
+  it('runs inspect: the call in doubt and why, nothing written', async () => {
+    const before = await store.history('crashed-1');
+    const headBefore = await store.head('crashed-1');
+    const out = await run('runs', 'inspect', 'crashed-1');
+    expect(out.code).toBe(0);
+    expect(out.stdout).toMatch(/verdict:\s+needs-decision/);
+    expect(out.stdout).toMatch(
+      /email_tickets.*started, no result recorded.*in doubt \(rerun only if idempotent\)/,
+    );
+    const json = await run(
+      'runs',
+      'inspect',
+      'crashed-1',
+      '--idempotent',
+      'email_tickets',
+      '--json',
+    );
+    expect(JSON.parse(json.stdout)).toMatchObject({
+      verdict: 'recoverable',
+      inDoubt: [{ tool: 'email_tickets', action: 'rerun (idempotent)' }],
+    });
+    expect(await store.history('crashed-1')).toEqual(before);
+    expect((await store.head('crashed-1'))?.step).toBe(headBefore?.step);
+    expect((await store.head('crashed-1'))?.segment).toBe(headBefore?.segment);
+
+    const paused = await run('runs', 'inspect', 'paused-1', '--json');
+    expect(JSON.parse(paused.stdout)).toMatchObject({
+      verdict: 'paused',
+      pending: { tool: 'email_tickets' },
+    });
+  });
+
+  it('runs export + runs verify --bundle: offline, and an edited bundle fails', async () => {
+    const file = join(dir, 'crashed-1.json');
+    const exported = await run('runs', 'export', 'crashed-1', '--out', file);
+    expect(exported.code).toBe(0);
+    expect(exported.stdout).toMatch(/signed/);
+    // Offline: no store at all.
+    const ok = await cli(['runs', 'verify', '--bundle', file]);
+    expect(ok.code).toBe(0);
+    expect(ok.stdout).toMatch(/bundle signature: ok/);
+
+    const bundle = JSON.parse(readFileSync(file, 'utf8')) as {
+      calls: Array<{ sealed: string }>;
+    };
+    bundle.calls[0]!.sealed = bundle.calls[0]!.sealed.replace(
+      'Hamlet',
+      'Macbeth',
+    );
+    const edited = join(dir, 'edited.json');
+    writeFileSync(edited, JSON.stringify(bundle));
+    const bad = await cli(['runs', 'verify', '--bundle', edited, '--json']);
+    expect(bad.code).toBe(1);
+    expect(JSON.parse(bad.stdout)).toMatchObject({ ok: false, signed: false });
+
+    const wrongKey = await cli(['runs', 'verify', '--bundle', file], {
+      CHECKPOINT_KEY: 'some-other-secret-with-32-bytes-or-more',
+    });
+    expect(wrongKey.code).toBe(1);
+
+    // To stdout without --out.
+    const piped = await run('runs', 'export', 'done-1');
+    expect(piped.code).toBe(0);
+    expect(JSON.parse(piped.stdout)).toMatchObject({
+      format: 'agent-adapter.bundle/1',
+      runId: 'done-1',
+    });
+  });
+
+  it('runs cancel: a paused run ends failed; an ended run cannot be cancelled', async () => {
+    const out = await run(
+      'runs',
+      'cancel',
+      'paused-1',
+      '--reason',
+      'customer asked',
+    );
+    expect(out.code).toBe(0);
+    expect(out.stdout).toMatch(/Cancelled run paused-1 \(was paused\)/);
+    const shown = await run('runs', 'show', 'paused-1', '--json');
+    expect(JSON.parse(shown.stdout)).toMatchObject({
+      head: { status: 'failed' },
+      latest: {
+        reason: 'cancel',
+        error: {
+          name: 'RunCancelled',
+          message: expect.stringMatching(
+            /cancelled by operator.*customer asked/,
+          ),
+        },
+      },
+    });
+    expect((await run('runs', 'verify', 'paused-1')).code).toBe(0);
+    const again = await run('runs', 'cancel', 'paused-1');
+    expect(again.code).toBe(2);
+    expect(again.stderr).toMatch(/already ended/);
+  });
+
+  it('runs fork: a new run from an old checkpoint, which a worker then finishes', async () => {
+    const out = await run(
+      'runs',
+      'fork',
+      'done-1',
+      '--from-step',
+      '2',
+      '--run-id',
+      'forked-1',
+    );
+    expect(out.code).toBe(0);
+    expect(out.stdout).toMatch(/Forked run forked-1 from done-1 step 2/);
+    const w = worker(store);
+    const r = await w.recover(ticketsFlow(), 'forked-1');
+    w.close();
+    expect(r).toMatchObject({
+      status: 'done',
+      state: { note: 'email_tickets Hamlet' },
+    });
+    expect((await run('runs', 'verify', 'forked-1')).code).toBe(0);
+    const missingStep = await run(
+      'runs',
+      'fork',
+      'done-1',
+      '--from-step',
+      '42',
+    );
+    expect(missingStep.code).toBe(2);
+    const noStep = await run('runs', 'fork', 'done-1');
+    expect(noStep.code).toBe(2);
+    expect(noStep.stderr).toMatch(/--from-step/);
+  });
+
+  it('runs prune: finished runs before the date, dry run first', async () => {
+    const future = new Date(Date.now() + 86_400_000).toISOString();
+    const dry = await run(
+      'runs',
+      'prune',
+      '--finished-before',
+      future,
+      '--dry-run',
+      '--json',
+    );
+    expect(dry.code).toBe(0);
+    // done-1, tampered-1, paused-1 (cancelled), forked-1.
+    expect(JSON.parse(dry.stdout)).toMatchObject({ deleted: 4, dryRun: true });
+    const past = await run('runs', 'prune', '--finished-before', '2000-01-01');
+    expect(past.stdout).toMatch(/Deleted 0 finished run/);
+    const pruned = await run('runs', 'prune', '--finished-before', future);
+    expect(pruned.code).toBe(0);
+    expect(pruned.stdout).toMatch(/Deleted 4 finished run/);
+    const left = (await store.list()).runs.map((r) => r.runId);
+    expect(left).toEqual(['crashed-1']);
+    const bad = await run('runs', 'prune', '--finished-before', 'yesterday');
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toMatch(/not a date/);
+  });
+}
+
+describe('agent-adapter CLI: usage errors', () => {
+  it('unknown URL scheme, no store, missing key, bad arguments: exit 2, no stack trace', async () => {
+    const scheme = await cli(['--store', 'mongodb://x', 'runs', 'list']);
+    expect(scheme.code).toBe(2);
+    expect(scheme.stderr).toMatch(/Unknown store URL scheme "mongodb:"/);
+
+    const none = await cli(['runs', 'list'], { AGENT_ADAPTER_STORE: '' });
+    expect(none.code).toBe(2);
+    expect(none.stderr).toMatch(/No store: give --store/);
+
+    const dir = mkdtempSync(join(tmpdir(), 'aa-cli-'));
+    try {
+      const file = join(dir, 'runs.db');
+      const s = new SQLiteCheckpointStore(file);
+      await populate(s);
+      await s.close();
+      const noKey = await cli(
+        ['--store', `sqlite:${file}`, 'runs', 'verify', 'done-1'],
+        {
+          CHECKPOINT_KEY: '',
+        },
+      );
+      expect(noKey.code).toBe(2);
+      expect(noKey.stderr).toMatch(/CHECKPOINT_KEY is not set/);
+      // The environment variable names the store too.
+      const env = await cli(['runs', 'list', '--json'], {
+        AGENT_ADAPTER_STORE: `sqlite:${file}`,
+      });
+      expect(env.code).toBe(0);
+      const both = await cli(['--store', `sqlite:${file}`, 'runs', 'verify']);
+      expect(both.code).toBe(2);
+      expect(both.stderr).toMatch(/exactly one of <id>, --all or --bundle/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+
+    const unknown = await cli(['runs', 'frobnicate']);
+    expect(unknown.code).toBe(2);
+    const help = await cli(['runs', '--help']);
+    expect(help.code).toBe(0);
+    expect(help.stdout).toMatch(/inspect/);
+    for (const r of [scheme, none, unknown])
+      expect(r.stderr).not.toMatch(/\n\s+at /);
+  });
+});
+
+describe('agent-adapter CLI on SQLite', () => {
+  cliSuite(() => {
+    const dir = mkdtempSync(join(tmpdir(), 'aa-cli-sqlite-'));
+    const file = join(dir, 'runs.db');
+    let ds: DataSource | undefined;
+    return {
+      name: 'sqlite',
+      url: () => `sqlite:${file}?tablePrefix=t_`,
+      make: async () => new SQLiteCheckpointStore(file, { tablePrefix: 't_' }),
+      rewriteCall: async (runId, k, sealed) => {
+        ds ??= await new DataSource({
+          type: 'better-sqlite3',
+          database: file,
+        }).initialize();
+        await ds.query(
+          'UPDATE t_calls SET sealed = ? WHERE run_id = ? AND segment = ? AND superstep = ? AND seq = ?',
+          [sealed, runId, k.segment, k.superstep, k.seq],
+        );
+      },
+      cleanup: async () => {
+        await ds?.destroy();
+        rmSync(dir, { recursive: true, force: true });
+      },
+    };
+  });
+});
+
+describeWithService('postgres', 'agent-adapter CLI on Postgres', () => {
+  cliSuite(() => {
+    const schema = suiteId('aa_cli');
+    const ds = new DataSource({ type: 'postgres', url: DATABASE_URL });
+    const url = new URL(DATABASE_URL);
+    url.searchParams.set('schema', schema);
+    return {
+      name: 'postgres',
+      url: () => url.toString(),
+      make: async () =>
+        new SQLCheckpointStore(
+          { type: 'postgres', url: DATABASE_URL },
+          { schema },
+        ),
+      rewriteCall: async (runId, k, sealed) => {
+        if (!ds.isInitialized) await ds.initialize();
+        await ds.query(
+          `UPDATE "${schema}"."aa_calls" SET sealed = $1 WHERE run_id = $2 AND segment = $3 AND superstep = $4 AND seq = $5`,
+          [sealed, runId, k.segment, k.superstep, k.seq],
+        );
+      },
+      cleanup: async () => {
+        if (!ds.isInitialized) await ds.initialize();
+        await ds.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+        await ds.destroy();
+      },
+    };
+  });
+});
+
+describeWithService('redis', 'agent-adapter CLI on Redis', () => {
+  cliSuite(() => {
+    const prefix = suiteId('aacli');
+    const admin = new Redis(REDIS_URL);
+    const url = new URL(REDIS_URL);
+    url.searchParams.set('prefix', prefix);
+    return {
+      name: 'redis',
+      url: () => url.toString(),
+      make: async () =>
+        new RedisCheckpointStore(() => new Redis(REDIS_URL), { prefix }),
+      rewriteCall: async (runId, k, sealed) => {
+        await admin.hset(
+          `{${prefix}:${runId}}:calls`,
+          `${k.superstep}:${k.segment}:${k.seq}`,
+          sealed,
+        );
+      },
+      cleanup: async () => {
+        await dropPrefix(admin, prefix);
+        await admin.quit();
+      },
+    };
+  });
+});
