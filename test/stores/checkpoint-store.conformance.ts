@@ -11,6 +11,7 @@ import {
   FlowRunner,
   ToolRegistry,
   RecoveryNeedsDecision,
+  RunLeaseHeld,
   type CallRecord,
   type CheckpointRecord,
   type CheckpointStore,
@@ -446,6 +447,51 @@ export function checkpointStoreConformance(fixture: StoreFixture): void {
           [1, 0, 3],
           [1, 1, 1],
         ]);
+      });
+
+      it('two runners of one worker id (a flow runner and tool loops in one process) each keep their own runs leased', async () => {
+        const store = await make();
+        let release!: () => void;
+        const gate = new Promise<void>((resolve) => (release = resolve));
+        // A superstep far longer than the lease: only renewal keeps the run owned.
+        const flow = new Flow<{ n: number }>(uid('slow'))
+          .node('wait', async () => {
+            await gate;
+            return { n: 1 };
+          })
+          .end('wait');
+        const options = {
+          checkpoints: store,
+          checkpointKey: KEY,
+          workerId: 'w1',
+          leaseMs: 300,
+        };
+        const a = new FlowRunner(new Executor(new ToolRegistry()), options);
+        const b = new FlowRunner(new Executor(new ToolRegistry()), options);
+        const runs = [
+          a.run(flow, { n: 0 }, { runId: uid('a') }),
+          b.run(flow, { n: 0 }, { runId: uid('b') }),
+        ];
+        const other = new FlowRunner(new Executor(new ToolRegistry()), {
+          ...options,
+          workerId: 'w2',
+        });
+        try {
+          for (let look = 0; look < 4; look++) {
+            await new Promise((r) => setTimeout(r, 250));
+            const seen = await other.recoverAll(flow);
+            expect(seen.size).toBe(2);
+            for (const outcome of seen.values())
+              expect(outcome).toBeInstanceOf(RunLeaseHeld);
+          }
+        } finally {
+          release();
+        }
+        for (const r of await Promise.all(runs))
+          expect(r).toMatchObject({ status: 'done', state: { n: 1 } });
+        a.close();
+        b.close();
+        other.close();
       });
 
       it("tenants: two stores in their own namespaces never see each other's runs", async () => {

@@ -63,7 +63,8 @@ const OWNER_KEEP_MS = 24 * 3600_000;
  *   keys per run however long it runs, so a TTL refresh costs the same on every write.
  * - `{P}:unfinished:<flow>` sorted set (score 0, paged by run id), `{P}:runs` sorted set (by a
  *   creation sequence, `{P}:seq`), `{P}:born` hash (run id → when its step 0 was announced).
- * - `P:lease:<owner>` (lease expiry ms) and `P:owned:<owner>` (run ids): one write renews them all.
+ * - `{P:owner:<owner>}:leases` sorted set (run id → lease expiry ms) of the runs an owner drives:
+ *   one write renews them all, and several runners of one worker id add to it side by side.
  * @publicApi
  */
 export class RedisCheckpointStore extends CheckpointStore {
@@ -295,12 +296,13 @@ export class RedisCheckpointStore extends CheckpointStore {
     };
   }
 
-  /** One write (the owner's lease key) renews every run of the owner; the count only reads. */
   /**
-   * One owner's renewal: its lease key and the set of runs it drives, replaced together (they
-   * share a hash tag, so MULTI works on a Cluster too). A run's lease is the later of the one saved
-   * with its checkpoint and its owner's key, and the key only counts for runs in that set. With a
-   * TTL, the driven runs' keys are refreshed too, so a long superstep cannot expire a live run.
+   * One owner's renewal, one write: the owner's sorted set of driven runs gets each of `runIds`
+   * with the new expiry as its score (ZADD, additive: several runners of one worker id, e.g. a
+   * flow runner and tool loops in one process, each renew their own runs without dropping the
+   * others'), and entries that expired long ago are pruned. A run's lease is the later of the one
+   * saved with its checkpoint and its score in its owner's set. With a TTL, the driven runs' keys
+   * are refreshed too, so a long superstep cannot expire a live run.
    */
   async renewLeases(
     owner: string,
@@ -308,14 +310,15 @@ export class RedisCheckpointStore extends CheckpointStore {
     runIds: readonly string[],
   ): Promise<number> {
     const keep = keepMs(leaseExpiresAt);
-    const tx = this.client.multi().del(this.ownedKey(owner));
+    const owned = this.ownedKey(owner);
+    const tx = this.client
+      .multi()
+      .zremrangebyscore(owned, '-inf', Date.now() - keep);
     if (runIds.length)
-      tx.sadd(this.ownedKey(owner), ...runIds).pexpire(
-        this.ownedKey(owner),
-        keep,
-      );
+      tx.zadd(owned, ...runIds.flatMap((id) => [leaseExpiresAt, id]));
+    tx.pexpire(owned, keep);
     const [, heads] = await Promise.all([
-      tx.set(this.leaseKey(owner), String(leaseExpiresAt), 'PX', keep).exec(),
+      tx.exec(),
       Promise.all(
         runIds.map((id) =>
           this.client.hmget(this.runKeys(id).head, 'owner', 'status'),
@@ -359,11 +362,8 @@ export class RedisCheckpointStore extends CheckpointStore {
   private unfinishedKey(flow: string): string {
     return `{${this.prefix}}:unfinished:${flow}`;
   }
-  private leaseKey(owner: string): string {
-    return `{${this.prefix}:owner:${owner}}:lease`;
-  }
   private ownedKey(owner: string): string {
-    return `{${this.prefix}:owner:${owner}}:driving`;
+    return `{${this.prefix}:owner:${owner}}:leases`;
   }
 
   private script(
@@ -421,29 +421,24 @@ export class RedisCheckpointStore extends CheckpointStore {
   }
 
   /**
-   * The effective lease of an unfinished run is the later of the one saved with it and its owner's
-   * lease key (renewed once per interval for all of that owner's runs), while that owner holds it.
+   * The effective lease of an unfinished run is the later of the one saved with it and its score in
+   * its owner's set of driven runs (renewed once per interval for all of that owner's runs).
    */
   private async withLeases(heads: RunHead[]): Promise<RunHead[]> {
     const held = heads.filter(
       (h) => h.owner !== undefined && UNFINISHED.includes(h.status),
     );
-    const owners = [...new Set(held.map((h) => h.owner!))];
-    const [values, driven] = await Promise.all([
-      Promise.all(owners.map((o) => this.client.get(this.leaseKey(o)))),
-      Promise.all(
-        held.map((h) =>
-          this.client.sismember(this.ownedKey(h.owner!), h.runId),
-        ),
-      ),
-    ]);
-    const leases = new Map(owners.map((o, i) => [o, values[i]]));
+    const renewed = await Promise.all(
+      held.map((h) => this.client.zscore(this.ownedKey(h.owner!), h.runId)),
+    );
     held.forEach((head, i) => {
-      const renewed = leases.get(head.owner!);
-      const saved = head.leaseExpiresAt ?? -Infinity;
-      // The owner's key only speaks for the runs it said it drives.
-      if (renewed != null && driven[i] === 1)
-        head.leaseExpiresAt = Math.max(saved, +renewed);
+      const score = renewed[i];
+      // The owner's set only speaks for the runs it said it drives.
+      if (score != null)
+        head.leaseExpiresAt = Math.max(
+          head.leaseExpiresAt ?? -Infinity,
+          +score,
+        );
     });
     return heads;
   }
