@@ -2,8 +2,23 @@
  * Starting, watching and killing crash-test workers (worker.ts), and reading their ledger.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, readFileSync, readdirSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import {
+  existsSync,
+  mkdtempSync,
+  readFileSync,
+  readdirSync,
+  rmSync,
+} from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { suiteId } from '../utils/services';
+import {
+  dropStore,
+  storeLocation,
+  type StoreEnv,
+  type StoreKind,
+} from './stores';
 import type { LedgerLine, WorkerReport } from './worker';
 
 const ROOT = join(__dirname, '..', '..');
@@ -32,6 +47,7 @@ function transpiled(): string {
     files.push(
       WORKER,
       join(__dirname, 'stores.ts'),
+      join(__dirname, 'flows.ts'),
       join(ROOT, 'test', 'utils', 'tickets.ts'),
       join(ROOT, 'test', 'utils', 'services.ts'),
     );
@@ -209,4 +225,66 @@ export function spread(values: number[]): string {
   if (!values.length) return 'n/a';
   const s = [...values].sort((a, b) => a - b);
   return `${s[0]} / ${s[Math.floor(s.length / 2)]} / ${s[s.length - 1]}`;
+}
+
+/** `phase:who` per ledger line of `tool`, with pids named by the map. */
+export function trail(
+  ledger: LedgerLine[],
+  tool: string,
+  names: Record<number, string>,
+): string[] {
+  return ledger
+    .filter((l) => l.tool === tool)
+    .map((l) => `${l.phase}:${names[l.pid] ?? `pid ${l.pid}`}`);
+}
+
+/** The distinct idempotency keys `tool` ran with. */
+export function keysOf(ledger: LedgerLine[], tool: string): Set<string> {
+  return new Set(ledger.filter((l) => l.tool === tool).map((l) => l.key));
+}
+
+/** One test's world: a private store location, ledger file and run id. */
+export interface Sandbox {
+  dir: string;
+  env: StoreEnv;
+  runId: string;
+  ledgerFile: string;
+  ledger(): LedgerLine[];
+  /** Starts a worker on this store and ledger (`extra`: more environment). */
+  start(args: string[], extra?: Record<string, string>): Worker;
+}
+
+/**
+ * Sandboxes on one backend, each dropped (store, files) by `cleanup` — call it in afterAll, after
+ * killAll.
+ */
+export function sandboxes(kind: StoreKind, prefix = 'crash') {
+  const made: Array<{ env: StoreEnv; dir: string }> = [];
+  return {
+    fresh(): Sandbox {
+      const dir = mkdtempSync(join(tmpdir(), 'aa-crash-'));
+      const env = storeLocation(kind, suiteId(prefix), dir);
+      made.push({ env, dir });
+      const ledger = join(dir, 'ledger.jsonl');
+      return {
+        dir,
+        env,
+        runId: `run-${randomBytes(6).toString('hex')}`,
+        ledgerFile: ledger,
+        ledger: () => readLedger(ledger),
+        start: (args, extra = {}) =>
+          new Worker([...args, '--store', kind], {
+            ...env,
+            LEDGER: ledger,
+            ...extra,
+          }),
+      };
+    },
+    async cleanup(): Promise<void> {
+      for (const { env, dir } of made.splice(0)) {
+        await dropStore(kind, env);
+        rmSync(dir, { recursive: true, force: true });
+      }
+    },
+  };
 }

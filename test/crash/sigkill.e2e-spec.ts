@@ -5,7 +5,16 @@ import { join } from 'node:path';
 import { Executor, FlowRunner, ToolRegistry } from 'agent-adapter';
 import { KEY, ticketsFlow } from '../utils/tickets';
 import { describeWithService, suiteId } from '../utils/services';
-import { Worker, killAll, readLedger, sleep, spread, timings } from './harness';
+import {
+  Worker,
+  keysOf,
+  killAll,
+  readLedger,
+  sleep,
+  spread,
+  timings,
+  trail,
+} from './harness';
 import {
   STORE_KINDS,
   dropStore,
@@ -27,21 +36,6 @@ import type { LedgerLine, Outcome } from './worker';
 const KINDS = STORE_KINDS;
 
 const TOOLS = ['hold_seats', 'charge_card', 'email_tickets'] as const;
-
-/** `phase:who` per ledger line of `tool`, with pids named by the map. */
-function trail(
-  ledger: LedgerLine[],
-  tool: string,
-  names: Record<number, string>,
-): string[] {
-  return ledger
-    .filter((l) => l.tool === tool)
-    .map((l) => `${l.phase}:${names[l.pid] ?? `pid ${l.pid}`}`);
-}
-
-function keysOf(ledger: LedgerLine[], tool: string): Set<string> {
-  return new Set(ledger.filter((l) => l.tool === tool).map((l) => l.key));
-}
 
 function isError(o: Outcome | undefined, name: string): boolean {
   return o !== undefined && 'error' in o && o.error === name;

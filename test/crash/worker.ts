@@ -2,7 +2,17 @@
  * One crash-test worker process: the spec's tickets flow on a shared store, with tools that append
  * what really happens to an external ledger file. The test kills it with SIGKILL wherever it likes.
  *
- *   node -r ./test/utils/ts-register.js test/crash/worker.ts <run|run-many|recover|recover-all> [flags]
+ *   node -r ./test/utils/ts-register.js test/crash/worker.ts <mode> [flags]
+ *
+ * Modes: run, run-many, recover, recover-all (the tickets flow); approval-run, approval-resume,
+ * approval-recover (a `refunds` flow: `quote`, then `refund`, which needs approval); loop-run,
+ * loop-recover (a tool loop whose model is an OpenAI-compatible server at CHAT_URL, with the tools
+ * hold_seats (idempotent) and charge_card).
+ *
+ * Approval and loop flags: --decision approve|deny (approval-resume); --sync-port hang|approve
+ * (a synchronous ApprovalPort instead of a pause: `hang` prints `READY port` once the call's
+ * `approving` record is stored and never answers; `approve` approves and appends a `port` line
+ * to the ledger).
  *
  * Flags: --store redis|sqlite|postgres (default $CRASH_STORE, else redis), --run-id <id> (required
  * for recover), --count <n> and --run-prefix <p> (run-many: n runs at once, ids p-0..p-(n-1)), --rerun-in-doubt, --force (recover-all: ignore leases), --lease-ms <n>, --barrier
@@ -12,6 +22,11 @@
  * REDIS_PREFIX, SQLITE_PATH, DATABASE_URL + PG_SCHEMA); HANG_IN=<tool> makes that tool block after
  * its `begin` line, forever or until RELEASE_FILE exists (polled every 20 ms); TOOL_DELAY_MS=<n>
  * makes every tool sleep up to n ms (random) before and inside its side effect.
+ * READY_AFTER=<tool>:<phase> delays a hanging tool's `READY` until a call record of that tool and
+ * phase is stored (so a finished sibling call is on the store when the test kills the worker).
+ * HANG_AFTER_SAVE=<reason> (start, superstep, pause, resume, claim) or step=<n>: once that
+ * checkpoint is stored, print `SAVED <what>` and block for ever (the test kills the worker there).
+ * CHAT_URL: the chat-completions base URL of the loop modes' model.
  *
  * Stdout: `STARTED` when the work begins (after loading and connecting), `READY <tool>` once a
  * hanging tool's `begin` is on disk, `ARMED` at the barrier, then one
@@ -24,13 +39,20 @@ import {
   DurableError,
   Executor,
   FlowRunner,
+  OpenAIChatModel,
   RecoveryNeedsDecision,
+  ToolLoop,
   ToolRegistry,
   idempotencyKey,
+  type ApprovalPort,
+  type CallRecord,
+  type CheckpointRecord,
   type CheckpointStore,
   type RunResult,
+  type ToolLoopResult,
 } from 'agent-adapter';
 import { KEY, ticketsFlow, type Order } from '../utils/tickets';
+import { refundsFlow, type Refund } from './flows';
 import { isStoreKind, openStore } from './stores';
 
 /** One ledger line: a tool's side effect is about to happen (`begin`) or has happened (`end`). */
@@ -43,7 +65,16 @@ export interface LedgerLine {
 
 /** What a worker prints last. */
 export type Outcome =
-  | { status: string; runId: string; step: number; note: string }
+  | {
+      status: string;
+      runId: string;
+      step: number;
+      note: string;
+      /** A paused run: the tool that waits for a decision. */
+      pending?: string;
+      /** Tool loops: model calls of the whole run. */
+      modelCalls?: number;
+    }
   | {
       error: string;
       message: string;
@@ -73,6 +104,8 @@ const { values, positionals } = parseArgs({
     barrier: { type: 'boolean', default: false },
     count: { type: 'string', default: '1' },
     'run-prefix': { type: 'string', default: 'run' },
+    decision: { type: 'string' },
+    'sync-port': { type: 'string' },
   },
 });
 const mode = positionals[0] ?? '';
@@ -80,14 +113,15 @@ const LEDGER = process.env.LEDGER;
 const HANG_IN = process.env.HANG_IN;
 const RELEASE_FILE = process.env.RELEASE_FILE;
 const TOOL_DELAY_MS = Number(process.env.TOOL_DELAY_MS ?? 0);
+const READY_AFTER = process.env.READY_AFTER;
+const HANG_AFTER_SAVE = process.env.HANG_AFTER_SAVE;
 
-function appendLedger(tool: string, phase: LedgerLine['phase']): void {
-  const line: LedgerLine = {
-    tool,
-    pid: process.pid,
-    key: idempotencyKey(),
-    phase,
-  };
+function appendLedger(
+  tool: string,
+  phase: LedgerLine['phase'],
+  key = idempotencyKey(),
+): void {
+  const line: LedgerLine = { tool, pid: process.pid, key, phase };
   const fd = openSync(LEDGER!, 'a');
   try {
     writeSync(fd, `${JSON.stringify(line)}\n`);
@@ -103,6 +137,7 @@ const jitter = () =>
 
 /** Blocks (keeping the process alive) until RELEASE_FILE exists; forever without one. */
 async function hang(tool: string): Promise<void> {
+  if (READY_AFTER) await stored(READY_AFTER);
   process.stdout.write(`READY ${tool}\n`);
   await new Promise<void>((resolve) => {
     const timer = setInterval(() => {
@@ -114,31 +149,158 @@ async function hang(tool: string): Promise<void> {
   });
 }
 
+/** A tool that appends `begin` and `end` to the ledger around its (pretend) side effect. */
+const tool =
+  <A>(name: string, result: (a: A) => string) =>
+  async (a: A) => {
+    await jitter();
+    appendLedger(name, 'begin');
+    if (HANG_IN === name) await hang(name);
+    await jitter();
+    appendLedger(name, 'end');
+    return result(a);
+  };
+
 function registry(): ToolRegistry {
-  const tool =
-    (name: string, result: (a: { show: string; seats?: number }) => string) =>
-    async (a: { show: string; seats?: number }) => {
-      await jitter();
-      appendLedger(name, 'begin');
-      if (HANG_IN === name) await hang(name);
-      await jitter();
-      appendLedger(name, 'end');
-      return result(a);
-    };
   return new ToolRegistry()
     .register(
       'hold_seats',
-      tool('hold_seats', (a) => `held ${a.seats} for ${a.show}`),
+      tool<Ticket>('hold_seats', (a) => `held ${a.seats} for ${a.show}`),
       { idempotent: true },
     )
     .register(
       'charge_card',
-      tool('charge_card', (a) => `charged ${a.seats}`),
+      tool<Ticket>('charge_card', (a) => `charged ${a.seats}`),
     )
     .register(
       'email_tickets',
-      tool('email_tickets', (a) => `sent ${a.show}`),
+      tool<Ticket>('email_tickets', (a) => `sent ${a.show}`),
     );
+}
+
+type Ticket = { show: string; seats?: number };
+
+type Amount = { amount: number };
+
+function refundsRegistry(): ToolRegistry {
+  return new ToolRegistry()
+    .register(
+      'quote',
+      tool<Amount>('quote', (a) => `quote ${a.amount}`),
+    )
+    .register(
+      'refund',
+      tool<Amount>('refund', (a) => `refunded ${a.amount}`),
+      { approval: true },
+    );
+}
+
+/** The loop's tools: hold_seats (idempotent) and charge_card. */
+function loopRegistry(): ToolRegistry {
+  return new ToolRegistry()
+    .register(
+      'hold_seats',
+      tool<{ seats: number }>('hold_seats', (a) => `held ${a.seats}`),
+      { idempotent: true },
+    )
+    .register(
+      'charge_card',
+      tool<Amount>('charge_card', (a) => `charged ${a.amount}`),
+    );
+}
+
+/** The synchronous approval port --sync-port asks for. */
+function syncPort(kind: string | undefined): ApprovalPort | undefined {
+  if (kind === undefined) return undefined;
+  if (kind === 'hang')
+    return {
+      decide: async () => {
+        await stored('refund:approving');
+        await hang('port');
+        return { approved: false, reason: 'released' };
+      },
+    };
+  if (kind === 'approve')
+    return {
+      decide: (req) => {
+        appendLedger('port', 'end', req.requestId);
+        return { approved: true, by: 'port' };
+      },
+    };
+  throw new Error('--sync-port must be hang or approve');
+}
+
+// ------------------------------------------------------------------------------------------------
+// What this worker has stored, observed on its own store (for READY_AFTER and HANG_AFTER_SAVE).
+
+/** A sealed record's body, read without verifying it (the worker only looks). */
+function bodyOf(sealed: string): Record<string, unknown> {
+  return JSON.parse(sealed.split('.').slice(3).join('.')) as Record<
+    string,
+    unknown
+  >;
+}
+
+const storedPhases = new Set<string>();
+const waiting = new Set<() => void>();
+
+function noteStored(records: readonly CallRecord[]): void {
+  for (const r of records) {
+    const body = bodyOf(r.sealed);
+    storedPhases.add(`${String(body.tool)}:${String(body.phase)}`);
+  }
+  for (const check of waiting) check();
+}
+
+/** Resolves once a call record `tool:phase` is stored. */
+function stored(what: string): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const check = () => {
+      if (!storedPhases.has(what)) return;
+      waiting.delete(check);
+      resolve();
+    };
+    waiting.add(check);
+    check();
+  });
+}
+
+/** Whether HANG_AFTER_SAVE names this checkpoint. */
+function hangsAfter(record: CheckpointRecord): string | undefined {
+  if (!HANG_AFTER_SAVE) return undefined;
+  const reason = String(bodyOf(record.sealed).reason);
+  if (HANG_AFTER_SAVE === reason) return reason;
+  if (HANG_AFTER_SAVE === `step=${record.step}`) return HANG_AFTER_SAVE;
+  return undefined;
+}
+
+/** The store, watched: call records it stored, and a block after the checkpoint HANG_AFTER_SAVE names. */
+function observed(store: CheckpointStore): CheckpointStore {
+  return new Proxy(store, {
+    get(target, prop) {
+      const value: unknown = Reflect.get(target, prop, target);
+      if (prop === 'save') {
+        return async (...args: Parameters<CheckpointStore['save']>) => {
+          await target.save(...args);
+          noteStored(args[1]?.calls ?? []);
+          const what = hangsAfter(args[0]);
+          if (what !== undefined) {
+            process.stdout.write(`SAVED ${what}\n`);
+            await new Promise(() => setInterval(() => undefined, 1_000));
+          }
+        };
+      }
+      if (prop === 'recordCall') {
+        return async (...args: Parameters<CheckpointStore['recordCall']>) => {
+          await target.recordCall(...args);
+          noteStored(args[2]);
+        };
+      }
+      return typeof value === 'function' && prop !== 'constructor'
+        ? (value as (...a: unknown[]) => unknown).bind(target)
+        : value;
+    },
+  });
 }
 
 /** The store, with its first `save` held until the test says go (a line on stdin). */
@@ -169,13 +331,26 @@ function withBarrier(store: CheckpointStore): CheckpointStore {
   });
 }
 
-function outcomeOf(x: RunResult<Order> | Error): Outcome {
+function outcomeOf(
+  x: RunResult<Order | Refund> | ToolLoopResult | Error,
+): Outcome {
+  if ('messages' in x) {
+    return {
+      status: x.status,
+      runId: x.runId,
+      step: x.step,
+      note: x.reply?.content ?? '',
+      modelCalls: x.modelCalls,
+      ...(x.pending && { pending: x.pending.tool }),
+    };
+  }
   if (!(x instanceof Error)) {
     return {
       status: x.status,
       runId: x.runId,
       step: x.step,
-      note: x.state.note,
+      note: x.state.note ?? '',
+      ...(x.pending && { pending: x.pending.tool }),
     };
   }
   if (!(x instanceof DurableError)) throw x;
@@ -192,13 +367,37 @@ async function main(): Promise<number> {
     throw new Error(`--store must be redis, sqlite or postgres`);
   const runId = values['run-id'];
   const opened = await openStore(values.store);
-  const store = values.barrier ? withBarrier(opened.store) : opened.store;
+  const watched = observed(opened.store);
+  const store = values.barrier ? withBarrier(watched) : watched;
   const leaseMs = values['lease-ms'] ? Number(values['lease-ms']) : undefined;
   const runner = new FlowRunner(new Executor(registry()), {
     checkpoints: store,
     checkpointKey: KEY,
     ...(leaseMs !== undefined && { leaseMs }),
   });
+  const port = syncPort(values['sync-port']);
+  const refunds = new FlowRunner(new Executor(refundsRegistry()), {
+    checkpoints: store,
+    checkpointKey: KEY,
+    ...(leaseMs !== undefined && { leaseMs }),
+    ...(port && { approvals: port }),
+  });
+  const loop = process.env.CHAT_URL
+    ? new ToolLoop(
+        new OpenAIChatModel({
+          baseUrl: process.env.CHAT_URL,
+          model: 'test-model',
+          maxRetries: 0,
+        }),
+        loopRegistry(),
+        {
+          name: 'support',
+          checkpoints: store,
+          checkpointKey: KEY,
+          ...(leaseMs !== undefined && { leaseMs }),
+        },
+      )
+    : undefined;
   const flow = ticketsFlow();
   // Connect, and load what the first save would load lazily (the state class's validator), so
   // that `STARTED` marks the moment the run's own work begins: random kill points land in it.
@@ -262,14 +461,70 @@ async function main(): Promise<number> {
       for (const [id, out] of all) report.runs[id] = outcomeOf(out);
       break;
     }
+    case 'approval-run':
+      report.outcome = outcomeOf(
+        await settle(
+          refunds.run(
+            refundsFlow(),
+            { amount: 30 },
+            runId === undefined ? {} : { runId },
+          ),
+        ),
+      );
+      break;
+    case 'approval-resume': {
+      if (runId === undefined) throw new Error(`${mode} needs --run-id`);
+      if (values.decision !== 'approve' && values.decision !== 'deny')
+        throw new Error('--decision must be approve or deny');
+      report.outcome = outcomeOf(
+        await settle(
+          refunds.resume(refundsFlow(), runId, {
+            approved: values.decision === 'approve',
+            by: `pid ${process.pid}`,
+          }),
+        ),
+      );
+      break;
+    }
+    case 'approval-recover':
+      if (runId === undefined) throw new Error(`${mode} needs --run-id`);
+      report.outcome = outcomeOf(
+        await settle(
+          refunds.recover(refundsFlow(), runId, {
+            rerunInDoubt: values['rerun-in-doubt'],
+          }),
+        ),
+      );
+      break;
+    case 'loop-run':
+      if (!loop) throw new Error(`${mode} needs CHAT_URL`);
+      report.outcome = outcomeOf(
+        await settle(
+          loop.run([{ role: 'user', content: 'Two seats for Hamlet.' }], {
+            ...(runId !== undefined && { runId }),
+          }),
+        ),
+      );
+      break;
+    case 'loop-recover':
+      if (!loop) throw new Error(`${mode} needs CHAT_URL`);
+      if (runId === undefined) throw new Error(`${mode} needs --run-id`);
+      report.outcome = outcomeOf(
+        await settle(
+          loop.recover(runId, { rerunInDoubt: values['rerun-in-doubt'] }),
+        ),
+      );
+      break;
     default:
       throw new Error(
-        `unknown mode "${mode}" (run, run-many, recover, recover-all)`,
+        `unknown mode "${mode}" (run, run-many, recover, recover-all, approval-run, approval-resume, approval-recover, loop-run, loop-recover)`,
       );
   }
   report.workMs = Math.round(performance.now() - report.bootMs);
   process.stdout.write(`${JSON.stringify(report)}\n`);
   runner.close();
+  refunds.close();
+  loop?.close();
   // Closing is a courtesy: the process ends either way.
   await Promise.race([opened.close().catch(() => undefined), sleep(1000)]);
   return 0;

@@ -7,9 +7,12 @@ export interface CheckpointSavedEvent {
   runId: string;
   step: number;
   status: RunStatus;
-  /** The flow's name (flows). */
+  /** The flow's name (for a tool loop: the loop's `name`). */
   flow?: string;
-  /** The loop's stage (tool loops). */
+  /**
+   * Tool loops (`kind: 'loop'`): what was saved. `'model'` a reply (its tool calls pinned),
+   * `'tools'` the tool results (or a pause for an approval), else `'start'`, `'claim'` or `'resume'`.
+   */
   stage?: string;
   /** Calls that had finished before a crash but ran again because their arguments changed. */
   unreplayed?: CallIdentity[];

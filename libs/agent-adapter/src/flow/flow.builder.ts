@@ -30,6 +30,7 @@ export class Flow<S extends object = Record<string, unknown>> {
   readonly name: string;
   readonly stateClass?: StateClass<S>;
   readonly maxVisits: number;
+  readonly kind: 'flow' | 'loop';
   readonly nodes: NodeDef<S>[] = [];
   readonly edges: Array<[string, string]> = [];
   readonly routes: RouteDef<S>[] = [];
@@ -50,8 +51,15 @@ export class Flow<S extends object = Record<string, unknown>> {
         `Flow "${name}": maxVisits must be a positive integer, got ${String(maxVisits)}.`,
       );
     }
+    const kind = options.kind ?? 'flow';
+    if (kind !== 'flow' && kind !== 'loop') {
+      throw new FlowError(
+        `Flow "${name}": kind must be 'flow' or 'loop', got ${JSON.stringify(kind)}.`,
+      );
+    }
     this.name = name;
     this.maxVisits = maxVisits;
+    this.kind = kind;
     if (options.state !== undefined) this.stateClass = options.state;
   }
 

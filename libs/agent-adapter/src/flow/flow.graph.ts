@@ -15,6 +15,8 @@ export interface CompiledNode<S> {
 /** An immutable, checked graph. */
 export interface CompiledFlow<S> {
   name: string;
+  /** What its checkpoints and events call a run: a flow, or a tool loop. */
+  kind: 'flow' | 'loop';
   digest: string;
   /** Node names in declaration order: the order updates merge in and frontiers are sorted by. */
   order: string[];
@@ -151,6 +153,7 @@ export function compileFlow<S extends object>(flow: Flow<S>): CompiledFlow<S> {
 
   return {
     name: flow.name,
+    kind: flow.kind,
     digest,
     order,
     nodes,

@@ -47,6 +47,12 @@ export interface FlowOptions<S> {
    * @default 25
    */
   maxVisits?: number;
+  /**
+   * What the run's checkpoints and events call it: `'loop'` for a tool loop built on the engine
+   * (its `checkpoint.saved` events then carry `kind: 'loop'` and the `stage` that was saved).
+   * @default 'flow'
+   */
+  kind?: 'flow' | 'loop';
 }
 
 /** @publicApi */

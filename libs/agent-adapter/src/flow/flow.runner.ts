@@ -206,7 +206,7 @@ export class FlowRunner {
       segment: incarnation,
       incarnation,
       logBefore: 0,
-      kind: 'flow',
+      kind: compiled.kind,
       superstep: 0,
       state,
       frontier: compiled.starts,
@@ -621,14 +621,13 @@ export class FlowRunner {
                       visits: outcome.visits,
                     }),
               };
-        await this.save(
-          next,
-          calls,
-          scope.unreplayed.length ? { unreplayed: scope.unreplayed } : {},
-        );
+        await this.save(next, calls, {
+          ...(scope.unreplayed.length && { unreplayed: scope.unreplayed }),
+          stage: cp.frontier.join('+'),
+        });
         if (book && taken?.recovered) {
           this.events.emit('run.recovered', {
-            kind: 'flow',
+            kind: cp.kind,
             runId: cp.runId,
             flow: cp.flow,
             step: next.step,
@@ -730,9 +729,14 @@ export class FlowRunner {
   private async save(
     cp: Checkpoint,
     calls: SaveOptions['calls'] = [],
-    extra: { unreplayed?: SuperstepScope['unreplayed'] } = {},
+    extra: {
+      unreplayed?: SuperstepScope['unreplayed'];
+      /** The node(s) whose superstep this checkpoint closes (or pauses). */
+      stage?: string;
+    } = {},
     expectCalls?: number,
   ) {
+    const { stage, ...rest } = extra;
     await this.store.save(sealCheckpoint(this.ring, cp), {
       ...(calls.length && { calls }),
       ...(expectCalls !== undefined && { expectCalls }),
@@ -740,12 +744,14 @@ export class FlowRunner {
       leaseExpiresAt: Date.now() + this.leaseMs,
     });
     this.events.emit('checkpoint.saved', {
-      kind: 'flow',
+      kind: cp.kind,
       runId: cp.runId,
       flow: cp.flow,
       step: cp.step,
       status: cp.status,
-      ...extra,
+      // A loop's stage: the node that just ran ('model' | 'tools'), else why it was saved.
+      ...(cp.kind === 'loop' && { stage: stage ?? cp.reason }),
+      ...rest,
     });
   }
 

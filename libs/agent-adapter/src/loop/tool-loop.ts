@@ -1,5 +1,11 @@
-import { CheckpointConflict, CheckpointNotFound, ToolFailed } from '../errors';
+import {
+  CheckpointConflict,
+  CheckpointNotFound,
+  RunAccessDenied,
+  ToolFailed,
+} from '../errors';
 import type { DurableEvents } from '../events/durable.events';
+import type { ApprovalPort } from '../exec/approvals';
 import type {
   CheckpointStore,
   RunStatus,
@@ -22,7 +28,7 @@ import type {
   ResumeDecision,
   RunResult,
 } from '../flow/flow.interfaces';
-import { FlowRunner } from '../flow/flow.runner';
+import { FlowRunner, type ResumePolicy } from '../flow/flow.runner';
 import {
   chatTools,
   checkMessage,
@@ -71,6 +77,19 @@ export interface ToolLoopOptions {
    * @default 'tool-loop'
    */
   name?: string;
+  /**
+   * A synchronous approver: a tool call that needs approval awaits it inside the call instead of
+   * pausing the loop (see `FlowRunnerOptions.approvals`). A crash while it decides leaves the call
+   * in doubt.
+   * @default none: such a call pauses the loop until it is resumed with a `decision`
+   */
+  approvals?: ApprovalPort;
+  /**
+   * Lets someone other than the run's own identity resume a paused loop (see
+   * `FlowRunnerOptions.canResume`).
+   * @default none: only the run's own identity may resume it
+   */
+  canResume?: ResumePolicy;
 }
 
 /** @publicApi */
@@ -149,10 +168,13 @@ export class ToolLoop {
       ...(options.events && { events: options.events }),
       ...(options.workerId !== undefined && { workerId: options.workerId }),
       ...(options.leaseMs !== undefined && { leaseMs: options.leaseMs }),
+      ...(options.approvals !== undefined && { approvals: options.approvals }),
+      ...(options.canResume !== undefined && { canResume: options.canResume }),
     });
     // maxSteps (in the state) is the loop's limit, so the per-node visit limit is out of the way.
     this.flow = new Flow<ToolLoopState>(options.name ?? 'tool-loop', {
       maxVisits: Number.MAX_SAFE_INTEGER,
+      kind: 'loop',
     })
       .node('model', (s, ctx) => this.modelNode(s, ctx))
       .node('tools', (s, ctx) => this.toolsNode(s, ctx))
@@ -191,8 +213,25 @@ export class ToolLoop {
         .get(this.flow, runId, { ...(ctx && { ctx }) })
         .catch((error: unknown) => {
           if (error instanceof CheckpointNotFound) return undefined;
+          // Someone else's ctx with a decision (an approver, giving no messages): only the
+          // runner's canResume policy may let them in, and resume asks it.
+          if (
+            error instanceof RunAccessDenied &&
+            decision &&
+            ctx &&
+            given.length === 0
+          )
+            return 'resume' as const;
           throw error;
         });
+      if (existing === 'resume') {
+        return this.result(
+          await this.runner.resume(this.flow, runId, decision!, {
+            ctx: ctx!,
+            ...(options.rerunInDoubt && { rerunInDoubt: true }),
+          }),
+        );
+      }
       if (existing) return this.continue(existing, given, options);
     }
     if (decision) throw new CheckpointNotFound(runId ?? '(no run id)');
