@@ -21,6 +21,9 @@ import { TicketsModule } from './tickets/tickets.module';
         workerId: config.workerId,
         leaseMs: config.leaseMs,
       }),
+      // The run viewer at /runs. This app listens on 127.0.0.1 only; behind a real network, give
+      // it a guard (viewer: { guard: AdminGuard }) — production refuses to start without one.
+      viewer: { path: '/runs', privateNetwork: true },
     }),
     TicketsModule,
     OrdersModule,

@@ -11,15 +11,18 @@ import {
   DefaultValuePipe,
 } from '@nestjs/common';
 import type { RunPage, RunResult, RunStatus } from 'agent-adapter';
-import { CheckpointStore, FlowRunner } from 'agent-adapter/nest';
+import {
+  CheckpointStore,
+  DurableHttpExceptionFilter,
+  FlowRunner,
+} from 'agent-adapter/nest';
 import { Order } from '../tickets/order.state';
 import { TicketsFlow } from '../tickets/tickets.flow';
-import { DurableHttpFilter } from './durable-http.filter';
 
 const STATUSES: readonly RunStatus[] = ['running', 'paused', 'done', 'failed'];
 
 @Controller('orders')
-@UseFilters(DurableHttpFilter)
+@UseFilters(DurableHttpExceptionFilter)
 export class OrdersController {
   constructor(
     private readonly runner: FlowRunner,

@@ -8,11 +8,11 @@ import {
   UseFilters,
 } from '@nestjs/common';
 import type { ToolLoopResult } from 'agent-adapter';
-import { DurableHttpFilter } from '../orders/durable-http.filter';
+import { DurableHttpExceptionFilter } from 'agent-adapter/nest';
 import { SupportAgent } from './support.agent';
 
 @Controller('support')
-@UseFilters(DurableHttpFilter)
+@UseFilters(DurableHttpExceptionFilter)
 export class SupportController {
   constructor(private readonly agent: SupportAgent) {}
 

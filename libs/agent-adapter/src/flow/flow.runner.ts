@@ -123,6 +123,12 @@ export class FlowRunner {
   readonly workerId: string;
   private readonly ring: KeyRing;
   private readonly leaseMs: number;
+
+  /** The key ring this runner seals and opens records with (operators' tools read with it). */
+  get keyRing(): KeyRing {
+    return this.ring;
+  }
+
   private readonly approvals?: ApprovalPort;
   private readonly canResume?: ResumePolicy;
   private readonly maxRecoveryAttempts?: number;

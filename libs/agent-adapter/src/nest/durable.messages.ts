@@ -84,6 +84,12 @@ export const NestMessages = {
     `Tool loop "${name}": ${message} Name @Tool methods (their @Tool({ name }) or method name).`,
   lateLoop: (name: string) =>
     `Tool loop "${name}" was defined after the bootstrap recovery: its unfinished runs were not recovered. Define loops in a constructor or onModuleInit.`,
+  viewerOptions: () =>
+    'DurableModule: "viewer" must be an object: { path?, guard?, privateNetwork? }.',
+  viewerPath: (path: unknown) =>
+    `DurableModule: viewer.path ${JSON.stringify(path)} is not a URL path (letters, digits, "/", ".", "_", "~", "-").`,
+  viewerUnguarded: () =>
+    'DurableModule: the run viewer can approve, deny and rerun calls, and NODE_ENV is "production" but it has no guard. Give viewer.guard (a CanActivate), or viewer.privateNetwork: true if the app is only reachable from a private network.',
   shutdown: () =>
     'Shutting down: lease renewal stopped; runs in flight here are recovered by another worker once their leases expire.',
   listenerThrew: (event: string) => `A "${event}" listener threw`,

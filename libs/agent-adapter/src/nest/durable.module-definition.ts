@@ -1,8 +1,13 @@
 import { ConfigurableModuleBuilder } from '@nestjs/common';
 import { DURABLE_MODULE_EXTRAS } from './durable.constants';
+import { NestMessages } from './durable.messages';
+import { DurableSetupError } from './errors/durable-setup.error';
+import { createViewerController } from './viewer/viewer.controller';
+import { ViewerService } from './viewer/viewer.service';
 import type {
   DurableModuleExtras,
   DurableModuleOptions,
+  DurableViewerOptions,
 } from './interfaces/durable-module-options.interface';
 
 /**
@@ -35,6 +40,11 @@ export const {
             recoverOnBoot: extras.recoverOnBoot,
           } satisfies DurableModuleExtras,
         },
+        ...(extras.viewer ? [ViewerService] : []),
+      ],
+      controllers: [
+        ...(definition.controllers ?? []),
+        ...(extras.viewer ? [viewerController(extras.viewer)] : []),
       ],
     }),
   )
@@ -44,3 +54,20 @@ export const {
 export type DurableModuleRootOptions = typeof OPTIONS_TYPE;
 /** What `DurableModule.forRootAsync()` accepts. @publicApi */
 export type DurableModuleAsyncOptions = typeof ASYNC_OPTIONS_TYPE;
+
+/** The viewer's controller; refuses an unguarded viewer in production unless told otherwise. */
+function viewerController(options: DurableViewerOptions) {
+  if (typeof options !== 'object' || options === null)
+    throw new DurableSetupError(NestMessages.viewerOptions());
+  const path = options.path ?? '/runs';
+  if (typeof path !== 'string' || !/^\/?[A-Za-z0-9._~\-/]*$/.test(path))
+    throw new DurableSetupError(NestMessages.viewerPath(path));
+  if (
+    !options.guard &&
+    !options.privateNetwork &&
+    process.env.NODE_ENV === 'production'
+  ) {
+    throw new DurableSetupError(NestMessages.viewerUnguarded());
+  }
+  return createViewerController(path, options.guard);
+}

@@ -20,6 +20,7 @@ export type { RecoverySummary } from './recovery.orchestrator';
 export { createCheckpointStore, CHECKPOINT_STORE_TYPES } from './create-store';
 export type { CreatedStore } from './create-store';
 export { DurableSetupError, InvalidToolArguments } from './errors';
+export { DurableHttpExceptionFilter } from './durable-http.filter';
 export type * from './interfaces';
 
 // Injection tokens the module provides (the core classes themselves).

@@ -1,3 +1,4 @@
+import type { CanActivate, Type } from '@nestjs/common';
 import type { CheckpointStore } from '../../exec/checkpoints/checkpoint-store';
 import type { RedisClientLike } from '../../exec/checkpoints/redis.store';
 import type { DataSourceLike } from '../../exec/checkpoints/sql.store';
@@ -83,6 +84,23 @@ export interface DurableModuleOptions {
 }
 
 /**
+ * The run viewer: a web page (and its JSON API) listing runs, showing each one's checkpoints and
+ * tool calls, and approving, denying or rerunning in-doubt calls. Off unless given.
+ * @publicApi
+ */
+export interface DurableViewerOptions {
+  /** Where it is mounted (under the application's global prefix). @default '/runs' */
+  path?: string;
+  /**
+   * Who may see and act: a guard class or instance (`CanActivate`). Required when
+   * `NODE_ENV=production`, unless `privateNetwork` says the app is not reachable from outside.
+   */
+  guard?: Type<CanActivate> | CanActivate;
+  /** Acknowledges that, without a guard, anyone who reaches the app may approve and rerun calls. */
+  privateNetwork?: boolean;
+}
+
+/**
  * Options that shape the module itself (stripped from the injected options).
  * @publicApi
  */
@@ -94,6 +112,8 @@ export interface DurableModuleExtras {
    * to recover yourself (`RecoveryOrchestrator.sweep()`, `FlowRunner.recoverAll()`). @default true
    */
   recoverOnBoot: boolean;
+  /** The run viewer (off unless given). */
+  viewer?: DurableViewerOptions;
 }
 
 /**

@@ -1,0 +1,344 @@
+import { Injectable } from '@nestjs/common';
+import { inspectRun } from '../../cli/inspect';
+import { CheckpointNotFound, FlowError } from '../../errors';
+import {
+  CheckpointStore,
+  type RunHead,
+  type RunStatus,
+} from '../../exec/checkpoints/checkpoint-store';
+import { canonicalJson, type Json } from '../../exec/durable/canonical-json';
+import type { KeyRing } from '../../exec/durable/key-ring';
+import {
+  openCall,
+  openCheckpoint,
+  type Call,
+  type PendingApproval,
+  type SealedError,
+} from '../../exec/durable/records';
+import { ToolRegistry } from '../../exec/tool.registry';
+import type { ResumeDecision } from '../../flow/flow.interfaces';
+import { DurableFlowRunner } from '../durable-flow.runner';
+import { DurableExplorer } from '../durable.explorer';
+import { ToolLoopRunner } from '../tool-loop.runner';
+
+/** One run in the list. */
+export interface ViewerRunSummary {
+  runId: string;
+  flow: string;
+  status: RunStatus;
+  step: number;
+  updatedAt: number;
+  owner?: string;
+  /** A recovery claimed the run at least once (after a worker was lost). */
+  recovered: boolean;
+  /** Its cut superstep has calls in doubt (an unfinished run that a recovery would have to decide on). */
+  inDoubt: boolean;
+}
+
+export interface ViewerCheckpoint {
+  step: number;
+  status: RunStatus;
+  segment: number;
+  superstep?: number;
+  reason?: string;
+  /** A recovery's claim (it opened a new segment after a worker was lost). */
+  claim: boolean;
+  /** State keys whose value differs from the previous checkpoint's. */
+  changed?: Record<string, Json>;
+  corrupt?: string;
+}
+
+export interface ViewerCall {
+  superstep: number;
+  node: string;
+  index: number;
+  tool: string;
+  records: Array<{ phase: string; segment: number; seq: number; at: number }>;
+  /** From its first `started` to its `done`, in one segment. */
+  durationMs?: number;
+  outcome?: Json | { error: SealedError };
+  /** Finished before a recovery, whose rerun of the superstep replayed it. */
+  replayed: boolean;
+  /** Started in more than one segment: it ran again after a recovery. */
+  rerun: boolean;
+  /** Why it is in doubt now. */
+  inDoubt?: string;
+}
+
+export interface ViewerRun extends ViewerRunSummary {
+  segment: number;
+  error?: SealedError;
+  pending?: PendingApproval;
+  checkpoints: ViewerCheckpoint[];
+  calls: ViewerCall[];
+  inDoubt: boolean;
+  /** The calls in doubt, with recovery's own reasons. */
+  doubtful: Array<{
+    node: string;
+    index: number;
+    tool: string;
+    why: string;
+    action: string;
+  }>;
+}
+
+/**
+ * What the run viewer shows and does, from the module's store and runners. Every row is opened
+ * with the module's key (a row that does not verify is shown as corrupt, never trusted); actions go
+ * through `FlowRunner.resume` / `recover` (or the tool loop's), with their compare-and-set.
+ * @internal
+ */
+@Injectable()
+export class ViewerService {
+  constructor(
+    private readonly runner: DurableFlowRunner,
+    private readonly loops: ToolLoopRunner,
+    private readonly store: CheckpointStore,
+    private readonly registry: ToolRegistry,
+    private readonly explorer: DurableExplorer,
+  ) {}
+
+  private get ring(): KeyRing {
+    return this.runner.core.keyRing;
+  }
+
+  meta(): { flows: string[]; loops: string[] } {
+    return {
+      flows: this.explorer.flows().map((f) => f.flow.name),
+      loops: this.loops.all().map((l) => l.name),
+    };
+  }
+
+  async list(query: {
+    flow?: string;
+    status?: RunStatus;
+    before?: string;
+    limit: number;
+  }): Promise<{ runs: ViewerRunSummary[]; next?: string }> {
+    const page = await this.store.list(query);
+    const runs = await Promise.all(page.runs.map((head) => this.summary(head)));
+    return { runs, ...(page.next !== undefined && { next: page.next }) };
+  }
+
+  async run(runId: string): Promise<ViewerRun> {
+    const head = await this.store.head(runId);
+    if (!head) throw new CheckpointNotFound(runId);
+    const history = await this.store.history(runId);
+    const doubtful = await this.doubtful(head);
+
+    let previous: Record<string, Json> | undefined;
+    let lastSegment: number | undefined;
+    let error: SealedError | undefined;
+    let pending: PendingApproval | undefined;
+    /** Supersteps a recovery ran again, by the segment that ran them. */
+    const rerunIn = new Map<number, Set<number>>();
+    const checkpoints = history.checkpoints.map((record): ViewerCheckpoint => {
+      // A new segment: a recovery's claim, or a resume; either reruns the superstep (replaying).
+      const reran = lastSegment !== undefined && record.segment !== lastSegment;
+      lastSegment = record.segment;
+      const row = {
+        step: record.step,
+        status: record.status,
+        segment: record.segment,
+        claim: false,
+      };
+      try {
+        const cp = openCheckpoint(this.ring, record);
+        const state = cp.state as Record<string, Json>;
+        const changed = diff(previous, state);
+        previous = state;
+        error = cp.error;
+        pending = cp.pending;
+        if (reran) {
+          const set = rerunIn.get(cp.superstep) ?? new Set<number>();
+          rerunIn.set(cp.superstep, set.add(record.segment));
+        }
+        return {
+          ...row,
+          claim: cp.reason === 'claim',
+          superstep: cp.superstep,
+          ...(cp.reason !== undefined && { reason: cp.reason }),
+          ...(Object.keys(changed).length > 0 && { changed }),
+        };
+      } catch (e) {
+        return { ...row, corrupt: (e as Error).message };
+      }
+    });
+
+    const byCall = new Map<string, { first: Call; records: Call[] }>();
+    for (const record of history.calls) {
+      let call: Call;
+      try {
+        call = openCall(this.ring, record);
+      } catch {
+        continue; // shown as corrupt by `runs verify`; the viewer lists what verifies
+      }
+      const key = `${call.superstep}/${call.node}/${call.index}/${call.tool}`;
+      const entry = byCall.get(key) ?? { first: call, records: [] };
+      entry.records.push(call);
+      byCall.set(key, entry);
+    }
+    const calls = [...byCall.values()].map(({ first, records }): ViewerCall => {
+      const segments = new Set(
+        records.filter((r) => r.phase === 'started').map((r) => r.segment),
+      );
+      const done = records.find((r) => r.phase === 'done');
+      const started =
+        done &&
+        records.find(
+          (r) => r.phase === 'started' && r.segment === done.segment,
+        );
+      const laterRuns = [...(rerunIn.get(first.superstep) ?? [])].filter(
+        (s) => done !== undefined && s !== done.segment,
+      );
+      const why = doubtful.find(
+        (d) =>
+          d.node === first.node &&
+          d.index === first.index &&
+          d.tool === first.tool,
+      );
+      return {
+        superstep: first.superstep,
+        node: first.node,
+        index: first.index,
+        tool: first.tool,
+        records: records.map((r) => ({
+          phase: r.phase,
+          segment: r.segment,
+          seq: r.seq,
+          at: r.at,
+        })),
+        ...(started && done && { durationMs: done.at - started.at }),
+        ...(done?.outcome && {
+          outcome: done.outcome.ok
+            ? (done.outcome.value ?? null)
+            : { error: done.outcome.error },
+        }),
+        replayed:
+          laterRuns.length > 0 && !laterRuns.some((s) => segments.has(s)),
+        rerun: segments.size > 1,
+        ...(why && { inDoubt: why.why }),
+      };
+    });
+
+    return {
+      ...(await this.summary(
+        head,
+        history.checkpoints.length > 0
+          ? new Set(history.checkpoints.map((c) => c.segment)).size > 1
+          : false,
+        doubtful.length > 0,
+      )),
+      segment: head.segment,
+      ...(error && { error }),
+      ...(pending && head.status === 'paused' && { pending }),
+      checkpoints,
+      calls,
+      doubtful,
+    };
+  }
+
+  /** Approves or denies the call a paused run waits for. */
+  async decide(
+    runId: string,
+    decision: ResumeDecision,
+  ): Promise<{ status: RunStatus }> {
+    const name = await this.flowOf(runId);
+    const loop = this.loops.get(name);
+    const r = loop
+      ? await loop.run([], { runId, decision })
+      : await this.runner.resume(name, runId, decision);
+    return { status: r.status };
+  }
+
+  /** Recovers a run, running its calls in doubt again (after an operator checked them). */
+  async rerunInDoubt(runId: string): Promise<{ status: RunStatus }> {
+    const name = await this.flowOf(runId);
+    const loop = this.loops.get(name);
+    const r = loop
+      ? await loop.recover(runId, { rerunInDoubt: true })
+      : await this.runner.recover(name, runId, { rerunInDoubt: true });
+    return { status: r.status };
+  }
+
+  private async flowOf(runId: string): Promise<string> {
+    const head = await this.store.head(runId);
+    if (!head) throw new CheckpointNotFound(runId);
+    if (!this.loops.get(head.flow) && !this.explorer.findFlow(head.flow)) {
+      throw new FlowError(
+        `Run "${runId}" belongs to "${head.flow}", which this application defines neither as a @Flow nor as a tool loop.`,
+        runId,
+      );
+    }
+    return head.flow;
+  }
+
+  private async summary(
+    head: RunHead,
+    recovered?: boolean,
+    inDoubt?: boolean,
+  ): Promise<ViewerRunSummary> {
+    const history =
+      recovered === undefined
+        ? await this.store.history(head.runId)
+        : undefined;
+    return {
+      runId: head.runId,
+      flow: head.flow,
+      status: head.status,
+      step: head.step,
+      updatedAt: head.updatedAt,
+      ...(head.owner !== undefined && { owner: head.owner }),
+      recovered:
+        recovered ??
+        new Set(history!.checkpoints.map((c) => c.segment)).size > 1,
+      inDoubt: inDoubt ?? (await this.doubtful(head)).length > 0,
+    };
+  }
+
+  /** A recovery claimed the run at some point (a checkpoint saved with reason "claim"). */
+  private async wasRecovered(runId: string): Promise<boolean> {
+    const { checkpoints } = await this.store.history(runId);
+    return checkpoints.some((record) => {
+      try {
+        return openCheckpoint(this.ring, record).reason === 'claim';
+      } catch {
+        return false;
+      }
+    });
+  }
+
+  /** Recovery's own dry run (no write): the calls of the cut superstep that are in doubt. */
+  private async doubtful(head: RunHead): Promise<ViewerRun['doubtful']> {
+    if (head.status !== 'running') return [];
+    const tools = this.registry.list();
+    const inspection = await inspectRun(this.store, this.ring, head.runId, {
+      idempotent: tools.filter((t) => t.idempotent).map((t) => t.name),
+      notIdempotent: tools.filter((t) => !t.idempotent).map((t) => t.name),
+    });
+    return inspection.inDoubt.map(({ node, index, tool, why, action }) => ({
+      node,
+      index,
+      tool,
+      why,
+      action,
+    }));
+  }
+}
+
+/** Top-level keys of `next` whose value is not the same as in `prev`. */
+function diff(
+  prev: Record<string, Json> | undefined,
+  next: Record<string, Json>,
+): Record<string, Json> {
+  const changed: Record<string, Json> = {};
+  for (const [key, value] of Object.entries(next ?? {})) {
+    if (
+      !prev ||
+      !(key in prev) ||
+      canonicalJson(prev[key]) !== canonicalJson(value)
+    )
+      changed[key] = value;
+  }
+  return changed;
+}
