@@ -15,6 +15,13 @@ export interface NodeContext {
   readonly identity: Readonly<RunIdentity>;
   /** Calls a registered tool through the executor: logged, replayed after a crash, fenced. */
   call<R = unknown>(tool: string, args?: unknown): Promise<R>;
+  /**
+   * Spends the next call index without calling anything. A call's index in its node is part of
+   * its identity: a node that decides at run time not to make a call it would otherwise make
+   * (e.g. a model's tool call for a tool that is gone) spends its index, so its later calls keep
+   * theirs and replay after a recovery.
+   */
+  skipCall(): void;
 }
 
 /** A node: reads the state, returns the keys it changes (or nothing). @publicApi */

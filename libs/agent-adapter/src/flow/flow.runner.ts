@@ -700,6 +700,9 @@ export class FlowRunner {
           identity: cp.identity,
           call: <R>(tool: string, args?: unknown) =>
             this.executor.call(nodeScope, tool, args) as Promise<R>,
+          skipCall: () => {
+            nodeScope.nextIndex++;
+          },
         };
         return nodeStorage.run(nodeScope, async () =>
           node.run(flow.state.view(state), ctx),

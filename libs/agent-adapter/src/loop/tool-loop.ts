@@ -359,9 +359,15 @@ export class ToolLoop {
     return { messages: [...state.messages, ...results] };
   }
 
-  /** One tool call's result message; a tool's failure is a result the model can read. */
+  /**
+   * One tool call's result message; a tool's failure is a result the model can read. Every call of
+   * the reply has its index in the call log at its position in the reply: a call answered without
+   * running (bad arguments, a tool this deployment does not have) spends its index, so a recovery
+   * on a worker with another set of tools still replays each finished call as itself.
+   */
   private answer(call: ToolCall, ctx: NodeContext): Promise<ToolMessage> {
     if (call.invalidArguments !== undefined) {
+      ctx.skipCall();
       return Promise.resolve(
         failed(
           call,
@@ -370,6 +376,7 @@ export class ToolLoop {
       );
     }
     if (!this.registry.has(call.name)) {
+      ctx.skipCall();
       const names = this.registry.list().map((t) => t.name);
       return Promise.resolve(
         failed(
@@ -415,15 +422,12 @@ export class ToolLoop {
     };
   }
 
-  /** The waiting call's tool call id: calls get indexes in the reply's order, tools known. */
+  /** The waiting call's tool call id: a call's index is its position in the reply. */
   private pendingOf(
     pending: PendingApproval,
     state: ToolLoopState,
   ): ToolLoopPending {
-    const issued = toolCallsOf(state).filter(
-      (c) => c.invalidArguments === undefined && this.registry.has(c.name),
-    );
-    const call = issued[pending.index];
+    const call = toolCallsOf(state)[pending.index];
     return {
       ...pending,
       ...(call?.name === pending.tool && { toolCallId: call.id }),

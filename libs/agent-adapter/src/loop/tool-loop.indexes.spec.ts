@@ -1,0 +1,134 @@
+/**
+ * A call's identity in a tool loop is its position in the model's reply: a call answered without
+ * running (a tool this deployment no longer has, arguments that are not an object) spends its
+ * index, so a recovery on a worker with another set of tools replays each finished call as itself
+ * and never runs a finished charge again (found by review: indexes used to shift).
+ */
+import {
+  MemoryCheckpointStore,
+  ToolLoop,
+  ToolRegistry,
+  idempotencyKey,
+  type AssistantMessage,
+  type ChatModel,
+  type ChatRequest,
+} from 'agent-adapter';
+import {
+  CrashingStore,
+  SimulatedCrash,
+  settle,
+} from '../../../../test/utils/crashing-store';
+
+const KEY = 'a-key-for-the-index-tests-32-bytes!';
+
+class ScriptedModel implements ChatModel {
+  readonly requests: ChatRequest[] = [];
+  constructor(private readonly replies: AssistantMessage[]) {}
+  complete(request: ChatRequest): Promise<AssistantMessage> {
+    this.requests.push(request);
+    const next = this.replies[this.requests.length - 1];
+    return next
+      ? Promise.resolve(next)
+      : Promise.reject(new Error('unscripted'));
+  }
+}
+
+const reply: AssistantMessage = {
+  role: 'assistant',
+  content: '',
+  toolCalls: [
+    { id: 'a', name: 'legacy_lookup', arguments: { q: 'x' } },
+    { id: 'b', name: 'charge_card', arguments: { amount: 40 } },
+    { id: 'c', name: 'slow_check', arguments: {} },
+  ],
+};
+const final: AssistantMessage = { role: 'assistant', content: 'done' };
+
+function registry(
+  ledger: string[],
+  options: { legacy: boolean; onSlow?: () => void },
+): ToolRegistry {
+  const r = new ToolRegistry();
+  if (options.legacy)
+    r.register('legacy_lookup', () => 'found', { readOnly: true });
+  return r
+    .register('charge_card', () => {
+      ledger.push(`charge ${idempotencyKey()}`);
+      return 'charged';
+    })
+    .register('slow_check', async () => {
+      await new Promise((resolve) => setTimeout(resolve, 30));
+      options.onSlow?.();
+      return 'ok';
+    });
+}
+
+describe('tool loop call indexes', () => {
+  it('a recovery on a deployment without one of the tools still replays the finished charge', async () => {
+    const store = new MemoryCheckpointStore();
+    const ledger: string[] = [];
+    const dying = new CrashingStore(store);
+    const first = new ToolLoop(
+      new ScriptedModel([reply]),
+      registry(ledger, {
+        legacy: true,
+        onSlow: () => dying.kill('inside slow_check'),
+      }),
+      { checkpoints: dying, checkpointKey: KEY },
+    );
+    await expect(
+      first.run([{ role: 'user', content: 'pay' }], { runId: 'r1' }),
+    ).rejects.toThrow(SimulatedCrash);
+    await settle();
+    first.close();
+    expect(ledger).toHaveLength(1);
+
+    // The next deploy has no legacy_lookup: its call is answered as unknown, at its own index.
+    const model = new ScriptedModel([final]);
+    const second = new ToolLoop(model, registry(ledger, { legacy: false }), {
+      checkpoints: store,
+      checkpointKey: KEY,
+    });
+    const r = await second.recover('r1', { rerunInDoubt: true });
+    second.close();
+    expect(r.status).toBe('done');
+    expect(ledger).toHaveLength(1); // charge_card replayed, not run again
+    const results = r.messages.filter((m) => m.role === 'tool');
+    expect(results.map((m) => [m.toolCallId, m.content])).toEqual([
+      ['a', expect.stringMatching(/no tool named "legacy_lookup"/)],
+      ['b', 'charged'],
+      ['c', 'ok'],
+    ]);
+  });
+
+  it('a pending approval names its own tool call, whatever comes before it in the reply', async () => {
+    const store = new MemoryCheckpointStore();
+    const tools = new ToolRegistry().register('refund', () => 'refunded', {
+      approval: true,
+    });
+    const loop = new ToolLoop(
+      new ScriptedModel([
+        {
+          role: 'assistant',
+          content: '',
+          toolCalls: [
+            { id: 'x', name: 'nope', arguments: {} },
+            { id: 'y', name: 'refund', arguments: { amount: 5 } },
+          ],
+        },
+      ]),
+      tools,
+      { checkpoints: store, checkpointKey: KEY },
+    );
+    const r = await loop.run([{ role: 'user', content: 'refund' }], {
+      runId: 'p1',
+    });
+    loop.close();
+    expect(r.status).toBe('paused');
+    expect(r.pending).toMatchObject({
+      tool: 'refund',
+      index: 1,
+      toolCallId: 'y',
+    });
+  });
+});
