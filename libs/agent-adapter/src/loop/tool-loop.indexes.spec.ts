@@ -132,3 +132,65 @@ describe('tool loop call indexes', () => {
     });
   });
 });
+
+describe('tool loop timeouts', () => {
+  const retryingModel = () =>
+    new ScriptedModel([
+      {
+        role: 'assistant',
+        content: '',
+        toolCalls: [
+          { id: '1', name: 'charge_card', arguments: { amount: 40 } },
+        ],
+      },
+      // What a model does with an error: try again.
+      {
+        role: 'assistant',
+        content: '',
+        toolCalls: [
+          { id: '2', name: 'charge_card', arguments: { amount: 40 } },
+        ],
+      },
+      final,
+    ]);
+
+  function slowCharge(ledger: string[], idempotent: boolean): ToolRegistry {
+    return new ToolRegistry().register(
+      'charge_card',
+      async () => {
+        await new Promise((resolve) => setTimeout(resolve, 60));
+        ledger.push('charged');
+        return 'charged';
+      },
+      { timeoutMs: 20, idempotent },
+    );
+  }
+
+  it('a non-idempotent call that timed out fails the run closed: the model is not asked to retry it', async () => {
+    const ledger: string[] = [];
+    const model = retryingModel();
+    const loop = new ToolLoop(model, slowCharge(ledger, false));
+    const r = await loop.run([{ role: 'user', content: 'pay' }]);
+    loop.close();
+    await new Promise((resolve) => setTimeout(resolve, 100)); // the abandoned attempt ends
+    expect(r.status).toBe('failed');
+    expect(r.error).toMatchObject({ name: 'ToolTimeout' });
+    expect(model.requests).toHaveLength(1);
+    expect(ledger).toEqual(['charged']);
+  });
+
+  it('an idempotent call that timed out is an error result the model may act on', async () => {
+    const ledger: string[] = [];
+    const model = retryingModel();
+    const loop = new ToolLoop(model, slowCharge(ledger, true));
+    const r = await loop.run([{ role: 'user', content: 'pay' }]);
+    loop.close();
+    expect(r.status).toBe('done');
+    expect(model.requests).toHaveLength(3);
+    const first = r.messages.find((m) => m.role === 'tool');
+    expect(first).toMatchObject({
+      isError: true,
+      content: expect.stringMatching(/ToolTimeout/),
+    });
+  });
+});

@@ -3,6 +3,7 @@ import {
   CheckpointNotFound,
   RunAccessDenied,
   ToolFailed,
+  ToolTimeout,
 } from '../errors';
 import type { DurableEvents } from '../events/durable.events';
 import type { ApprovalPort } from '../exec/approvals';
@@ -393,6 +394,13 @@ export class ToolLoop {
         content: contentOf(value),
       }),
       (error: unknown) => {
+        // A non-idempotent call that timed out may still be running: it is in doubt, and the
+        // model must not be the one to decide to call it again. The run fails closed instead.
+        if (
+          error instanceof ToolTimeout &&
+          !this.registry.get(call.name)?.idempotent
+        )
+          throw error;
         if (error instanceof ToolFailed) {
           return failed(
             call,
