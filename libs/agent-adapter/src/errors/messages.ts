@@ -53,6 +53,8 @@ export const Messages = {
       )}. Check each at its system (was the mail sent? the card charged?), then recover with { rerunInDoubt: true }, or fix the state by hand. Nothing was written.`,
   graphChanged: (runId: string, flow: string) =>
     `Run "${runId}": the graph of flow "${flow}" changed since its checkpoint was saved (digest mismatch). Deploy the old flow to finish the run, or fork it onto the new graph.`,
+  strangerRerun: (runId: string) =>
+    `rerunInDoubt is the run's own decision (or an operator's, through recover): a requester the resume policy lets decide the pending call of run "${runId}" may not rerun its calls in doubt`,
   accessDenied: (runId: string, why: string) =>
     `Run "${runId}": access denied, ${why}. Recover it with the run's own identity.`,
   keyTooShort: (bytes: number) =>

@@ -328,7 +328,13 @@ export class FlowRunner {
       compiled,
       runId,
       options.ctx,
-      (cp, requester) => this.mayResume(cp, requester, decision),
+      (cp, requester) => {
+        // Rerunning calls in doubt (a charge that may have happened) is the run's own call, or an
+        // operator's through recover: a requester the policy lets decide does not get to make it.
+        if (options.rerunInDoubt)
+          throw new RunAccessDenied(Messages.strangerRerun(runId), runId);
+        return this.mayResume(cp, requester, decision);
+      },
     );
     if (cp.status !== 'paused' || !cp.pending) {
       throw new CheckpointConflict(Messages.notPaused(runId, cp.status), runId);
@@ -410,12 +416,7 @@ export class FlowRunner {
       );
     }
     const cp = openCheckpoint(this.ring, record);
-    if (cp.flow !== compiled.name) {
-      throw new CheckpointConflict(
-        Messages.otherFlow(runId, cp.flow, compiled.name),
-        runId,
-      );
-    }
+    // Identity before anything else: a stranger learns nothing of the run, not even its flow.
     let identity: RunIdentity;
     try {
       identity = checkAccess(cp, ctx);
@@ -424,6 +425,12 @@ export class FlowRunner {
       if (!(error instanceof RunAccessDenied) || !ctx || !allow) throw error;
       if (!(await allow(cp, identityOf(ctx)))) throw error;
       identity = cp.identity;
+    }
+    if (cp.flow !== compiled.name) {
+      throw new CheckpointConflict(
+        Messages.otherFlow(runId, cp.flow, compiled.name),
+        runId,
+      );
     }
     if (cp.status === 'done' || cp.status === 'failed') {
       throw new CheckpointConflict(Messages.ended(runId, cp.status), runId);
@@ -547,12 +554,12 @@ export class FlowRunner {
     const record = await this.store.latest(runId);
     if (!record) throw new CheckpointNotFound(runId);
     const cp = openCheckpoint(this.ring, record);
+    checkAccess(cp, options.ctx); // first: a stranger learns nothing of the run, not its flow
     if (cp.flow !== flow.name)
       throw new CheckpointConflict(
         Messages.otherFlow(runId, cp.flow, flow.name),
         runId,
       );
-    checkAccess(cp, options.ctx);
     return this.result(flow.compile(), cp);
   }
 

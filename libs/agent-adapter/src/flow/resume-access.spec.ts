@@ -306,4 +306,62 @@ describe('resume: who may resume a run', () => {
         }),
     ).toThrow(/canResume must be a function/);
   });
+
+  it('a requester the policy allows may not rerun calls in doubt: RunAccessDenied, nothing written, the policy not asked', async () => {
+    const ran: RunIdentity[] = [];
+    const { registry, flow } = setup(ran);
+    const store = new MemoryCheckpointStore();
+    await paused(store, registry, flow, 'rr', { user: 'u1' });
+    const before = await store.history('rr');
+    const { asked, policy } = opsOnly();
+    const refused = await runnerOn(store, registry, policy)
+      .resume(
+        flow,
+        'rr',
+        { approved: true },
+        { ctx: { principal: 'ops' }, rerunInDoubt: true },
+      )
+      .catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(RunAccessDenied);
+    expect((refused as Error).message).toMatch(
+      /rerunInDoubt is the run's own decision/,
+    );
+    expect(asked).toEqual([]);
+    expect(await store.history('rr')).toEqual(before);
+    // The run's own identity may.
+    const r = await runnerOn(store, registry, policy).resume(
+      flow,
+      'rr',
+      { approved: true },
+      { ctx: { user: 'u1' }, rerunInDoubt: true },
+    );
+    expect(r.status).toBe('done');
+  });
+
+  it('a stranger learns nothing of a run, not even its flow: RunAccessDenied before the flow is compared', async () => {
+    const ran: RunIdentity[] = [];
+    const { registry, flow } = setup(ran);
+    const store = new MemoryCheckpointStore();
+    await paused(store, registry, flow, 'secret', { user: 'u1' });
+    const probe = new Flow<S>('probe').node('n', () => undefined).end('n');
+    const runner = runnerOn(store, registry);
+    for (const attempt of [
+      () =>
+        runner.resume(
+          probe,
+          'secret',
+          { approved: true },
+          { ctx: { user: 'mallory' } },
+        ),
+      () => runner.get(probe, 'secret', { ctx: { user: 'mallory' } }),
+      () => runner.recover(probe, 'secret', { ctx: { user: 'mallory' } }),
+    ]) {
+      const error = await attempt().then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(error).toBeInstanceOf(RunAccessDenied);
+      expect((error as Error).message).not.toMatch(/refunds/);
+    }
+  });
 });
