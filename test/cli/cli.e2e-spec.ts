@@ -4,7 +4,6 @@
  * whose worker died inside a tool (a call in doubt), a paused run, and a run with a tampered row.
  * Every command, with its exit code.
  */
-import { execFile } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -28,12 +27,12 @@ import {
   suiteId,
 } from '../utils/services';
 import { KEY, ticketsFlow } from '../utils/tickets';
+import { runTs } from '../utils/ts-child';
 
 jest.setTimeout(240_000);
 
 const ROOT = join(__dirname, '..', '..');
 const MAIN = join(ROOT, 'libs', 'agent-adapter', 'src', 'cli', 'main.ts');
-const REGISTER = join(ROOT, 'test', 'utils', 'ts-register.js');
 
 interface Cli {
   code: number;
@@ -42,26 +41,11 @@ interface Cli {
 }
 
 function cli(args: string[], env: NodeJS.ProcessEnv = {}): Promise<Cli> {
-  return new Promise((resolve) => {
-    execFile(
-      process.execPath,
-      ['-r', REGISTER, MAIN, ...args],
-      {
-        cwd: ROOT,
-        env: { ...process.env, NODE_OPTIONS: '', CHECKPOINT_KEY: KEY, ...env },
-        timeout: 120_000,
-        maxBuffer: 16 * 1024 * 1024,
-      },
-      (error, stdout, stderr) => {
-        const code =
-          error && typeof (error as { code?: unknown }).code === 'number'
-            ? (error as { code: number }).code
-            : error
-              ? -1
-              : 0;
-        resolve({ code, stdout, stderr });
-      },
-    );
+  return runTs(MAIN, args, {
+    ...process.env,
+    NODE_OPTIONS: '',
+    CHECKPOINT_KEY: KEY,
+    ...env,
   });
 }
 
