@@ -50,6 +50,7 @@ export class Apps {
     imports: ModuleMetadata['imports'],
     options: {
       providers?: ModuleMetadata['providers'];
+      controllers?: ModuleMetadata['controllers'];
       logger?: CaptureLogger;
       /** Runs after the providers exist, before the lifecycle hooks (e.g. to subscribe to events). */
       beforeInit?: (app: INestApplication) => void;
@@ -59,6 +60,7 @@ export class Apps {
     const moduleRef = await Test.createTestingModule({
       imports: imports ?? [],
       providers: options.providers ?? [],
+      controllers: options.controllers ?? [],
     })
       .setLogger(logger)
       .compile();

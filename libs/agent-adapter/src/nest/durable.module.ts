@@ -16,6 +16,7 @@ import {
 } from './durable.module-definition';
 import { createDurableProviders } from './durable.providers';
 import { DurableSetupError } from './errors/durable-setup.error';
+import { DurableHealthIndicator } from './durable.health';
 import { RecoveryOrchestrator } from './recovery.orchestrator';
 import { ToolLoopRunner } from './tool-loop.runner';
 
@@ -41,6 +42,7 @@ import { ToolLoopRunner } from './tool-loop.runner';
     DurableEventsBridge,
     ToolLoopRunner,
     RecoveryOrchestrator,
+    DurableHealthIndicator,
   ],
   exports: [
     DurableFlowRunner,
@@ -50,6 +52,7 @@ import { ToolLoopRunner } from './tool-loop.runner';
     DurableEvents,
     ToolLoopRunner,
     RecoveryOrchestrator,
+    DurableHealthIndicator,
   ],
 })
 export class DurableModule extends ConfigurableModuleClass {

@@ -21,6 +21,8 @@ export { createCheckpointStore, CHECKPOINT_STORE_TYPES } from './create-store';
 export type { CreatedStore } from './create-store';
 export { DurableSetupError, InvalidToolArguments } from './errors';
 export { DurableHttpExceptionFilter } from './durable-http.filter';
+export { DurableHealthIndicator } from './durable.health';
+export type { DurableHealthResult } from './durable.health';
 export type * from './interfaces';
 
 // Injection tokens the module provides (the core classes themselves).

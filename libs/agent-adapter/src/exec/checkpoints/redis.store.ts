@@ -336,11 +336,28 @@ export class RedisCheckpointStore extends CheckpointStore {
     ).length;
   }
 
+  /**
+   * QUIT when the server answers (pending replies arrive first); when it does not (down,
+   * reconnecting), or QUIT takes longer than 2 s, the connection is dropped: a shutdown never hangs
+   * on an unreachable Redis. Nothing is lost either way: every write was one script, applied or not.
+   */
   async close(): Promise<void> {
+    if (this.client.status !== 'ready') {
+      this.client.disconnect();
+      return;
+    }
+    let timer: NodeJS.Timeout | undefined;
     try {
-      await this.client.quit();
+      await Promise.race([
+        this.client.quit(),
+        new Promise((_, reject) => {
+          timer = setTimeout(() => reject(new Error('QUIT timed out')), 2_000);
+        }),
+      ]);
     } catch {
       this.client.disconnect();
+    } finally {
+      clearTimeout(timer);
     }
   }
 
