@@ -14,11 +14,14 @@
  */
 import { mkdirSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { join, resolve } from 'node:path';
+import { DEVELOPMENT_KEY } from './config';
 import { WorkerProcess } from './worker-process';
 
 const crashIn = process.argv[2] ?? 'email_tickets';
 const dataDir = resolve(process.env.DATA_DIR ?? join('data', 'demo'));
-const KEY = process.env.CHECKPOINT_KEY ?? 'demo-only-key-please-change-me-32b';
+// The app's own development key unless one is set, so `DATA_DIR=data/demo npm start` (and the
+// operator CLI with the same key) can read what the demo left.
+const KEY = process.env.CHECKPOINT_KEY ?? DEVELOPMENT_KEY;
 
 const say = (text: string) => console.log(`\n\x1b[1m${text}\x1b[0m`);
 const show =
@@ -96,7 +99,8 @@ async function main(): Promise<void> {
     console.log(
       `  The charge was in doubt, so nothing ran again. After checking the payment provider:\n` +
         `  curl -X POST ${urlB}/orders/<id>/recover -H 'content-type: application/json' -d '{"rerunInDoubt":true}'\n` +
-        `  (worker-b is stopped now; start it with: DATA_DIR=${dataDir} CHECKPOINT_KEY=... npm start)`,
+        `  (worker-b is stopped now. Look at it in the run viewer: DATA_DIR=${dataDir} npm start, then\n` +
+        `  http://localhost:3000/runs; or with the operator CLI: npx agent-adapter runs inspect <id> --store sqlite:${dataDir}/runs.db)`,
     );
   }
   await b.stop();
