@@ -48,7 +48,11 @@ export interface CheckpointContent {
   kind: 'flow' | 'loop';
   /** Completed supersteps; the next superstep's calls are logged under this number. */
   superstep: number;
-  state: Json;
+  /**
+   * Plain JSON as read from the store; as the runner holds it between supersteps, its canonical
+   * text (see `StateCodec.encode`), sealed verbatim.
+   */
+  state: Json | CanonicalText;
   frontier: string[];
   visits: Record<string, number>;
   digest: string;
