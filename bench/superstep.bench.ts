@@ -5,10 +5,21 @@
  * settings and through the same client library.
  *
  *   npm run bench -- [--stores postgres,redis,sqlite,memory] [--supersteps 300] [--rounds 3]
+ *
+ * The `cpu ms` columns are the process's CPU time (user + system, `process.cpuUsage`) per
+ * superstep, of the whole run through FlowRunner and of the store's two writes alone: on a shared
+ * machine steadier figures than wall time, and on a real backend they include the client library's
+ * own work (and the kernel's, for the socket). Their difference is the runner's own CPU.
+ *
+ *   npm run bench -- --cpu [--supersteps 2000] [--rounds 5]
+ *
+ * only measures the runner's own CPU per superstep on the memory store (no I/O): a full warm-up
+ * run, then ROUNDS runs, each reporting CPU µs per superstep and the garbage collections in it.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { PerformanceObserver } from 'node:perf_hooks';
 import Database from 'better-sqlite3';
 import Redis from 'ioredis';
 import type { Pool } from 'pg';
@@ -34,6 +45,7 @@ const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 const SUPERSTEPS = Number(arg('supersteps', '300'));
 const ROUNDS = Number(arg('rounds', '3'));
 const STORES = arg('stores', 'postgres,redis,sqlite,memory').split(',');
+const CPU_ONLY = process.argv.includes('--cpu');
 
 /** A flow that loops one node, one tool call per superstep, SUPERSTEPS times. */
 function loopFlow(): Flow<{ i: number; note: string }> {
@@ -52,10 +64,19 @@ function loopFlow(): Flow<{ i: number; note: string }> {
     .end('done');
 }
 
-/** Milliseconds per superstep of the durable flow on `store` (median of ROUNDS runs). */
+/** CPU milliseconds (user + system) since `start`. */
+function cpuMs(start: NodeJS.CpuUsage): number {
+  const d = process.cpuUsage(start);
+  return (d.user + d.system) / 1000;
+}
+
+/**
+ * Milliseconds (wall and CPU) per superstep of the durable flow on `store` (medians of ROUNDS
+ * runs).
+ */
 async function durable(
   store: CheckpointStore,
-): Promise<{ ms: number; sizes: number[] }> {
+): Promise<{ ms: number; cpu: number; sizes: number[] }> {
   const registry = new ToolRegistry().register(
     'touch',
     (a: { i: number }) => `touched ${a.i}`,
@@ -71,12 +92,15 @@ async function durable(
     { runId: `warm-${suffix()}` },
   );
   const times: number[] = [];
+  const cpu: number[] = [];
   let sizes: number[] = [];
   for (let r = 0; r < ROUNDS; r++) {
     const runId = `bench-${suffix()}`;
+    const c0 = process.cpuUsage();
     const t0 = process.hrtime.bigint();
     await runner.run(flow, { i: 0, note: '' }, { runId });
     times.push(Number(process.hrtime.bigint() - t0) / 1e6 / (SUPERSTEPS + 1));
+    cpu.push(cpuMs(c0) / (SUPERSTEPS + 1));
     if (r === 0) {
       const h = await store.history(runId);
       sizes = [
@@ -87,7 +111,61 @@ async function durable(
     }
   }
   runner.close();
-  return { ms: median(times), sizes };
+  return { ms: median(times), cpu: median(cpu), sizes };
+}
+
+/**
+ * The runner's own CPU per superstep: the memory store (no I/O), a full warm-up run first, then
+ * ROUNDS runs, each with its CPU µs per superstep and its garbage collections (count and pause).
+ */
+async function cpuOnly(): Promise<void> {
+  const registry = new ToolRegistry().register(
+    'touch',
+    (a: { i: number }) => `touched ${a.i}`,
+  );
+  const runner = new FlowRunner(new Executor(registry), {
+    checkpoints: new MemoryCheckpointStore(),
+    checkpointKey: KEY,
+  });
+  const flow = loopFlow();
+  let gcs = 0;
+  let gcMs = 0;
+  const observer = new PerformanceObserver((list) => {
+    for (const entry of list.getEntries()) {
+      gcs++;
+      gcMs += entry.duration;
+    }
+  });
+  observer.observe({ entryTypes: ['gc'] });
+  await runner.run(flow, { i: 0, note: '' }, { runId: `warm-${suffix()}` });
+  const n = SUPERSTEPS + 1;
+  console.log(
+    `runner CPU per superstep, memory store: ${SUPERSTEPS} supersteps x ${ROUNDS} rounds after a warm-up run\n`,
+  );
+  console.log(
+    'round   cpu µs/superstep   wall µs/superstep   GCs   GC µs/superstep',
+  );
+  const cpu: number[] = [];
+  for (let r = 0; r < ROUNDS; r++) {
+    // GC entries arrive asynchronously: let the previous round's land before counting.
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    const [g0, gm0] = [gcs, gcMs];
+    const c0 = process.cpuUsage();
+    const t0 = process.hrtime.bigint();
+    await runner.run(flow, { i: 0, note: '' }, { runId: `cpu-${suffix()}` });
+    const wall = Number(process.hrtime.bigint() - t0) / 1e3 / n;
+    const used = (cpuMs(c0) * 1000) / n;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    cpu.push(used);
+    console.log(
+      `${String(r + 1).padStart(5)} ${used.toFixed(1).padStart(18)} ${wall.toFixed(1).padStart(19)} ${String(gcs - g0).padStart(5)} ${(((gcMs - gm0) * 1000) / n).toFixed(1).padStart(17)}`,
+    );
+  }
+  observer.disconnect();
+  runner.close();
+  console.log(
+    `\nmedian ${median(cpu).toFixed(1)} µs, min ${Math.min(...cpu).toFixed(1)} µs CPU per superstep`,
+  );
 }
 
 /**
@@ -98,7 +176,7 @@ async function durable(
 async function storeOnly(
   store: CheckpointStore,
   sizes: number[],
-): Promise<number> {
+): Promise<{ ms: number; cpu: number }> {
   const [started, done, checkpoint] = sizes.map((n) => 'x'.repeat(n)) as [
     string,
     string,
@@ -118,8 +196,10 @@ async function storeOnly(
     { owner: 'bench' },
   );
   const times: number[] = [];
+  const cpu: number[] = [];
   let step = 0;
   for (let r = 0; r < ROUNDS; r++) {
+    const c0 = process.cpuUsage();
     const t0 = process.hrtime.bigint();
     for (let i = 0; i < SUPERSTEPS; i++) {
       step++;
@@ -143,8 +223,9 @@ async function storeOnly(
       );
     }
     times.push(Number(process.hrtime.bigint() - t0) / 1e6 / SUPERSTEPS);
+    cpu.push(cpuMs(c0) / SUPERSTEPS);
   }
-  return median(times);
+  return { ms: median(times), cpu: median(cpu) };
 }
 
 /** Milliseconds for three raw single-row writes of the given sizes (median of ROUNDS rounds). */
@@ -167,7 +248,9 @@ async function floor(
 interface Row {
   store: string;
   superstepMs: number;
+  cpuMs: number;
   storeMs: number;
+  storeCpuMs: number;
   floorMs: number;
   target?: number;
 }
@@ -182,8 +265,8 @@ async function postgres(): Promise<Row> {
   await ds.initialize();
   try {
     const store = new SQLCheckpointStore(ds, { schema });
-    const { ms, sizes } = await durable(store);
-    const storeMs = await storeOnly(store, sizes);
+    const { ms, cpu, sizes } = await durable(store);
+    const { ms: storeMs, cpu: storeCpuMs } = await storeOnly(store, sizes);
     // Same server, same client path (the DataSource's pg pool, a prepared statement), and the
     // server's synchronous commit setting.
     await ds.query(
@@ -201,7 +284,9 @@ async function postgres(): Promise<Row> {
     return {
       store: 'postgres',
       superstepMs: ms,
+      cpuMs: cpu,
       storeMs,
+      storeCpuMs,
       floorMs,
       target: 1.0,
     };
@@ -218,14 +303,22 @@ async function redis(): Promise<Row> {
   });
   const raw = new Redis(REDIS_URL);
   try {
-    const { ms, sizes } = await durable(store);
-    const storeMs = await storeOnly(store, sizes);
+    const { ms, cpu, sizes } = await durable(store);
+    const { ms: storeMs, cpu: storeCpuMs } = await storeOnly(store, sizes);
     const floorMs = await floor(
       (p, i) =>
         raw.set(`${prefix}:floor:${i}:${p.length}`, p).then(() => undefined),
       sizes,
     );
-    return { store: 'redis', superstepMs: ms, storeMs, floorMs, target: 1.2 };
+    return {
+      store: 'redis',
+      superstepMs: ms,
+      cpuMs: cpu,
+      storeMs,
+      storeCpuMs,
+      floorMs,
+      target: 1.2,
+    };
   } finally {
     await dropPrefix(raw, prefix);
     await store.close();
@@ -237,8 +330,8 @@ async function sqlite(): Promise<Row> {
   const dir = mkdtempSync(join(tmpdir(), 'aa-bench-'));
   try {
     const store = new SQLiteCheckpointStore(join(dir, 'runs.db'));
-    const { ms, sizes } = await durable(store);
-    const storeMs = await storeOnly(store, sizes);
+    const { ms, cpu, sizes } = await durable(store);
+    const { ms: storeMs, cpu: storeCpuMs } = await storeOnly(store, sizes);
     await store.close();
     // The same settings the store uses: WAL, synchronous = FULL, one transaction per write.
     const db = new Database(join(dir, 'floor.db'));
@@ -255,7 +348,15 @@ async function sqlite(): Promise<Row> {
       sizes,
     );
     db.close();
-    return { store: 'sqlite', superstepMs: ms, storeMs, floorMs, target: 1.2 };
+    return {
+      store: 'sqlite',
+      superstepMs: ms,
+      cpuMs: cpu,
+      storeMs,
+      storeCpuMs,
+      floorMs,
+      target: 1.2,
+    };
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -263,16 +364,20 @@ async function sqlite(): Promise<Row> {
 
 async function memory(): Promise<Row> {
   const store = new MemoryCheckpointStore();
-  const { ms, sizes } = await durable(store);
+  const { ms, cpu, sizes } = await durable(store);
+  const only = await storeOnly(store, sizes);
   return {
     store: 'memory',
     superstepMs: ms,
-    storeMs: await storeOnly(store, sizes),
+    cpuMs: cpu,
+    storeMs: only.ms,
+    storeCpuMs: only.cpu,
     floorMs: Number.NaN,
   };
 }
 
 async function main(): Promise<void> {
+  if (CPU_ONLY) return cpuOnly();
   const benches: Record<string, () => Promise<Row>> = {
     postgres,
     redis,
@@ -286,7 +391,7 @@ async function main(): Promise<void> {
     'superstep = the whole durable superstep through FlowRunner; store = its two store writes alone\n',
   );
   console.log(
-    'store      superstep ms   store ms   floor ms   superstep/floor   store/floor   target',
+    'store      superstep ms   cpu ms   store ms   cpu ms   floor ms   superstep/floor   store/floor   target',
   );
   const f = (x: number, w: number, d = 3) =>
     (Number.isNaN(x) ? '-' : x.toFixed(d)).padStart(w);
@@ -303,7 +408,7 @@ async function main(): Promise<void> {
         ? ''
         : `<= ${r.target}x ${ratio <= r.target ? 'met' : 'NOT MET'}`;
     console.log(
-      `${r.store.padEnd(10)} ${f(r.superstepMs, 12)} ${f(r.storeMs, 10)} ${f(r.floorMs, 10)} ${f(ratio, 16, 2)}x ${f(r.storeMs / r.floorMs, 12, 2)}x   ${verdict}`,
+      `${r.store.padEnd(10)} ${f(r.superstepMs, 12)} ${f(r.cpuMs, 8)} ${f(r.storeMs, 10)} ${f(r.storeCpuMs, 8)} ${f(r.floorMs, 10)} ${f(ratio, 16, 2)}x ${f(r.storeMs / r.floorMs, 12, 2)}x   ${verdict}`,
     );
   }
 }

@@ -49,7 +49,7 @@ export interface ToolScope {
   runId: string;
   tool: string;
   identity: RunIdentity;
-  idempotencyKey: string;
+  readonly idempotencyKey: string;
 }
 
 export const nodeStorage = new AsyncLocalStorage<NodeScope>();

@@ -8,14 +8,23 @@ import {
   UnsealableValue,
 } from '../errors';
 import { checkVerdict, type ApprovalPort } from './approvals';
-import { assertJson, canonicalJson, type Json } from './durable/canonical-json';
+import {
+  canonical,
+  type CanonicalText,
+  type Json,
+} from './durable/canonical-json';
 import type {
-  CallContent,
+  CallDraft,
   CallIdentity,
   CallOutcome,
   SyncDecision,
 } from './durable/records';
-import { nodeStorage, toolStorage, type NodeScope } from './call-context';
+import {
+  nodeStorage,
+  toolStorage,
+  type NodeScope,
+  type ToolScope,
+} from './call-context';
 import { deriveIdempotencyKey } from './idempotency-key';
 import {
   isDelay,
@@ -51,7 +60,8 @@ export class Executor {
     }
     const call = this.run(scope, tool, args);
     step.inflight.add(call);
-    void call.catch(() => undefined).finally(() => step.inflight.delete(call));
+    const settled = () => void step.inflight.delete(call);
+    void call.then(settled, settled);
     return call;
   }
 
@@ -73,8 +83,11 @@ export class Executor {
       index: scope.nextIndex++,
       tool,
     };
-    const argsText = canonicalJson(args ?? null, `${tool}(args)`);
-    const argsHash = createHash('sha256').update(argsText).digest('base64url');
+    // Encoded once: the hash, the records and every copy handed out come from this text.
+    const argsText = canonical(args ?? null, `${tool}(args)`);
+    const argsHash = createHash('sha256')
+      .update(argsText.text)
+      .digest('base64url');
 
     const prior = step.replay?.lookup(identity);
     if (prior?.kind === 'done' && prior.argsHash === argsHash) {
@@ -112,7 +125,7 @@ export class Executor {
     if (approval && !decision) {
       // Nothing ran: the call is logged `pending` (with the checkpoint that pauses the run). A
       // decision covers one call with these exact arguments; changed arguments ask again.
-      const args = JSON.parse(argsText) as Json;
+      const args = argsText.value();
       step.log.finished(step.superstep, {
         ...base,
         phase: 'pending',
@@ -148,14 +161,14 @@ export class Executor {
     scope: NodeScope,
     identity: CallIdentity,
     base: Base,
-    argsText: string,
+    argsText: CanonicalText,
   ): Promise<unknown> {
     const step = scope.step;
     const tool = definition.name;
     await step.log.started(step.superstep, {
       ...base,
       phase: 'approving',
-      args: JSON.parse(argsText) as Json,
+      args: argsText,
       at: Date.now(),
     });
     let decision: SyncDecision;
@@ -167,7 +180,7 @@ export class Executor {
         node: identity.node,
         index: identity.index,
         tool,
-        args: JSON.parse(argsText) as Json,
+        args: argsText.value(),
         identity: { ...step.identity },
         requestId: deriveIdempotencyKey(
           step.ring,
@@ -185,13 +198,13 @@ export class Executor {
         await nodeStorage.exit(() => port.decide(request)),
       );
       if (verdict.approved && verdict.args !== undefined) {
-        runArgs = canonicalJson(verdict.args, `${tool}(approved args)`);
+        runArgs = canonical(verdict.args, `${tool}(approved args)`);
       }
       decision = {
         approved: verdict.approved,
         ...(verdict.by !== undefined && { by: verdict.by }),
         ...(verdict.reason !== undefined && { reason: verdict.reason }),
-        ...(runArgs !== argsText && { edited: true }),
+        ...(runArgs.text !== argsText.text && { edited: true }),
       };
     } catch (error) {
       // The port failed: the tool did not run. Sealed as the call's outcome, like a tool's error.
@@ -235,7 +248,7 @@ export class Executor {
     scope: NodeScope,
     identity: CallIdentity,
     base: Base,
-    argsText: string,
+    argsText: CanonicalText,
     decision?: SyncDecision,
   ): Promise<unknown> {
     const step = scope.step;
@@ -245,7 +258,7 @@ export class Executor {
       await step.log.started(step.superstep, {
         ...base,
         phase: 'started',
-        args: JSON.parse(argsText) as Json,
+        args: argsText,
         ...(decision && attempt === 1 && { decision }),
         ...(previous && { attempt, previous }),
         at: Date.now(),
@@ -281,52 +294,54 @@ export class Executor {
     definition: ToolDefinition,
     scope: NodeScope,
     identity: CallIdentity,
-    argsText: string,
+    argsText: CanonicalText,
   ): Promise<Invoked> {
     const step = scope.step;
-    const toolScope = {
-      runId: step.runId,
+    const { ring, idemKid, runId, incarnation, superstep } = step;
+    const { node, index, tool } = identity;
+    let key: string | undefined;
+    const toolScope: ToolScope = {
+      runId,
       tool: definition.name,
       identity: step.identity,
-      idempotencyKey: deriveIdempotencyKey(
-        step.ring,
-        step.idemKid,
-        step.runId,
-        step.incarnation,
-        step.superstep,
-        identity,
-      ),
+      // Derived when the tool first asks (most never do), from the values fixed here.
+      get idempotencyKey() {
+        return (key ??= deriveIdempotencyKey(
+          ring,
+          idemKid,
+          runId,
+          incarnation,
+          superstep,
+          { node, index, tool },
+        ));
+      },
     };
     try {
       // The tool gets its own copy of exactly the logged arguments, and runs outside the node's
       // scope: tools it calls itself are plain calls, so replaying it cannot shift call indexes.
-      // A handler that throws synchronously rejects the attempt like one that rejects.
-      const attempt = () =>
-        new Promise<unknown>((resolve) =>
-          resolve(
-            nodeStorage.exit(() =>
-              toolStorage.run(toolScope, () =>
-                definition.handler(JSON.parse(argsText)),
-              ),
-            ),
+      // A handler that throws synchronously fails the attempt like one that rejects.
+      const handle = () =>
+        nodeStorage.exit(() =>
+          toolStorage.run(toolScope, () =>
+            definition.handler(argsText.value()),
           ),
         );
       const ms = definition.timeoutMs;
-      const value =
-        ms === undefined ? await attempt() : await within(attempt(), ms);
+      let value: unknown;
+      if (ms === undefined) {
+        // A synchronous handler's value is used as it is: no promise to wrap and await.
+        const returned = handle();
+        value = isThenable(returned) ? await returned : returned;
+      } else {
+        value = await within(new Promise((resolve) => resolve(handle())), ms);
+      }
       if (value === TIMED_OUT) return timedOut(definition, ms!);
       try {
-        assertJson(
-          value === undefined ? null : value,
-          `${definition.name}(result)`,
-        );
-        return {
-          sealed:
-            value === undefined
-              ? { ok: true }
-              : { ok: true, value: value as Json },
-          value,
-        };
+        // Encoded here, once: the `done` record seals this text, whatever the node does with the
+        // value it gets.
+        if (value === undefined) return { sealed: { ok: true }, value };
+        const text = canonical(value, `${definition.name}(result)`);
+        return { sealed: { ok: true, value: value as Json }, value, text };
       } catch (error) {
         const reason =
           error instanceof UnsealableValue ? error.message : String(error);
@@ -345,6 +360,8 @@ export class Executor {
 interface Invoked {
   sealed: CallOutcome;
   value?: unknown;
+  /** The value's canonical text (a successful result that can be sealed). */
+  text?: CanonicalText;
   cause?: unknown;
   /**
    * Why the outcome cannot be sealed as the call's result (an unsealable value, or a timeout of a
@@ -354,6 +371,14 @@ interface Invoked {
 }
 
 const TIMED_OUT: unique symbol = Symbol('timed out');
+
+function isThenable(v: unknown): v is PromiseLike<unknown> {
+  return (
+    (typeof v === 'object' || typeof v === 'function') &&
+    v !== null &&
+    typeof (v as { then?: unknown }).then === 'function'
+  );
+}
 
 /** The attempt's value, or TIMED_OUT after `ms`. The attempt is not stopped. */
 function within<T>(
@@ -425,13 +450,13 @@ function needsApproval(
   definition: ToolDefinition,
   scope: NodeScope,
   identity: CallIdentity,
-  argsText: string,
+  argsText: CanonicalText,
 ): boolean {
   const policy = definition.approval;
   if (typeof policy === 'boolean') return policy;
   const step = scope.step;
   const answer: unknown = nodeStorage.exit(() =>
-    policy(JSON.parse(argsText), {
+    policy(argsText.value(), {
       runId: step.runId,
       flow: step.flow,
       node: identity.node,
@@ -461,7 +486,7 @@ function deniedOutcome(
   };
 }
 
-function record(base: Base, outcome: Invoked, attempts: number): CallContent {
+function record(base: Base, outcome: Invoked, attempts: number): CallDraft {
   const tried = attempts > 1 ? { attempts } : {};
   return outcome.unrecordable !== undefined
     ? {
@@ -474,7 +499,9 @@ function record(base: Base, outcome: Invoked, attempts: number): CallContent {
     : {
         ...base,
         phase: 'done',
-        outcome: outcome.sealed,
+        outcome: outcome.text
+          ? { ok: true, value: outcome.text }
+          : outcome.sealed,
         ...tried,
         at: Date.now(),
       };

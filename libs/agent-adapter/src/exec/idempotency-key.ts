@@ -30,7 +30,7 @@ export function deriveIdempotencyKey(
   id: CallIdentity,
   purpose = 'agent-adapter idempotency',
 ): string {
-  return createHmac('sha256', ring.get(kid).secret)
+  return createHmac('sha256', ring.get(kid).hmacKey)
     .update(
       canonicalJson([
         purpose,

@@ -25,7 +25,7 @@ import type {
 } from '../exec/checkpoints/checkpoint-store';
 import { MemoryCheckpointStore } from '../exec/checkpoints/memory.store';
 import { assertNoGaps, CallLog } from '../exec/durable/call-log';
-import type { Json } from '../exec/durable/canonical-json';
+import type { CanonicalText } from '../exec/durable/canonical-json';
 import { KeyRing, type CheckpointKey } from '../exec/durable/key-ring';
 import {
   openCall,
@@ -50,7 +50,7 @@ import type {
   RunOptions,
   RunResult,
 } from './flow.interfaces';
-import { mergeUpdates, nextFrontier } from './superstep';
+import { mergeEncoded, nextFrontier } from './superstep';
 
 /** @publicApi */
 export interface FlowRunnerOptions {
@@ -200,7 +200,7 @@ export class FlowRunner {
     options: RunOptions = {},
   ): Promise<RunResult<S>> {
     const compiled = flow.compile();
-    const state = await compiled.state.fromInput(input);
+    const state = compiled.state.encode(await compiled.state.fromInput(input));
     const runId = options.runId ?? randomBytes(16).toString('hex');
     checkRunId(runId);
     const incarnation = randomInt(1, 2 ** 30);
@@ -665,7 +665,7 @@ export class FlowRunner {
     scope: SuperstepScope,
   ): Promise<
     | {
-        state: { [key: string]: Json };
+        state: CanonicalText;
         frontier: string[];
         visits: Record<string, number>;
       }
@@ -694,7 +694,7 @@ export class FlowRunner {
         };
       }
     }
-    const state = cp.state as { [key: string]: Json };
+    const state = flow.state.encode(cp.state);
     const settled = await Promise.allSettled(
       cp.frontier.map((name) => {
         const node = flow.nodes.get(name)!;
@@ -731,7 +731,7 @@ export class FlowRunner {
       updates.push([node, result.value]);
     }
     try {
-      const merged = mergeUpdates(flow, state, updates);
+      const merged = mergeEncoded(flow, state, updates);
       return {
         state: merged,
         frontier: nextFrontier(flow, cp.frontier, merged),

@@ -1,5 +1,11 @@
-import { InvalidFlowState, type StateViolation } from '../errors';
-import { assertJson, type Json } from '../exec/durable/canonical-json';
+import { FlowError, InvalidFlowState, type StateViolation } from '../errors';
+import {
+  assertJson,
+  canonical,
+  CanonicalText,
+  canonicalObject,
+  type Json,
+} from '../exec/durable/canonical-json';
 import type { StateClass } from './flow.interfaces';
 
 // class-transformer/class-validator are loaded only by flows that declare a state class.
@@ -25,6 +31,10 @@ function load<T>(name: string): T {
  * Converts between a flow's stored state (plain JSON) and what nodes see (an instance of the state
  * class, or a copy of the plain object). Nodes always get their own copy: a node cannot change the
  * snapshot its parallel siblings read.
+ *
+ * Between supersteps the runner holds the state encoded (`encode`): the canonical text of each key,
+ * made once when the key was written. The checkpoint seals those texts as they are, and every view
+ * is parsed from them, so no object that user code holds is part of the stored state.
  */
 export class StateCodec<S> {
   constructor(
@@ -58,13 +68,36 @@ export class StateCodec<S> {
     return plain as { [key: string]: Json };
   }
 
+  /**
+   * The state encoded key by key, as the runner holds it (see the class comment): `state` is the
+   * plain state of a checkpoint or of the input (already checked), or already encoded.
+   */
+  encode(state: Json | CanonicalText): CanonicalText {
+    if (state instanceof CanonicalText && state.members) return state;
+    const plain = state instanceof CanonicalText ? state.value() : state;
+    if (typeof plain !== 'object' || plain === null || Array.isArray(plain)) {
+      throw new FlowError(
+        `Flow "${this.flow}": the stored state is not an object.`,
+      );
+    }
+    const members = new Map<string, CanonicalText>();
+    for (const key of Object.keys(plain)) {
+      const value = plain[key];
+      if (value !== undefined)
+        members.set(key, canonical(value, `state.${key}`));
+    }
+    return canonicalObject(members);
+  }
+
   /** A fresh view of the stored state for one node (or for the result). */
-  view(state: Json): S {
-    // A JSON round trip, not structuredClone: the stored state is plain JSON, so the copy is
+  view(state: Json | CanonicalText): S {
+    // Parsed from JSON text, not structuredClone: the stored state is plain JSON, so the copy is
     // exact, and its objects belong to the caller's realm. structuredClone's belong to Node's main
     // realm, which under Jest (a vm context) is another one: a node returning part of its state
     // (`{ items: [...s.items, x] }`) would then fail sealing as "not plain JSON data".
-    const copy = JSON.parse(JSON.stringify(state)) as object;
+    const copy = JSON.parse(
+      state instanceof CanonicalText ? state.text : JSON.stringify(state),
+    ) as object;
     if (!this.cls) return copy as S;
     const { plainToInstance } = load<Transformer>('class-transformer');
     return plainToInstance(this.cls, copy);

@@ -1,5 +1,10 @@
 import { FlowError } from '../errors';
-import { assertJson, type Json } from '../exec/durable/canonical-json';
+import {
+  canonical,
+  canonicalObject,
+  type CanonicalText,
+  type Json,
+} from '../exec/durable/canonical-json';
 import { END } from './call-node';
 import type { CompiledFlow } from './flow.graph';
 
@@ -14,8 +19,23 @@ export function mergeUpdates<S>(
   state: State,
   updates: ReadonlyArray<readonly [node: string, update: unknown]>,
 ): State {
-  const merged: State = { ...state };
+  return mergeEncoded(flow, flow.state.encode(state), updates).value() as State;
+}
+
+/**
+ * `mergeUpdates` on the encoded state the runner holds (see `StateCodec.encode`): each written key
+ * is encoded once, here (which also checks it can be stored); the other keys keep their texts. A
+ * reducer gets a fresh copy of the stored value, never the stored text's own object.
+ */
+export function mergeEncoded<S>(
+  flow: CompiledFlow<S>,
+  state: CanonicalText,
+  updates: ReadonlyArray<readonly [node: string, update: unknown]>,
+): CanonicalText {
+  const members = new Map(flow.state.encode(state).members);
   const writer = new Map<string, string>();
+  // What a reducer folds into within this superstep: the value the previous update left.
+  const current = new Map<string, unknown>();
   for (const [node, update] of updates) {
     if (update === undefined || update === null) continue;
     if (typeof update !== 'object' || Array.isArray(update)) {
@@ -33,28 +53,29 @@ export function mergeUpdates<S>(
         );
       }
       const next: unknown = reduce
-        ? reduce(Object.hasOwn(merged, key) ? merged[key] : undefined, value)
+        ? reduce(
+            current.has(key) ? current.get(key) : members.get(key)?.value(),
+            value,
+          )
         : value;
-      assertJson(next, `state.${key} (written by node "${node}")`);
-      // defineProperty, not assignment: a key named "__proto__" (from JSON a tool or model
-      // returned) must be stored as data, not change the state's prototype.
-      Object.defineProperty(merged, key, {
-        value: next,
-        enumerable: true,
-        writable: true,
-        configurable: true,
-      });
+      // A Map, not an object: a key named "__proto__" (from JSON a tool or model returned) is
+      // stored as data, never as the state's prototype.
+      members.set(
+        key,
+        canonical(next, `state.${key} (written by node "${node}")`),
+      );
+      current.set(key, next);
       writer.set(key, node);
     }
   }
-  return merged;
+  return canonicalObject(members);
 }
 
 /** The nodes of the next superstep, in declaration order. */
 export function nextFrontier<S>(
   flow: CompiledFlow<S>,
   frontier: readonly string[],
-  state: State,
+  state: State | CanonicalText,
 ): string[] {
   const next = new Set<string>();
   for (const node of frontier) {

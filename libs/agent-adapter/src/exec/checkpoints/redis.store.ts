@@ -76,6 +76,9 @@ export class RedisCheckpointStore extends CheckpointStore {
   private readonly runs: string;
   private readonly born: string;
   private readonly seq: string;
+  /** Write tokens: random per store instance, then counted (see `token`). */
+  private readonly tokenBase = randomBytes(9).toString('base64');
+  private writes = 0;
 
   constructor(
     connect: () => RedisClientLike,
@@ -106,7 +109,7 @@ export class RedisCheckpointStore extends CheckpointStore {
     const { owner, leaseExpiresAt: lease } = options;
     const keys = this.runKeys(runId);
     // Identifies this write, so a resend after a lost reply is recognised as already applied.
-    const token = randomBytes(9).toString('base64');
+    const token = this.token();
     for (let attempt = 1; ; attempt++) {
       // Index first: a crash right after leaves an entry without a head (dropped by readers),
       // never a run that recovery cannot find.
@@ -136,11 +139,20 @@ export class RedisCheckpointStore extends CheckpointStore {
     records: CallRecord[],
   ): Promise<void> {
     const keys = this.runKeys(runId);
-    const token = randomBytes(9).toString('base64');
+    const token = this.token();
     const args = [token, this.ttl, segment];
     args.push(...callArgs(runId, records));
     const reply = await this.script('aaRecord', keys.list, args);
     this.check(reply as Reply, runId);
+  }
+
+  /**
+   * A token no other write carries: 72 random bits per store instance (fixed length) followed by
+   * this instance's write count. Unique like a fresh random token per write, without asking the
+   * system for randomness on every write.
+   */
+  private token(): string {
+    return this.tokenBase + (++this.writes).toString(36);
   }
 
   async latest(runId: string): Promise<CheckpointRecord | undefined> {

@@ -5,7 +5,7 @@ import type {
   CheckpointStore,
 } from '../checkpoints/checkpoint-store';
 import type { KeyRing } from './key-ring';
-import { sealCall, type CallContent } from './records';
+import { sealCall, type CallDraft } from './records';
 
 /**
  * One worker's writer for one segment of a run's call log. Records are numbered in the order they
@@ -39,18 +39,20 @@ export class CallLog {
   }
 
   /** Logs `started` and resolves once it is stored; throws if refused (fenced) or lost. */
-  async started(superstep: number, content: CallContent): Promise<void> {
+  async started(superstep: number, content: CallDraft): Promise<void> {
     this.add(superstep, content);
     await this.flush();
   }
 
   /** Logs a result; stored with the next write (see the class comment). */
-  finished(superstep: number, content: CallContent): void {
+  finished(superstep: number, content: CallDraft): void {
     this.add(superstep, content);
     if (this.flushScheduled) return;
     this.flushScheduled = true;
     setImmediate(() => {
       this.flushScheduled = false;
+      // Nothing left to write (the checkpoint or a `started` took it): no write to queue.
+      if (this.buffer.length === 0) return;
       // A failure here is kept in `failure`; the superstep rethrows it before saving.
       this.flush().catch(() => undefined);
     });
@@ -69,7 +71,7 @@ export class CallLog {
     return records;
   }
 
-  private add(superstep: number, content: CallContent): void {
+  private add(superstep: number, content: CallDraft): void {
     if (superstep !== this.superstep) {
       this.superstep = superstep;
       this.nextSeq = 1;

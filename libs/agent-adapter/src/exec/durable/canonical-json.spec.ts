@@ -1,7 +1,13 @@
 import fc from 'fast-check';
 import canonicalize from 'canonicalize';
 import { UnsealableValue } from '../../errors';
-import { assertJson, canonicalJson } from './canonical-json';
+import {
+  assertJson,
+  canonical,
+  canonicalJson,
+  canonicalObject,
+  CanonicalText,
+} from './canonical-json';
 
 /** The UnsealableValue `fn` throws (fails the test if it throws nothing or something else). */
 function unsealable(fn: () => unknown): UnsealableValue {
@@ -222,5 +228,65 @@ describe('canonicalJson against the canonicalize package (RFC 8785 reference)', 
       é: 'x\u2028y',
     };
     expect(canonicalJson(value)).toBe(canonicalize(value));
+  });
+});
+
+describe('CanonicalText (encoded once, embedded verbatim)', () => {
+  it('holds exactly the canonical text, and hands out fresh copies', () => {
+    const value = { b: [1, { c: 'x' }], a: null };
+    const text = canonical(value);
+    expect(text.text).toBe(canonicalJson(value));
+    const copy = text.value() as { b: unknown[] };
+    expect(copy).toEqual(value);
+    copy.b.push(2);
+    expect(text.value()).toEqual(value);
+    expect(Object.isFrozen(text)).toBe(true);
+  });
+
+  it('is embedded as the same text its value would give, anywhere in a value', () => {
+    fc.assert(
+      fc.property(fc.jsonValue(), fc.jsonValue(), (a, b) => {
+        const plain = { args: a, outcome: { ok: true, value: b }, list: [a] };
+        const mixed = {
+          args: canonical(a),
+          outcome: { ok: true, value: canonical(b) },
+          list: [canonical(a)],
+        };
+        expect(canonicalJson(mixed)).toBe(canonicalJson(plain));
+        expect(canonicalJson(mixed)).toBe(canonicalize(plain));
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it('joins encoded members into the text of their object', () => {
+    fc.assert(
+      fc.property(fc.dictionary(fc.string(), fc.jsonValue()), (record) => {
+        const members = new Map(
+          Object.entries(record).map(([k, v]) => [k, canonical(v)] as const),
+        );
+        expect(canonicalObject(members).text).toBe(canonicalize(record));
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it('cannot be forged: look-alikes are class instances, the constructor is closed', () => {
+    const fake = Object.create(CanonicalText.prototype) as object;
+    Object.defineProperty(fake, 'text', { value: '{"forged":true}' });
+    expect(() => canonicalJson({ a: fake })).toThrow(UnsealableValue);
+    expect(() =>
+      (
+        CanonicalText as unknown as {
+          make(token: symbol, text: string): unknown;
+        }
+      ).make(Symbol('CanonicalText'), '1'),
+    ).toThrow(TypeError);
+  });
+
+  it('checks what it encodes like canonicalJson', () => {
+    expect(() => canonical({ a: new Date(0) }, 'tool(args)')).toThrow(
+      UnsealableValue,
+    );
   });
 });

@@ -4,6 +4,10 @@ import { UnsealableValue } from '../../errors';
 export type Json =
   null | boolean | number | string | Json[] | { [key: string]: Json };
 
+/** What the encoder takes: JSON, any part of which may already be encoded (`CanonicalText`). */
+export type Encodable =
+  Json | CanonicalText | Encodable[] | { [key: string]: Encodable | undefined };
+
 /**
  * RFC 8785 canonical JSON (keys sorted by UTF-16 code units, ECMAScript number and string forms)
  * of plain JSON data, checked in the same pass: anything that would not come back unchanged (a
@@ -13,11 +17,13 @@ export type Json =
  * One pass that validates and writes, because this runs several times per superstep (every call
  * record and checkpoint is sealed): it replaced a validation walk plus the `canonicalize` package,
  * which the tests keep as the oracle this output must equal.
+ *
+ * A `CanonicalText` met inside the value is written as its text, verbatim: what the engine
+ * encoded once (a call's arguments, a tool's result, a state key) is not encoded again when the
+ * record or checkpoint that holds it is sealed.
  */
 export function canonicalJson(value: unknown, path = '$'): string {
-  const out: string[] = [];
-  encode(value, out, [], [], path);
-  return out.join('');
+  return encode(value, [], [], path);
 }
 
 /** Throws `UnsealableValue` unless `value` is plain JSON data (see `canonicalJson`). */
@@ -25,71 +31,146 @@ export function assertJson(value: unknown, path = '$'): asserts value is Json {
   canonicalJson(value, path);
 }
 
+/**
+ * The canonical JSON text of a value, made once by the encoder and embedded verbatim wherever the
+ * encoder meets it again. Only this module makes one (from `canonical` or `canonicalObject`), so its
+ * text is always the encoder's own output: embedding it is the same as encoding the value again.
+ * It is the engine's private, immutable copy of the value: `value()` parses a fresh copy for code
+ * that may change it.
+ */
+export class CanonicalText {
+  readonly #text: string;
+  /** For an object made by `canonicalObject`: its members, each encoded. */
+  readonly members?: ReadonlyMap<string, CanonicalText>;
+
+  private constructor(
+    text: string,
+    members?: ReadonlyMap<string, CanonicalText>,
+  ) {
+    this.#text = text;
+    if (members) this.members = members;
+    Object.freeze(this);
+  }
+
+  get text(): string {
+    return this.#text;
+  }
+
+  /** A fresh copy of the value (plain objects and arrays nobody else holds). */
+  value(): Json {
+    return JSON.parse(this.#text) as Json;
+  }
+
+  /** The text of a genuine CanonicalText; undefined for anything else (even a look-alike). */
+  static textOf(v: object): string | undefined {
+    return #text in v ? v.#text : undefined;
+  }
+
+  /** @internal Only for `canonical` and `canonicalObject` below. */
+  static make(
+    token: symbol,
+    text: string,
+    members?: ReadonlyMap<string, CanonicalText>,
+  ): CanonicalText {
+    if (token !== MAKER)
+      throw new TypeError('CanonicalText is made by the encoder only');
+    return new CanonicalText(text, members);
+  }
+}
+
+const MAKER = Symbol('CanonicalText');
+
+/** Encodes `value` once (checked as `canonicalJson` does) and keeps the text. */
+export function canonical(value: unknown, path = '$'): CanonicalText {
+  return CanonicalText.make(MAKER, canonicalJson(value, path));
+}
+
+/**
+ * The canonical text of an object whose members are already encoded: the same text
+ * `canonicalJson` gives for the object of their values, made by joining the members' texts. The
+ * result keeps (a copy of) the members, so an object that changes in a few keys is made again from
+ * the texts of the others.
+ */
+export function canonicalObject(
+  members: ReadonlyMap<string, CanonicalText>,
+): CanonicalText {
+  const own = new Map<string, CanonicalText>();
+  let s = '{';
+  for (const key of [...members.keys()].sort()) {
+    const member = members.get(key)!;
+    const text = CanonicalText.textOf(member);
+    if (text === undefined)
+      throw new TypeError(`member "${key}" is not a CanonicalText`);
+    if (own.size > 0) s += ',';
+    s += JSON.stringify(key) + ':' + text;
+    own.set(key, member);
+  }
+  return CanonicalText.make(MAKER, s + '}', own);
+}
+
 function encode(
   v: unknown,
-  out: string[],
   at: Array<string | number>,
   ancestors: object[],
   root: string,
-): void {
+): string {
   switch (typeof v) {
     case 'string':
-      out.push(JSON.stringify(v));
-      return;
+      return JSON.stringify(v);
     case 'boolean':
-      out.push(v ? 'true' : 'false');
-      return;
+      return v ? 'true' : 'false';
     case 'number':
       if (!Number.isFinite(v)) fail(root, at, `${v} is not a finite number`);
-      out.push(JSON.stringify(v));
-      return;
+      return JSON.stringify(v);
     case 'object':
       break;
     default:
       fail(root, at, `a ${typeof v} is not JSON`);
   }
-  if (v === null) {
-    out.push('null');
-    return;
-  }
+  if (v === null) return 'null';
   if (ancestors.includes(v)) fail(root, at, 'it contains a cycle');
-  ancestors.push(v);
+  let s: string;
   if (Array.isArray(v)) {
-    out.push('[');
+    ancestors.push(v);
+    s = '[';
     for (let i = 0; i < v.length; i++) {
-      if (i > 0) out.push(',');
+      if (i > 0) s += ',';
       at.push(i);
       if (!(i in v) || v[i] === undefined) {
         fail(root, at, 'an array hole or undefined item is not JSON');
       }
-      encode(v[i], out, at, ancestors, root);
+      s += encode(v[i], at, ancestors, root);
       at.pop();
     }
-    out.push(']');
+    s += ']';
   } else {
     const proto: unknown = Object.getPrototypeOf(v);
     if (proto !== Object.prototype && proto !== null) {
+      const text =
+        proto === CanonicalText.prototype ? CanonicalText.textOf(v) : undefined;
+      if (text !== undefined) return text;
       const name =
         (v as { constructor?: { name?: string } }).constructor?.name ??
         'object';
       fail(root, at, `a ${name} instance is not plain JSON data`);
     }
+    ancestors.push(v);
     const record = v as Record<string, unknown>;
-    out.push('{');
+    s = '{';
     let first = true;
     for (const key of Object.keys(record).sort()) {
       const item = record[key];
       if (item === undefined) continue;
-      if (!first) out.push(',');
+      if (!first) s += ',';
       first = false;
-      out.push(JSON.stringify(key), ':');
       at.push(key);
-      encode(item, out, at, ancestors, root);
+      s += JSON.stringify(key) + ':' + encode(item, at, ancestors, root);
       at.pop();
     }
-    out.push('}');
+    s += '}';
   }
   ancestors.pop();
+  return s;
 }
 
 function fail(root: string, at: Array<string | number>, why: string): never {

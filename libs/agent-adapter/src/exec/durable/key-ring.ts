@@ -1,4 +1,9 @@
-import { createHmac, randomBytes } from 'node:crypto';
+import {
+  createHmac,
+  createSecretKey,
+  randomBytes,
+  type KeyObject,
+} from 'node:crypto';
 import { CheckpointKeyError } from '../../errors';
 import { Messages } from '../../errors/messages';
 
@@ -22,6 +27,8 @@ export type CheckpointKey = KeyMaterial | KeyRingOptions | KeyRing;
 interface Key {
   id: string;
   secret: Buffer;
+  /** The secret as a key object, made once: HMACs with it skip importing the key each time. */
+  hmacKey: KeyObject;
 }
 
 const MIN_KEY_BYTES = 32;
@@ -91,5 +98,5 @@ function toKey(
       `Key id "${id}" may only contain letters, digits, "_" and "-".`,
     );
   }
-  return { id, secret };
+  return { id, secret, hmacKey: createSecretKey(secret) };
 }

@@ -5,7 +5,7 @@ import type {
   CheckpointRecord,
   RunStatus,
 } from '../checkpoints/checkpoint-store';
-import type { Json } from './canonical-json';
+import type { CanonicalText, Json } from './canonical-json';
 import type { KeyRing } from './key-ring';
 import { open, seal } from './seal';
 
@@ -48,7 +48,11 @@ export interface CheckpointContent {
   kind: 'flow' | 'loop';
   /** Completed supersteps; the next superstep's calls are logged under this number. */
   superstep: number;
-  state: Json;
+  /**
+   * Plain JSON as read from the store; as the runner holds it between supersteps, its canonical
+   * text (see `StateCodec.encode`), sealed verbatim.
+   */
+  state: Json | CanonicalText;
   frontier: string[];
   visits: Record<string, number>;
   digest: string;
@@ -172,6 +176,16 @@ export interface Call extends CallContent {
   superstep: number;
 }
 
+/**
+ * A call record's content as the executor writes it: the arguments, and a result value, may be
+ * given as the canonical text the executor already made of them (sealed verbatim, the same body as
+ * the values would give).
+ */
+export type CallDraft = Omit<CallContent, 'args' | 'outcome'> & {
+  args?: Json | CanonicalText;
+  outcome?: CallOutcome | { ok: true; value: CanonicalText };
+};
+
 function checkpointCoords(r: Omit<CheckpointRecord, 'sealed'>) {
   return {
     kind: 'checkpoint' as const,
@@ -229,7 +243,10 @@ export function openCheckpoint(
   return { ...content, runId, step, flow, status, segment };
 }
 
-export function sealCall(ring: KeyRing, call: Call): CallRecord {
+export function sealCall(
+  ring: KeyRing,
+  call: CallDraft & Omit<Call, keyof CallContent>,
+): CallRecord {
   const { runId, segment, seq, superstep, ...content } = call;
   const columns = { runId, segment, seq, superstep };
   return {

@@ -1,5 +1,5 @@
-import { createHmac, timingSafeEqual } from 'node:crypto';
-import { canonicalJson, type Json } from './canonical-json';
+import { createHmac, timingSafeEqual, type KeyObject } from 'node:crypto';
+import { canonicalJson, type Encodable } from './canonical-json';
 import type { KeyRing } from './key-ring';
 
 /**
@@ -17,15 +17,17 @@ const VERSION = 'aa1';
 /**
  * The stored form: `aa1.<key id>.<base64url HMAC-SHA256>.<canonical JSON body>`. The body is kept
  * verbatim, so verification needs no re-serialisation and the row stays readable in a SQL client.
+ * Parts of `content` given as `CanonicalText` (already encoded, e.g. a call's arguments) are written
+ * as their text: the body is the same as if they had been given as values.
  */
 export function seal(
   ring: KeyRing,
   coords: Coordinates,
-  content: Json,
+  content: Encodable,
 ): string {
   const body = canonicalJson(content);
   const key = ring.current;
-  return `${VERSION}.${key.id}.${mac(key.secret, coords, body)}.${body}`;
+  return `${VERSION}.${key.id}.${mac(key.hmacKey, coords, body)}.${body}`;
 }
 
 export type Opened =
@@ -61,7 +63,7 @@ export function open(
   }
   // Compare the text, not decoded bytes: base64url's last character has padding bits a decoder
   // ignores, so comparing bytes would accept several spellings of one signature.
-  const expected = Buffer.from(mac(ring.get(kid).secret, coords, body));
+  const expected = Buffer.from(mac(ring.get(kid).hmacKey, coords, body));
   const given = Buffer.from(sig);
   if (given.length !== expected.length || !timingSafeEqual(given, expected)) {
     return { ok: false, why: 'signature', detail: 'signature mismatch' };
@@ -77,8 +79,8 @@ export function open(
   }
 }
 
-function mac(secret: Buffer, coords: Coordinates, body: string): string {
-  return createHmac('sha256', secret)
+function mac(key: KeyObject, coords: Coordinates, body: string): string {
+  return createHmac('sha256', key)
     .update(`${VERSION}\n${canonicalJson(coords)}\n`)
     .update(body)
     .digest('base64url');
