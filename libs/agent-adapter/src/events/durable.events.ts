@@ -1,4 +1,5 @@
 import type { RunStatus } from '../exec/checkpoints/checkpoint-store';
+import { spanEvent, type SpanAttributes } from '../observability/tracing';
 import type { CallIdentity } from '../exec/durable/records';
 
 /** @publicApi */
@@ -73,6 +74,7 @@ export class DurableEvents {
   }
 
   emit<K extends DurableEventName>(event: K, data: DurableEventMap[K]): void {
+    spanEvent(event, spanAttributes(data));
     for (const listener of this.listeners.get(event) ?? []) {
       try {
         (listener as DurableListener<K>)(data);
@@ -81,4 +83,24 @@ export class DurableEvents {
       }
     }
   }
+}
+
+/** An event's identifiers and counts as span attributes (never state or arguments). */
+function spanAttributes(
+  data: CheckpointSavedEvent | RunRecoveredEvent,
+): SpanAttributes {
+  const out: SpanAttributes = {
+    'agent_adapter.kind': data.kind,
+    'agent_adapter.run_id': data.runId,
+    'agent_adapter.step': data.step,
+  };
+  if (data.flow !== undefined) out['agent_adapter.flow'] = data.flow;
+  if ('status' in data) out['agent_adapter.status'] = data.status;
+  if ('stage' in data && data.stage !== undefined)
+    out['agent_adapter.stage'] = data.stage;
+  if ('replayed' in data) {
+    out['agent_adapter.replayed'] = data.replayed.length;
+    out['agent_adapter.rerun'] = data.rerun.length;
+  }
+  return out;
 }

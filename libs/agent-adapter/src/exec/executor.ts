@@ -25,6 +25,7 @@ import {
   type NodeScope,
   type ToolScope,
 } from './call-context';
+import { traced, type SpanLike } from '../observability/tracing';
 import { deriveIdempotencyKey } from './idempotency-key';
 import {
   isDelay,
@@ -58,7 +59,18 @@ export class Executor {
       late.catch(() => undefined);
       return late;
     }
-    const call = this.run(scope, tool, args);
+    const call = traced(
+      'agent-adapter.tool',
+      {
+        'agent_adapter.run_id': step.runId,
+        'agent_adapter.flow': step.flow,
+        'agent_adapter.superstep': step.superstep,
+        'agent_adapter.node': scope.node,
+        'agent_adapter.tool': tool,
+      },
+      (span) => this.run(scope, tool, args, span),
+      (error) => !(error instanceof RunPaused),
+    );
     step.inflight.add(call);
     const settled = () => void step.inflight.delete(call);
     void call.then(settled, settled);
@@ -69,6 +81,7 @@ export class Executor {
     scope: NodeScope,
     tool: string,
     args: unknown,
+    span?: SpanLike,
   ): Promise<unknown> {
     const step = scope.step;
     const definition = this.registry.get(tool);
@@ -89,13 +102,18 @@ export class Executor {
       .update(argsText.text)
       .digest('base64url');
 
+    span?.setAttribute('agent_adapter.call_index', identity.index);
     const prior = step.replay?.lookup(identity);
     if (prior?.kind === 'done' && prior.argsHash === argsHash) {
       step.replayed.push(identity);
+      span?.setAttribute('agent_adapter.replayed', true);
       return deliver(tool, step.runId, prior.outcome, true);
     }
     if (prior?.kind === 'done') step.unreplayed.push(identity);
-    if (prior?.kind === 'inDoubt') step.rerun.push(identity);
+    if (prior?.kind === 'inDoubt') {
+      step.rerun.push(identity);
+      span?.setAttribute('agent_adapter.rerun', true);
+    }
 
     if (step.log.failure !== undefined) throw step.log.failure;
     const base: Base = { ...identity, argsHash };

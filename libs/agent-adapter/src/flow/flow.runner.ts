@@ -27,6 +27,7 @@ import { MemoryCheckpointStore } from '../exec/checkpoints/memory.store';
 import { assertNoGaps, CallLog } from '../exec/durable/call-log';
 import type { CanonicalText } from '../exec/durable/canonical-json';
 import { KeyRing, type CheckpointKey } from '../exec/durable/key-ring';
+import { traced } from '../observability/tracing';
 import {
   openCall,
   openCheckpoint,
@@ -573,7 +574,33 @@ export class FlowRunner {
     this.renewTimer = undefined;
   }
 
-  private async drive<S extends object>(
+  /** One segment of a run (a start, a recovery or a resume), in its own span when traced. */
+  private drive<S extends object>(
+    flow: CompiledFlow<S>,
+    start: Checkpoint,
+    log: CallLog,
+    taken?: { book: ReplayBook; seen: number; recovered: boolean },
+  ): Promise<RunResult<S>> {
+    return traced(
+      'agent-adapter.run',
+      {
+        'agent_adapter.run_id': start.runId,
+        'agent_adapter.flow': start.flow,
+        'agent_adapter.segment': start.segment,
+        'agent_adapter.step': start.step,
+        'agent_adapter.reason': start.reason ?? '',
+        'agent_adapter.worker': this.workerId,
+      },
+      async (span) => {
+        const result = await this.driveSegment(flow, start, log, taken);
+        span?.setAttribute('agent_adapter.status', result.status);
+        span?.setAttribute('agent_adapter.final_step', result.step);
+        return result;
+      },
+    );
+  }
+
+  private async driveSegment<S extends object>(
     flow: CompiledFlow<S>,
     start: Checkpoint,
     log: CallLog,
@@ -604,7 +631,21 @@ export class FlowRunner {
           rerun: [],
           unreplayed: [],
         };
-        const outcome = await this.superstep(flow, cp, scope);
+        const outcome = await traced(
+          'agent-adapter.superstep',
+          {
+            'agent_adapter.run_id': cp.runId,
+            'agent_adapter.step': cp.step,
+            'agent_adapter.superstep': cp.superstep,
+            'agent_adapter.frontier': cp.frontier.join(','),
+          },
+          async (span) => {
+            const out = await this.superstep(flow, cp, scope);
+            span?.setAttribute('agent_adapter.replayed', scope.replayed.length);
+            span?.setAttribute('agent_adapter.rerun', scope.rerun.length);
+            return out;
+          },
+        );
         const calls = await log.drain(); // rethrows a refused or lost call write: this worker stops
         // A pause keeps the superstep open (it reruns on resume, replaying what finished) with
         // its decisions so far; any other outcome closes it and drops the spent decisions.

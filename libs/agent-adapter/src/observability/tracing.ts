@@ -1,0 +1,91 @@
+/**
+ * OpenTelemetry spans, when the application has the optional peer `@opentelemetry/api` (and
+ * registers an SDK): one span per run segment (`agent-adapter.run`), per superstep
+ * (`agent-adapter.superstep`) and per tool call (`agent-adapter.tool`), with the run id, the step
+ * and whether a call was replayed or ran again; `checkpoint.saved` and `run.recovered` are events
+ * of the active span. Without the package every function here is a pass-through.
+ *
+ * Attributes carry identifiers and flags only: never state, arguments or results.
+ */
+
+export type SpanAttributes = Record<string, string | number | boolean>;
+
+/** The part of an OpenTelemetry span used here. */
+export interface SpanLike {
+  setAttribute(key: string, value: string | number | boolean): unknown;
+  addEvent(name: string, attributes?: SpanAttributes): unknown;
+  recordException(exception: Error): unknown;
+  setStatus(status: { code: number; message?: string }): unknown;
+  end(): void;
+}
+
+interface OtelApi {
+  trace: {
+    getTracer(
+      name: string,
+      version?: string,
+    ): {
+      startActiveSpan<T>(
+        name: string,
+        options: { attributes?: SpanAttributes },
+        fn: (span: SpanLike) => T,
+      ): T;
+    };
+    getActiveSpan(): SpanLike | undefined;
+  };
+}
+
+/** SpanStatusCode.ERROR */
+const ERROR = 2;
+
+let api: OtelApi | null | undefined;
+
+function otel(): OtelApi | null {
+  if (api === undefined) {
+    try {
+      // eslint-disable-next-line @typescript-eslint/no-require-imports
+      api = require('@opentelemetry/api') as OtelApi;
+    } catch {
+      api = null; // not installed: no tracing
+    }
+  }
+  return api;
+}
+
+/**
+ * Runs `fn` in a span named `name` (the active span for what it starts, so nested spans and
+ * events land inside it). A thrown error is recorded on the span, unless `isError` says it is not
+ * one (a pause).
+ */
+export function traced<T>(
+  name: string,
+  attributes: SpanAttributes,
+  fn: (span: SpanLike | undefined) => Promise<T>,
+  isError: (error: unknown) => boolean = () => true,
+): Promise<T> {
+  const o = otel();
+  if (!o) return fn(undefined);
+  return o.trace
+    .getTracer('agent-adapter')
+    .startActiveSpan(name, { attributes }, async (span) => {
+      try {
+        return await fn(span);
+      } catch (error) {
+        if (isError(error)) {
+          if (error instanceof Error) span.recordException(error);
+          span.setStatus({
+            code: ERROR,
+            message: error instanceof Error ? error.message : String(error),
+          });
+        }
+        throw error;
+      } finally {
+        span.end();
+      }
+    });
+}
+
+/** An event on the active span, if there is one. */
+export function spanEvent(name: string, attributes: SpanAttributes): void {
+  otel()?.trace.getActiveSpan()?.addEvent(name, attributes);
+}
