@@ -3,6 +3,8 @@ import { CheckpointKeyError } from '../errors';
 import { CliError } from './cli.error';
 
 export const KEY_ENV = 'CHECKPOINT_KEY';
+/** The payload encryption key, when the workers encrypt at rest (same forms as the key). */
+export const ENCRYPTION_KEY_ENV = 'CHECKPOINT_ENCRYPTION_KEY';
 
 /**
  * The key ring from the environment, as the workers have it. `CHECKPOINT_KEY` is either the secret
@@ -17,13 +19,22 @@ export function keyRingFromEnv(env: NodeJS.ProcessEnv): KeyRing {
       `${KEY_ENV} is not set: give the checkpoint key the workers use (the secret, or a JSON key ring {"current": ..., "previous": [...]}). It is needed to verify and to sign rows.`,
     );
   }
+  const ring = ringOf(KEY_ENV, raw);
+  // Workers that encrypt payloads at rest: the same encryption key reads (and writes) them.
+  const encryption = env[ENCRYPTION_KEY_ENV];
+  return encryption
+    ? ring.withEncryption(ringOf(ENCRYPTION_KEY_ENV, encryption))
+    : ring;
+}
+
+function ringOf(name: string, raw: string): KeyRing {
   let options: KeyRingOptions | string = raw;
   if (raw.trimStart().startsWith('{')) {
     try {
       options = JSON.parse(raw) as KeyRingOptions;
     } catch (error) {
       throw new CliError(
-        `${KEY_ENV} looks like a JSON key ring but is not valid JSON (${(error as Error).message}).`,
+        `${name} looks like a JSON key ring but is not valid JSON (${(error as Error).message}).`,
       );
     }
   }
@@ -31,7 +42,7 @@ export function keyRingFromEnv(env: NodeJS.ProcessEnv): KeyRing {
     return KeyRing.from(options);
   } catch (error) {
     if (error instanceof CheckpointKeyError)
-      throw new CliError(`${KEY_ENV}: ${error.message}`);
+      throw new CliError(`${name}: ${error.message}`);
     throw error;
   }
 }

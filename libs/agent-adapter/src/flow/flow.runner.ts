@@ -62,6 +62,13 @@ export interface FlowRunnerOptions {
    * rotation. The same on every worker. Required for every store but the memory one.
    */
   checkpointKey?: CheckpointKey;
+  /**
+   * Encrypts at rest (AES-256-GCM) what records hold of the run's data (state, pending approvals,
+   * call arguments, results and errors) before they are sealed, so a database reader sees none of
+   * it. One secret of at least 32 bytes or a key ring (current + previous, for rotation); the same
+   * on every worker. Not the checkpoint key. @default no encryption
+   */
+  encryptionKey?: CheckpointKey;
   /** Receives `checkpoint.saved` and `run.recovered`. */
   events?: DurableEvents;
   /** This worker's id in run leases. @default `${hostname}:${pid}:${random}` */
@@ -192,6 +199,8 @@ export class FlowRunner {
       if (!ring) ephemeralKeys.set(this.store, (ring = KeyRing.ephemeral()));
       this.ring = ring;
     }
+    if (options.encryptionKey !== undefined && options.encryptionKey !== null)
+      this.ring = this.ring.withEncryption(options.encryptionKey);
   }
 
   /** Starts a run and drives it until it ends, pauses, or this worker loses it. */

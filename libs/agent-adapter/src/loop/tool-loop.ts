@@ -66,6 +66,8 @@ export interface ToolLoopOptions {
    * worker. Required for every store but the memory one.
    */
   checkpointKey?: CheckpointKey;
+  /** Encrypts the history and tool data at rest (see `FlowRunnerOptions.encryptionKey`). */
+  encryptionKey?: CheckpointKey;
   /** Receives `checkpoint.saved` and `run.recovered`. */
   events?: DurableEvents;
   /** This worker's id in run leases. @default `${hostname}:${pid}:${random}` */
@@ -165,6 +167,9 @@ export class ToolLoop {
       ...(options.checkpoints && { checkpoints: options.checkpoints }),
       ...(options.checkpointKey !== undefined && {
         checkpointKey: options.checkpointKey,
+      }),
+      ...(options.encryptionKey !== undefined && {
+        encryptionKey: options.encryptionKey,
       }),
       ...(options.events && { events: options.events }),
       ...(options.workerId !== undefined && { workerId: options.workerId }),

@@ -46,6 +46,7 @@ export class DurableFlowRunner {
     this.core = new CoreFlowRunner(executor, {
       checkpoints: options.store,
       ...(options.key && { checkpointKey: options.key }),
+      ...(options.encryptionKey && { encryptionKey: options.encryptionKey }),
       events,
       ...(options.workerId !== undefined && { workerId: options.workerId }),
       leaseMs: options.leaseMs,

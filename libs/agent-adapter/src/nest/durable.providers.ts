@@ -22,6 +22,8 @@ export interface ResolvedDurableOptions {
   ownsStore: boolean;
   /** Undefined only for a store that stays in this process (memory). */
   key?: KeyRing;
+  /** Encrypts run data at rest. */
+  encryptionKey?: KeyRing;
   workerId?: string;
   leaseMs: number;
   recoveryConcurrency: number;
@@ -52,7 +54,10 @@ export function resolveDurableOptions(
   }
   const { store, owned } = createCheckpointStore(given.store);
   let key: KeyRing | undefined;
+  let encryptionKey: KeyRing | undefined;
   try {
+    if (given.encryptionKey !== undefined && given.encryptionKey !== null)
+      encryptionKey = KeyRing.from(given.encryptionKey);
     if (given.key !== undefined && given.key !== null) {
       key = KeyRing.from(given.key);
     } else if (store.shared) {
@@ -68,6 +73,7 @@ export function resolveDurableOptions(
     store,
     ownsStore: owned,
     ...(key && { key }),
+    ...(encryptionKey && { encryptionKey }),
     ...(given.workerId !== undefined && { workerId: given.workerId }),
     leaseMs,
     recoveryConcurrency,

@@ -131,6 +131,9 @@ export class ToolLoopRunner {
         name,
         checkpoints: this.options.store,
         ...(this.options.key && { checkpointKey: this.options.key }),
+        ...(this.options.encryptionKey && {
+          encryptionKey: this.options.encryptionKey,
+        }),
         events: this.events,
         ...(this.options.workerId !== undefined && {
           workerId: this.options.workerId,

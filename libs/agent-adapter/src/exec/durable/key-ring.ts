@@ -6,6 +6,7 @@ import {
 } from 'node:crypto';
 import { CheckpointKeyError } from '../../errors';
 import { Messages } from '../../errors/messages';
+import { PayloadCipher } from './encryption';
 
 /** A secret of at least 32 bytes: a Buffer, or a string (used as UTF-8 bytes). */
 export type KeyMaterial = string | Uint8Array;
@@ -36,12 +37,25 @@ const MIN_KEY_BYTES = 32;
 export class KeyRing {
   readonly current: Key;
   private readonly byId = new Map<string, Key>();
+  /**
+   * Encrypts payloads (state, arguments, results) before they are sealed, when the runner was
+   * given an `encryptionKey` (see `withEncryption`).
+   */
+  encryption?: PayloadCipher;
 
   constructor(options: KeyRingOptions) {
     this.current = toKey(options.current);
     for (const key of [this.current, ...(options.previous ?? []).map(toKey)]) {
       if (!this.byId.has(key.id)) this.byId.set(key.id, key);
     }
+  }
+
+  /** This ring's sealing keys, with payloads encrypted under `key` (a secret or a ring). */
+  withEncryption(key: CheckpointKey): KeyRing {
+    const ring = Object.create(KeyRing.prototype) as KeyRing;
+    Object.assign(ring, this);
+    ring.encryption = new PayloadCipher(KeyRing.from(key));
+    return ring;
   }
 
   static from(key: CheckpointKey): KeyRing {

@@ -5,7 +5,8 @@ import type {
   CheckpointRecord,
   RunStatus,
 } from '../checkpoints/checkpoint-store';
-import type { CanonicalText, Json } from './canonical-json';
+import { canonicalJson, type CanonicalText, type Json } from './canonical-json';
+import { PayloadCipher, noEncryptionKey } from './encryption';
 import type { KeyRing } from './key-ring';
 import { open, seal } from './seal';
 
@@ -213,10 +214,55 @@ export function sealCheckpoint(
 ): CheckpointRecord {
   const { runId, step, flow, status, segment, ...content } = cp;
   const columns = { runId, step, flow, status, segment };
+  const body = ring.encryption
+    ? hide(ring.encryption, content, CHECKPOINT_SECRETS)
+    : content;
   return {
     ...columns,
-    sealed: seal(ring, checkpointCoords(columns), content as unknown as Json),
+    sealed: seal(ring, checkpointCoords(columns), body as unknown as Json),
   };
+}
+
+/** What a checkpoint holds that is encrypted at rest: the run's data, not its bookkeeping. */
+const CHECKPOINT_SECRETS = ['state', 'pending'] as const;
+/** What a call record holds that is encrypted at rest. */
+const CALL_SECRETS = ['args', 'outcome', 'previous', 'decision'] as const;
+
+/** `content` with each of `fields` (when present) replaced by its encrypted canonical JSON. */
+function hide<T extends object>(
+  cipher: PayloadCipher,
+  content: T,
+  fields: readonly string[],
+): T {
+  const out: Record<string, unknown> = {
+    ...(content as Record<string, unknown>),
+  };
+  for (const field of fields) {
+    const value = out[field];
+    if (value !== undefined) out[field] = cipher.encrypt(canonicalJson(value));
+  }
+  return out as T;
+}
+
+/** `content` with its encrypted fields decrypted (a clear error without the key). */
+function reveal<T extends object>(
+  ring: KeyRing,
+  content: T,
+  fields: readonly string[],
+  runId: string,
+  what: string,
+): T {
+  let out: Record<string, unknown> | undefined;
+  for (const field of fields) {
+    const value = (content as Record<string, unknown>)[field];
+    if (!PayloadCipher.isEncrypted(value)) continue;
+    if (!ring.encryption) throw noEncryptionKey(runId, what);
+    out ??= { ...(content as Record<string, unknown>) };
+    out[field] = JSON.parse(
+      ring.encryption.decrypt(value, runId, `${what} (${field})`),
+    ) as unknown;
+  }
+  return (out ?? content) as T;
 }
 
 export function openCheckpoint(
@@ -226,7 +272,15 @@ export function openCheckpoint(
   const opened = open(ring, checkpointCoords(record), record.sealed);
   const what = `checkpoint step ${record.step}`;
   if (!opened.ok) throw corrupt(record.runId, what, opened);
-  const content = opened.content as CheckpointContent;
+  const content = isObject(opened.content)
+    ? reveal(
+        ring,
+        opened.content as unknown as CheckpointContent,
+        CHECKPOINT_SECRETS,
+        record.runId,
+        what,
+      )
+    : (opened.content as CheckpointContent);
   if (
     !isObject(content) ||
     typeof content.superstep !== 'number' ||
@@ -249,9 +303,12 @@ export function sealCall(
 ): CallRecord {
   const { runId, segment, seq, superstep, ...content } = call;
   const columns = { runId, segment, seq, superstep };
+  const body = ring.encryption
+    ? hide(ring.encryption, content, CALL_SECRETS)
+    : content;
   return {
     ...columns,
-    sealed: seal(ring, callCoords(columns), content),
+    sealed: seal(ring, callCoords(columns), body),
   };
 }
 
@@ -259,7 +316,15 @@ export function openCall(ring: KeyRing, record: CallRecord): Call {
   const opened = open(ring, callCoords(record), record.sealed);
   const what = `call record ${record.segment}/${record.seq}`;
   if (!opened.ok) throw corrupt(record.runId, what, opened);
-  const content = opened.content as CallContent;
+  const content = isObject(opened.content)
+    ? reveal(
+        ring,
+        opened.content as unknown as CallContent,
+        CALL_SECRETS,
+        record.runId,
+        what,
+      )
+    : (opened.content as CallContent);
   const invalid = isObject(content) ? invalidCall(content) : 'missing fields';
   if (invalid !== undefined) {
     throw new CheckpointStoreCorrupt(

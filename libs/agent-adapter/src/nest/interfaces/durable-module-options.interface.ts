@@ -75,6 +75,11 @@ export interface DurableModuleOptions {
    * rotation; the same on every worker. Required for every store but the memory one.
    */
   key?: CheckpointKey;
+  /**
+   * Encrypts run data at rest (state, arguments, results; AES-256-GCM) before it is sealed: a
+   * secret of 32+ bytes or a key ring, the same on every worker. @default no encryption
+   */
+  encryptionKey?: CheckpointKey;
   /** This worker's id in run leases; a stable id lets a restarted worker take its runs back at once. @default `${hostname}:${pid}:${random}` */
   workerId?: string;
   /** How long a run stays owned after this worker's last sign of life. @default 15000 */
