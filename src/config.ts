@@ -22,6 +22,8 @@ export interface ExampleConfig {
   crashIn?: string;
   /** `TOOL_DELAY_MS`: each tool takes this long (a slow API, for the demo and the tests). */
   toolDelayMs: number;
+  /** `TOOL_GATE=<file>`: each tool waits until that file exists (tests hold a run mid-way). */
+  toolGate?: string;
   /**
    * The support agent's model: an OpenAI-compatible server when `OPENAI_BASE_URL` is set (with
    * `OPENAI_MODEL`, default `gpt-4o-mini`, and `OPENAI_API_KEY`), else a scripted model.
@@ -44,6 +46,7 @@ export function loadConfig(
     leaseMs: integer(env, 'LEASE_MS', 15_000, 1),
     ...(env.CRASH_IN && { crashIn: env.CRASH_IN }),
     toolDelayMs: integer(env, 'TOOL_DELAY_MS', 0, 0),
+    ...(env.TOOL_GATE && { toolGate: env.TOOL_GATE }),
     ...(env.OPENAI_BASE_URL && {
       openai: {
         baseUrl: env.OPENAI_BASE_URL,

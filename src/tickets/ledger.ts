@@ -1,6 +1,7 @@
 import {
   appendFileSync,
   closeSync,
+  existsSync,
   fsyncSync,
   openSync,
   writeSync,
@@ -28,6 +29,8 @@ export class Ledger {
   /** Waits like a slow API would, then records `what` the tool did. */
   async act(tool: string, what: string): Promise<void> {
     if (this.config.toolDelayMs) await sleep(this.config.toolDelayMs);
+    while (this.config.toolGate && !existsSync(this.config.toolGate))
+      await sleep(50);
     const line = `${new Date().toISOString()} worker=${this.config.workerId} pid=${process.pid} ${tool}: ${what} (key ${keyPrefix()})\n`;
     const fd = openSync(this.file, 'a');
     try {

@@ -2,11 +2,20 @@
  * The example app as users run it: separate worker processes on one SQLite file, killed with
  * SIGKILL inside a tool, started again. What really ran is read from the app's own ledger file.
  */
-import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import {
+  mkdtempSync,
+  readFileSync,
+  readdirSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { WorkerProcess } from '../../src/worker-process';
 import { ledgerLines } from './example-config';
+
+// Child processes boot slowly on a loaded machine: each test gets two minutes.
+jest.setTimeout(120_000);
 
 const HOOK = ['-r', join(__dirname, '..', 'utils', 'ts-register.js')];
 const KEY = 'a-test-key-that-is-32-bytes-long!';
@@ -172,25 +181,22 @@ describe('the example app, crashed and recovered (child processes, SQLite file)'
 
   it('a second worker booting beside a healthy one does not take its runs (leases)', async () => {
     const dir = dataDir();
-    // Each tool takes 2.5 s: the order is in flight for about 7 s, while worker-b boots.
-    const a = worker('worker-a', dir, { TOOL_DELAY_MS: '2500' });
+    // worker-a's tools wait for a gate file: its order stays in flight while worker-b boots,
+    // however slow the machine is.
+    const gate = join(dir, 'gate');
+    const a = worker('worker-a', dir, { TOOL_GATE: gate });
     const urlA = await a.url();
     const placed = order(urlA);
     await eventually(
-      async () => {
-        try {
-          return ledger(dir);
-        } catch {
-          return '';
-        }
-      },
-      (text) => ledgerLines(text, 'hold_seats').length === 1,
+      async () => (await json<{ runs: RunView[] }>(`${urlA}/orders`))[1].runs,
+      (runs) => runs.length === 1 && runs[0]!.status === 'running',
     );
 
     const b = worker('worker-b', dir);
     await b.url();
     const held = await b.waitFor(/held by worker "worker-a"/);
     expect(held).toMatch(/not taken/);
+    writeFileSync(gate, '');
 
     const response = await placed;
     expect(response.status).toBe(201);
