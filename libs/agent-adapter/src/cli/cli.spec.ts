@@ -500,6 +500,44 @@ describe('store URLs and keys', () => {
     );
   });
 
+  it('reads the encryption key from CHECKPOINT_ENCRYPTION_KEY: runs encrypted at rest show in clear', async () => {
+    const ENC = 'an-encryption-key-for-the-cli-32b!!';
+    const store = new MemoryCheckpointStore();
+    const runner = new FlowRunner(
+      new Executor(new ToolRegistry().register('t', () => 'secret-result')),
+      {
+        checkpoints: store,
+        checkpointKey: KEY,
+        encryptionKey: ENC,
+      },
+    );
+    const flow = new Flow<{ v?: string }>('enc-cli')
+      .node('n', async (_s, ctx) => ({ v: await ctx.call<string>('t', {}) }))
+      .end('n');
+    const r = await runner.run(flow, {}, { runId: 'enc-cli-1' });
+    runner.close();
+    const withKey = keyRingFromEnv({
+      CHECKPOINT_KEY: KEY,
+      CHECKPOINT_ENCRYPTION_KEY: ENC,
+    });
+    const shown = await showRun(store, withKey, r.runId);
+    expect(shown.latest?.state).toEqual({ v: 'secret-result' });
+    const without = await showRun(
+      store,
+      keyRingFromEnv({ CHECKPOINT_KEY: KEY }),
+      r.runId,
+    ).catch((e: unknown) => e);
+    expect(String(without)).toMatch(
+      /encrypted, and this worker has no encryption key/,
+    );
+    expect(() =>
+      keyRingFromEnv({
+        CHECKPOINT_KEY: KEY,
+        CHECKPOINT_ENCRYPTION_KEY: 'short',
+      }),
+    ).toThrow(/CHECKPOINT_ENCRYPTION_KEY: .*at least 32/);
+  });
+
   it('parses --finished-before', () => {
     expect(parseBefore('2026-01-31')).toBe(Date.parse('2026-01-31'));
     expect(parseBefore('30d', 100 * 86_400_000)).toBe(70 * 86_400_000);
