@@ -139,6 +139,8 @@ describe('bootstrap recovery (e2e, SQLite)', () => {
       replayed: [{ node: 'send', index: 0, tool: 'print_receipt' }],
       rerun: [{ node: 'send', index: 1, tool: 'email_tickets' }],
     });
+    // No state value in any log line (the show's name is the run's state).
+    expect(logger.lines.map((l) => l.message).join('\n')).not.toMatch(/Hamlet/);
     // Steps: 0 start, 1 hold, 2 pay, (crash in send), 3 the claim, 4 send again: done.
     expect(logger.of('DurableRecovery')).toEqual(
       expect.arrayContaining([
