@@ -9,6 +9,14 @@
  * loop-recover (a tool loop whose model is an OpenAI-compatible server at CHAT_URL, with the tools
  * hold_seats (idempotent) and charge_card).
  *
+ * Fuzz modes (the crash fuzzer, fuzz.ts): fuzz-run, fuzz-recover, fuzz-resume run the random flow
+ * of `--fuzz <seed>` (fuzz-flow.ts) with `--run-id`; fuzz-resume takes `--decision approve|deny`
+ * and `--reason`. FUZZ_KILL=<json KillPlan> makes the worker SIGKILL itself at that point: before
+ * or after the n-th store write or a named protocol point (a checkpoint's reason, a call-log write
+ * carrying `started` or only `done`), in the n-th tool call, or after a delay. The hook lives in
+ * this test worker's store wrapper and tools: the library has no fault hooks. The ledger lines of
+ * fuzz tools carry the call's arguments.
+ *
  * Approval and loop flags: --decision approve|deny (approval-resume); --sync-port hang|approve
  * (a synchronous ApprovalPort instead of a pause: `hang` prints `READY port` once the call's
  * `approving` record is stored and never answers; `approve` approves and appends a `port` line
@@ -53,6 +61,15 @@ import {
 } from 'agent-adapter';
 import { KEY, ticketsFlow, type Order } from '../utils/tickets';
 import { refundsFlow, type Refund } from './flows';
+import {
+  KillSwitch,
+  fuzzFlow,
+  fuzzRegistry,
+  generate,
+  writeKinds,
+  type FuzzState,
+  type KillPlan,
+} from './fuzz-flow';
 import { isStoreKind, openStore } from './stores';
 
 /** One ledger line: a tool's side effect is about to happen (`begin`) or has happened (`end`). */
@@ -61,6 +78,8 @@ export interface LedgerLine {
   pid: number;
   key: string;
   phase: 'begin' | 'end';
+  /** Fuzz tools: the call's arguments (they name the call: node, superstep, index). */
+  args?: unknown;
 }
 
 /** What a worker prints last. */
@@ -91,6 +110,8 @@ export interface WorkerReport {
   outcome?: Outcome;
   /** recover-all: run id → outcome. */
   runs?: Record<string, Outcome>;
+  /** Fuzz modes. */
+  fuzz?: FuzzOutcome;
 }
 
 const { values, positionals } = parseArgs({
@@ -106,6 +127,8 @@ const { values, positionals } = parseArgs({
     'run-prefix': { type: 'string', default: 'run' },
     decision: { type: 'string' },
     'sync-port': { type: 'string' },
+    fuzz: { type: 'string' },
+    reason: { type: 'string' },
   },
 });
 const mode = positionals[0] ?? '';
@@ -120,8 +143,15 @@ function appendLedger(
   tool: string,
   phase: LedgerLine['phase'],
   key = idempotencyKey(),
+  args?: unknown,
 ): void {
-  const line: LedgerLine = { tool, pid: process.pid, key, phase };
+  const line: LedgerLine = {
+    tool,
+    pid: process.pid,
+    key,
+    phase,
+    ...(args !== undefined && { args }),
+  };
   const fd = openSync(LEDGER!, 'a');
   try {
     writeSync(fd, `${JSON.stringify(line)}\n`);
@@ -365,6 +395,7 @@ async function main(): Promise<number> {
   if (!LEDGER) throw new Error('LEDGER (the ledger file) must be set');
   if (!isStoreKind(values.store))
     throw new Error(`--store must be redis, sqlite or postgres`);
+  if (mode.startsWith('fuzz-')) return fuzzMain(values.store);
   const runId = values['run-id'];
   const opened = await openStore(values.store);
   const watched = observed(opened.store);
@@ -526,6 +557,142 @@ async function main(): Promise<number> {
   refunds.close();
   loop?.close();
   // Closing is a courtesy: the process ends either way.
+  await Promise.race([opened.close().catch(() => undefined), sleep(1000)]);
+  return 0;
+}
+
+// ------------------------------------------------------------------------------------------------
+// The crash fuzzer's worker (see fuzz.ts).
+
+/** The store, with this worker SIGKILLing itself where its kill switch says. */
+function killing(store: CheckpointStore, kill: KillSwitch): CheckpointStore {
+  const die = (): never => {
+    process.kill(process.pid, 'SIGKILL');
+    throw new Error('unreachable');
+  };
+  return new Proxy(store, {
+    get(target, prop) {
+      const value: unknown = Reflect.get(target, prop, target);
+      if (prop === 'save') {
+        return async (...args: Parameters<CheckpointStore['save']>) => {
+          const kinds = writeKinds({
+            kind: 'save',
+            checkpoint: args[0],
+            calls: args[1]?.calls ?? [],
+          });
+          if (kill.atWrite(kinds, 'before')) die();
+          await target.save(...args);
+          if (kill.atWrite(kinds, 'after')) die();
+        };
+      }
+      if (prop === 'recordCall') {
+        return async (...args: Parameters<CheckpointStore['recordCall']>) => {
+          const kinds = writeKinds({ kind: 'recordCall', calls: args[2] });
+          if (kill.atWrite(kinds, 'before')) die();
+          await target.recordCall(...args);
+          if (kill.atWrite(kinds, 'after')) die();
+        };
+      }
+      return typeof value === 'function' && prop !== 'constructor'
+        ? (value as (...a: unknown[]) => unknown).bind(target)
+        : value;
+    },
+  });
+}
+
+/** What a fuzz worker prints last: the run's result, or the library error that stopped it. */
+export type FuzzOutcome =
+  | {
+      status: string;
+      step: number;
+      error?: { name: string; message: string };
+      pending?: string;
+    }
+  | {
+      error: string;
+      message: string;
+      calls?: ReadonlyArray<readonly [string, string]>;
+    };
+
+async function fuzzMain(kind: 'redis' | 'sqlite' | 'postgres'): Promise<number> {
+  const seed = Number(values.fuzz);
+  const runId = values['run-id'];
+  if (!Number.isSafeInteger(seed) || runId === undefined)
+    throw new Error(`${mode} needs --fuzz <seed> and --run-id`);
+  const plan = process.env.FUZZ_KILL
+    ? (JSON.parse(process.env.FUZZ_KILL) as KillPlan)
+    : undefined;
+  const kill = new KillSwitch(plan);
+  const spec = generate(seed);
+  const flow = fuzzFlow(spec);
+  const opened = await openStore(kind);
+  const killed = killing(opened.store, kill);
+  const store = values.barrier ? withBarrier(killed) : killed;
+  const registry = fuzzRegistry(spec, {
+    effect: (e) => appendLedger(e.tool, e.phase, e.key, e.args),
+    after: (where) => {
+      if (kill.atTool(where)) process.kill(process.pid, 'SIGKILL');
+    },
+  });
+  const runner = new FlowRunner(new Executor(registry), {
+    checkpoints: store,
+    checkpointKey: KEY,
+  });
+  await opened.store.head('warm-up');
+  flow.compile();
+  const report: WorkerReport = {
+    pid: process.pid,
+    mode,
+    bootMs: Math.round(performance.now()),
+  };
+  process.stdout.write('STARTED\n');
+  if (plan?.kind === 'timer')
+    setTimeout(() => process.kill(process.pid, 'SIGKILL'), plan.ms);
+  let out: RunResult<FuzzState> | Error;
+  try {
+    out =
+      mode === 'fuzz-run'
+        ? await runner.run(flow, { n: 0, log: [] }, { runId })
+        : mode === 'fuzz-recover'
+          ? await runner.recover(flow, runId, {
+              rerunInDoubt: values['rerun-in-doubt'],
+            })
+          : mode === 'fuzz-resume'
+            ? await runner.resume(
+                flow,
+                runId,
+                {
+                  approved: values.decision === 'approve',
+                  by: 'operator',
+                  ...(values.reason !== undefined && { reason: values.reason }),
+                },
+                { rerunInDoubt: values['rerun-in-doubt'] },
+              )
+            : (() => {
+                throw new Error(`unknown mode "${mode}"`);
+              })();
+  } catch (error) {
+    if (!(error instanceof DurableError)) throw error;
+    out = error;
+  }
+  const fuzz: FuzzOutcome =
+    out instanceof Error
+      ? {
+          error: out.name,
+          message: out.message,
+          ...(out instanceof RecoveryNeedsDecision && { calls: out.calls }),
+        }
+      : {
+          status: out.status,
+          step: out.step,
+          ...(out.error && {
+            error: { name: out.error.name, message: out.error.message },
+          }),
+          ...(out.pending && { pending: out.pending.tool }),
+        };
+  report.workMs = Math.round(performance.now() - report.bootMs);
+  process.stdout.write(`${JSON.stringify({ ...report, fuzz })}\n`);
+  runner.close();
   await Promise.race([opened.close().catch(() => undefined), sleep(1000)]);
   return 0;
 }
