@@ -87,7 +87,7 @@ import {
   type KillPlan,
   type Point,
 } from './fuzz-flow';
-import { Worker, readLedger } from './harness';
+import { Worker, killAll, readLedger } from './harness';
 import {
   STORE_KINDS,
   dropStore,
@@ -97,7 +97,7 @@ import {
   type StoreEnv,
   type StoreKind,
 } from './stores';
-import type { FuzzOutcome } from './worker';
+import type { FuzzJob, FuzzOutcome } from './worker';
 
 export type FuzzStore = StoreKind | 'memory';
 export type FuzzMode = 'random' | 'named' | 'both';
@@ -109,6 +109,8 @@ export interface FuzzOptions {
   /** Trials at once. @default 3 for processes, 4 in memory */
   concurrency?: number;
   mode?: FuzzMode;
+  /** Worker processes kept booted and idle. @default 4 */
+  spares?: number;
   /** Break the harness on purpose (to see the invariants catch it): rerun in doubt, ungranted. */
   sabotage?: 'rerun-in-doubt';
   log?: (line: string) => void;
@@ -164,27 +166,68 @@ interface Cluster {
   close(): Promise<void>;
 }
 
+/**
+ * Worker processes (worker.ts fuzz-serve) on a persistent store. A worker serves jobs until one
+ * kills it; spares boot in the background, so a trial rarely waits for a process to start.
+ */
 class ProcessCluster implements Cluster {
   private readonly dir = mkdtempSync(join(tmpdir(), 'aa-fuzz-'));
-  private readonly env: StoreEnv;
+  private readonly idle: Worker[] = [];
+  private readonly waiting: Array<(w: Worker) => void> = [];
+  private booting = 0;
+  private jobs = 0;
+  private closing = false;
+
   private constructor(
     readonly kind: StoreKind,
     readonly store: CheckpointStore,
-    env: StoreEnv,
+    private readonly env: StoreEnv,
+    private readonly spares: number,
     private readonly closeStore: () => Promise<void>,
   ) {
-    this.env = env;
+    for (let i = 0; i < spares; i++) this.spawn();
   }
 
-  static async open(kind: StoreKind): Promise<ProcessCluster> {
+  static async open(kind: StoreKind, spares: number): Promise<ProcessCluster> {
     const dir = mkdtempSync(join(tmpdir(), 'aa-fuzz-store-'));
-    const env = { ...storeLocation(kind, suiteId('fuzz'), dir), FUZZ_STORE_DIR: dir };
+    const env = storeLocation(kind, suiteId('fuzz'), dir);
     const opened = await openStore(kind, env);
-    return new ProcessCluster(kind, opened.store, env, async () => {
+    return new ProcessCluster(kind, opened.store, env, spares, async () => {
       await opened.close();
       await dropStore(kind, env);
       rmSync(dir, { recursive: true, force: true });
     });
+  }
+
+  private spawn(): void {
+    this.booting++;
+    const w = new Worker(['fuzz-serve', '--store', this.kind], this.env);
+    w.waitForLine(/^IDLE 0$/, 60_000).then(
+      () => {
+        this.booting--;
+        this.release(w);
+      },
+      (error: unknown) => {
+        this.booting--;
+        if (this.closing) return;
+        console.error(`a fuzz worker did not boot: ${String(error)}`);
+        this.spawn();
+      },
+    );
+  }
+
+  private release(w: Worker): void {
+    const next = this.waiting.shift();
+    if (next) next(w);
+    else this.idle.push(w);
+  }
+
+  private take(): Promise<Worker> {
+    const w = this.idle.shift();
+    if (this.idle.length + this.booting < this.spares) this.spawn();
+    if (w) return Promise.resolve(w);
+    if (this.booting <= this.waiting.length) this.spawn();
+    return new Promise((resolve) => this.waiting.push(resolve));
   }
 
   private ledgerFile(seed: number): string {
@@ -203,68 +246,63 @@ class ProcessCluster implements Cluster {
 
   async race(seed: number, runId: string, launches: Launch[]): Promise<Ended[]> {
     const barrier = launches.length > 1;
-    const workers = launches.map(
-      (l) =>
-        new Worker(
-          [
-            l.mode,
-            '--fuzz',
-            String(seed),
-            '--run-id',
-            runId,
-            '--store',
-            this.kind,
-            ...(barrier ? ['--barrier'] : []),
-            ...(l.rerun ? ['--rerun-in-doubt'] : []),
-            ...(l.decision
-              ? ['--decision', l.decision.approved ? 'approve' : 'deny']
-              : []),
-            ...(l.decision?.reason !== undefined ? ['--reason', l.decision.reason] : []),
-          ],
-          {
-            ...this.env,
-            LEDGER: this.ledgerFile(seed),
-            ...(l.plan && { FUZZ_KILL: JSON.stringify(l.plan) }),
-          },
-        ),
+    const workers = await Promise.all(launches.map(() => this.take()));
+    const jobs = launches.map(
+      (l): FuzzJob => ({
+        id: `j${++this.jobs}`,
+        mode: l.mode,
+        seed,
+        runId,
+        ledger: this.ledgerFile(seed),
+        ...(l.plan && { plan: l.plan }),
+        ...(l.rerun && { rerun: true }),
+        ...(l.decision && { decision: l.decision }),
+        ...(barrier && { barrier: true }),
+      }),
     );
+    jobs.forEach((job, i) => workers[i]!.child.stdin!.write(`${JSON.stringify(job)}\n`));
     if (barrier) {
       // Every racer either holds its first save at the barrier or has ended (a decision, a kill).
       await Promise.all(
-        workers.map((w) => w.waitForLine(/^ARMED$/, WORKER_TIMEOUT_MS).catch(() => undefined)),
+        workers.map((w, i) =>
+          w.waitForLine(new RegExp(`^(ARMED|RESULT) ${jobs[i]!.id}\\b`), WORKER_TIMEOUT_MS)
+            .catch(() => undefined),
+        ),
       );
-      for (const w of workers) if (w.child.exitCode === null && !w.child.signalCode) w.go();
+      workers.forEach((w, i) => {
+        if (w.child.exitCode === null && !w.child.signalCode)
+          w.child.stdin!.write(`go ${jobs[i]!.id}\n`);
+      });
     }
-    return Promise.all(workers.map((w) => ended(w)));
+    return Promise.all(workers.map((w, i) => this.result(w, jobs[i]!.id)));
+  }
+
+  private async result(w: Worker, id: string): Promise<Ended> {
+    let line: string;
+    try {
+      line = await w.waitForLine(new RegExp(`^RESULT ${id} `), WORKER_TIMEOUT_MS);
+    } catch (error) {
+      if (w.child.exitCode === null && !w.child.signalCode) {
+        await w.kill();
+        return { killed: false, failure: String(error) };
+      }
+      const exit = await w.exited;
+      if (exit.signal === 'SIGKILL') return { killed: true };
+      return { killed: false, failure: String(error) };
+    }
+    this.release(w);
+    return {
+      killed: false,
+      outcome: JSON.parse(line.slice(`RESULT ${id} `.length)) as FuzzOutcome,
+    };
   }
 
   async close(): Promise<void> {
+    this.closing = true;
+    await killAll();
     rmSync(this.dir, { recursive: true, force: true });
     await this.closeStore();
   }
-}
-
-async function ended(w: Worker): Promise<Ended> {
-  let timer: NodeJS.Timeout | undefined;
-  const exit = await Promise.race([
-    w.exited,
-    new Promise<'timeout'>((r) => (timer = setTimeout(() => r('timeout'), WORKER_TIMEOUT_MS))),
-  ]);
-  clearTimeout(timer);
-  if (exit === 'timeout') {
-    await w.kill();
-    return { killed: false, failure: `still running after ${WORKER_TIMEOUT_MS} ms\n${w.stderr}` };
-  }
-  if (exit.signal === 'SIGKILL') return { killed: true };
-  const last = w.lines.at(-1);
-  if (exit.code === 0 && last?.startsWith('{')) {
-    const report = JSON.parse(last) as { fuzz?: FuzzOutcome };
-    if (report.fuzz) return { killed: false, outcome: report.fuzz };
-  }
-  return {
-    killed: false,
-    failure: `exit ${exit.code} ${exit.signal}\n${w.lines.join('\n')}\n${w.stderr}`,
-  };
 }
 
 /** Workers in this process on one memory store; a kill is simulated (CrashingStore). */
@@ -687,7 +725,9 @@ export async function fuzz(options: FuzzOptions): Promise<FuzzSummary> {
   const log = options.log ?? (() => undefined);
   const started = performance.now();
   const cluster: Cluster =
-    options.store === 'memory' ? new MemoryCluster() : await ProcessCluster.open(options.store);
+    options.store === 'memory'
+      ? new MemoryCluster()
+      : await ProcessCluster.open(options.store, options.spares ?? 4);
   const ctx: TrialContext = { cluster, options, stats: {}, points: {} };
   const violations: Violation[] = [];
   const concurrency = options.concurrency ?? (options.store === 'memory' ? 4 : 3);
