@@ -24,7 +24,6 @@ import {
   idempotencyKey,
   type CallRecord,
   type CheckpointRecord,
-  type Json,
   type PendingApproval,
 } from 'agent-adapter';
 
@@ -118,18 +117,25 @@ export function generate(seed: number): FuzzSpec {
       tool: rng.pick(tools).name,
       catches: rng.bool(0.7),
     }));
-    const split = list.length > 1 && rng.bool(0.5) ? 1 + rng.int(list.length - 1) : list.length;
-    const groups = [list.slice(0, split), list.slice(split)].filter((g) => g.length);
+    const split =
+      list.length > 1 && rng.bool(0.5)
+        ? 1 + rng.int(list.length - 1)
+        : list.length;
+    const groups = [list.slice(0, split), list.slice(split)].filter(
+      (g) => g.length,
+    );
     const node: NodeSpec = { name, groups, edges: [], end: false };
     if (rng.bool(0.15)) node.maxVisits = 1 + rng.int(3);
     if (i === count - 1) {
       node.end = true;
     } else if (rng.bool(0.5)) {
       node.edges.push(names[i + 1]!);
-      if (i + 2 < count && rng.bool(0.4)) node.edges.push(names[i + 2 + rng.int(count - i - 2)]!);
+      if (i + 2 < count && rng.bool(0.4))
+        node.edges.push(names[i + 2 + rng.int(count - i - 2)]!);
     } else {
       const targets = [names[i + 1]!];
-      if (i + 2 < count && rng.bool(0.4)) targets.push(names[i + 2 + rng.int(count - i - 2)]!);
+      if (i + 2 < count && rng.bool(0.4))
+        targets.push(names[i + 2 + rng.int(count - i - 2)]!);
       if (rng.bool(0.5)) targets.push(names[rng.int(i + 1)]!); // a loop back
       if (rng.bool(0.3)) targets.push(END);
       node.route = { targets: [...new Set(targets)], multi: rng.bool(0.3) };
@@ -179,7 +185,10 @@ export function fuzzFlow(spec: FuzzSpec): Flow<FuzzState> {
                 (r) => r,
                 (e: unknown) => {
                   const name = (e as Error)?.name;
-                  if (call.catches && (name === 'ToolFailed' || name === 'ToolDenied'))
+                  if (
+                    call.catches &&
+                    (name === 'ToolFailed' || name === 'ToolDenied')
+                  )
                     return `${name}:${(e as Error).message}`;
                   throw e;
                 },
@@ -192,7 +201,7 @@ export function fuzzFlow(spec: FuzzSpec): Flow<FuzzState> {
           n: 1 + results.length,
           log: [`${node.name}@${ctx.superstep}`],
           [`v_${node.name}`]: results,
-        } as Partial<FuzzState>;
+        };
       },
       node.maxVisits === undefined ? {} : { maxVisits: node.maxVisits },
     );
@@ -278,8 +287,15 @@ export function decisionFor(
   spec: FuzzSpec,
   pending: Pick<PendingApproval, 'node' | 'index' | 'tool' | 'args'>,
 ): { approved: boolean; by: string; reason?: string } {
-  const approved = hash(JSON.stringify([spec.seed, pending.node, pending.index, pending.args as Json])) % 4 !== 0;
-  return approved ? { approved, by: 'operator' } : { approved, by: 'operator', reason: 'fuzz says no' };
+  const approved =
+    hash(
+      JSON.stringify([spec.seed, pending.node, pending.index, pending.args]),
+    ) %
+      4 !==
+    0;
+  return approved
+    ? { approved, by: 'operator' }
+    : { approved, by: 'operator', reason: 'fuzz says no' };
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -319,16 +335,32 @@ export type KillPlan =
 
 /** A sealed record's body, read without verifying it (test inspection only). */
 export function bodyOf(sealed: string): Record<string, unknown> {
-  return JSON.parse(sealed.split('.').slice(3).join('.')) as Record<string, unknown>;
+  return JSON.parse(sealed.split('.').slice(3).join('.')) as Record<
+    string,
+    unknown
+  >;
 }
 
 /** The named point kinds a store write is: a checkpoint's reason, or the phases of call records. */
 export function writeKinds(
-  write: { kind: 'save'; checkpoint: CheckpointRecord; calls: readonly CallRecord[] } | { kind: 'recordCall'; calls: readonly CallRecord[] },
+  write:
+    | {
+        kind: 'save';
+        checkpoint: CheckpointRecord;
+        calls: readonly CallRecord[];
+      }
+    | { kind: 'recordCall'; calls: readonly CallRecord[] },
 ): string[] {
-  if (write.kind === 'save') return [String(bodyOf(write.checkpoint.sealed).reason)];
-  const phases = new Set(write.calls.map((c) => String(bodyOf(c.sealed).phase)));
-  return phases.has('started') ? ['started'] : phases.has('done') ? ['done'] : [];
+  if (write.kind === 'save')
+    return [String(bodyOf(write.checkpoint.sealed).reason)];
+  const phases = new Set(
+    write.calls.map((c) => String(bodyOf(c.sealed).phase)),
+  );
+  return phases.has('started')
+    ? ['started']
+    : phases.has('done')
+      ? ['done']
+      : [];
 }
 
 /** Counts the events a worker goes through and says when its plan wants it dead. */
@@ -346,10 +378,15 @@ export class KillSwitch {
       for (const k of kinds) this.seen.set(k, (this.seen.get(k) ?? 0) + 1);
     }
     if (!plan) return false;
-    if (plan.kind === 'write') return plan.n === this.writes && plan.moment === moment;
+    if (plan.kind === 'write')
+      return plan.n === this.writes && plan.moment === moment;
     if (plan.kind === 'point') {
       const [what, when] = plan.point.split(':');
-      return when === moment && kinds.includes(what!) && this.seen.get(what!) === plan.n;
+      return (
+        when === moment &&
+        kinds.includes(what!) &&
+        this.seen.get(what!) === plan.n
+      );
     }
     return false;
   }
@@ -359,8 +396,10 @@ export class KillSwitch {
     if (where === 'begin') this.tools++;
     const plan = this.plan;
     if (!plan) return false;
-    if (plan.kind === 'tool') return plan.n === this.tools && plan.where === where;
-    if (plan.kind === 'point') return plan.point === `tool:${where}` && this.tools === plan.n;
+    if (plan.kind === 'tool')
+      return plan.n === this.tools && plan.where === where;
+    if (plan.kind === 'point')
+      return plan.point === `tool:${where}` && this.tools === plan.n;
     return false;
   }
 }

@@ -43,9 +43,7 @@ describe('crash fuzzer: memory (in-process, simulated crashes)', () => {
       seed: SEED,
       sabotage: 'rerun-in-doubt',
     });
-    expect(summary.violations.some((v) => v.what.startsWith('I1 '))).toBe(
-      true,
-    );
+    expect(summary.violations.some((v) => v.what.startsWith('I1 '))).toBe(true);
   });
 });
 

@@ -58,7 +58,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import {
-  CheckpointStore,
+  type CheckpointStore,
   DurableError,
   Executor,
   FlowRunner,
@@ -244,28 +244,36 @@ class ProcessCluster implements Cluster {
     }));
   }
 
-  async race(seed: number, runId: string, launches: Launch[]): Promise<Ended[]> {
+  async race(
+    seed: number,
+    runId: string,
+    launches: Launch[],
+  ): Promise<Ended[]> {
     const barrier = launches.length > 1;
     const workers = await Promise.all(launches.map(() => this.take()));
-    const jobs = launches.map(
-      (l): FuzzJob => ({
-        id: `j${++this.jobs}`,
-        mode: l.mode,
-        seed,
-        runId,
-        ledger: this.ledgerFile(seed),
-        ...(l.plan && { plan: l.plan }),
-        ...(l.rerun && { rerun: true }),
-        ...(l.decision && { decision: l.decision }),
-        ...(barrier && { barrier: true }),
-      }),
+    const jobs = launches.map((l): FuzzJob => ({
+      id: `j${++this.jobs}`,
+      mode: l.mode,
+      seed,
+      runId,
+      ledger: this.ledgerFile(seed),
+      ...(l.plan && { plan: l.plan }),
+      ...(l.rerun && { rerun: true }),
+      ...(l.decision && { decision: l.decision }),
+      ...(barrier && { barrier: true }),
+    }));
+    jobs.forEach((job, i) =>
+      workers[i]!.child.stdin!.write(`${JSON.stringify(job)}\n`),
     );
-    jobs.forEach((job, i) => workers[i]!.child.stdin!.write(`${JSON.stringify(job)}\n`));
     if (barrier) {
       // Every racer either holds its first save at the barrier or has ended (a decision, a kill).
       await Promise.all(
         workers.map((w, i) =>
-          w.waitForLine(new RegExp(`^(ARMED|RESULT) ${jobs[i]!.id}\\b`), WORKER_TIMEOUT_MS)
+          w
+            .waitForLine(
+              new RegExp(`^(ARMED|RESULT) ${jobs[i]!.id}\\b`),
+              WORKER_TIMEOUT_MS,
+            )
             .catch(() => undefined),
         ),
       );
@@ -280,7 +288,10 @@ class ProcessCluster implements Cluster {
   private async result(w: Worker, id: string): Promise<Ended> {
     let line: string;
     try {
-      line = await w.waitForLine(new RegExp(`^RESULT ${id} `), WORKER_TIMEOUT_MS);
+      line = await w.waitForLine(
+        new RegExp(`^RESULT ${id} `),
+        WORKER_TIMEOUT_MS,
+      );
     } catch (error) {
       if (w.child.exitCode === null && !w.child.signalCode) {
         await w.kill();
@@ -326,14 +337,18 @@ class MemoryCluster implements Cluster {
         const pid = `w${this.nextWorker++}`;
         const kill = new KillSwitch(l.plan);
         const crashing = new CrashingStore(this.store, (w, moment) =>
-          kill.atWrite(writeKinds({ ...w, calls: w.calls.map((c) => c.record) }), moment),
+          kill.atWrite(
+            writeKinds({ ...w, calls: w.calls.map((c) => c.record) }),
+            moment,
+          ),
         );
         const registry = fuzzRegistry(spec, {
           effect: (e) => {
             if (!crashing.dead) lines.push({ ...e, pid });
           },
           after: (where) => {
-            if (!crashing.dead && kill.atTool(where)) crashing.kill(`in a tool (${where})`);
+            if (!crashing.dead && kill.atTool(where))
+              crashing.kill(`in a tool (${where})`);
           },
         });
         const runner = new FlowRunner(new Executor(registry), {
@@ -345,11 +360,18 @@ class MemoryCluster implements Cluster {
           timer = setTimeout(() => (crashing.dead = true), l.plan.ms);
         try {
           const out = await drive(runner, flow, spec, runId, l);
-          return crashing.dead ? { killed: true } : { killed: false, outcome: outcomeOf(out) };
+          return crashing.dead
+            ? { killed: true }
+            : { killed: false, outcome: outcomeOf(out) };
         } catch (error) {
-          if (crashing.dead || error instanceof SimulatedCrash) return { killed: true };
-          if (error instanceof DurableError) return { killed: false, outcome: outcomeOf(error) };
-          return { killed: false, failure: String((error as Error)?.stack ?? error) };
+          if (crashing.dead || error instanceof SimulatedCrash)
+            return { killed: true };
+          if (error instanceof DurableError)
+            return { killed: false, outcome: outcomeOf(error) };
+          return {
+            killed: false,
+            failure: String((error as Error)?.stack ?? error),
+          };
         } finally {
           clearTimeout(timer);
           runner.close();
@@ -370,13 +392,18 @@ function drive(
   runId: string,
   l: Launch,
 ): Promise<RunResult<FuzzState>> {
-  if (l.mode === 'fuzz-run') return runner.run(flow, { n: 0, log: [] }, { runId });
+  if (l.mode === 'fuzz-run')
+    return runner.run(flow, { n: 0, log: [] }, { runId });
   if (l.mode === 'fuzz-recover')
     return runner.recover(flow, runId, { rerunInDoubt: Boolean(l.rerun) });
   return runner.resume(
     flow,
     runId,
-    { approved: Boolean(l.decision?.approved), by: 'operator', ...(l.decision?.reason !== undefined && { reason: l.decision.reason }) },
+    {
+      approved: Boolean(l.decision?.approved),
+      by: 'operator',
+      ...(l.decision?.reason !== undefined && { reason: l.decision.reason }),
+    },
     { rerunInDoubt: Boolean(l.rerun) },
   );
 }
@@ -391,7 +418,9 @@ function outcomeOf(out: RunResult<FuzzState> | Error): FuzzOutcome {
   return {
     status: out.status,
     step: out.step,
-    ...(out.error && { error: { name: out.error.name, message: out.error.message } }),
+    ...(out.error && {
+      error: { name: out.error.name, message: out.error.message },
+    }),
     ...(out.pending && { pending: out.pending.tool }),
   };
 }
@@ -411,10 +440,13 @@ interface Reference {
 async function reference(spec: FuzzSpec, runId: string): Promise<Reference> {
   let writes = 0;
   let tools = 0;
-  const counting = new CrashingStore(new MemoryCheckpointStore(), (_w, moment) => {
-    if (moment === 'before') writes++;
-    return false;
-  });
+  const counting = new CrashingStore(
+    new MemoryCheckpointStore(),
+    (_w, moment) => {
+      if (moment === 'before') writes++;
+      return false;
+    },
+  );
   const runner = new FlowRunner(
     new Executor(
       fuzzRegistry(spec, {
@@ -451,14 +483,21 @@ function canonical(value: unknown): string {
   if (value && typeof value === 'object')
     return `{${Object.keys(value)
       .sort()
-      .map((k) => `${JSON.stringify(k)}:${canonical((value as Record<string, unknown>)[k])}`)
+      .map(
+        (k) =>
+          `${JSON.stringify(k)}:${canonical((value as Record<string, unknown>)[k])}`,
+      )
       .join(',')}}`;
   return JSON.stringify(value) ?? 'undefined';
 }
 
 type Id = string;
-const idOf = (superstep: number, node: string, index: number, tool: string): Id =>
-  JSON.stringify([superstep, node, index, tool]);
+const idOf = (
+  superstep: number,
+  node: string,
+  index: number,
+  tool: string,
+): Id => JSON.stringify([superstep, node, index, tool]);
 
 interface Decoded {
   id: Id;
@@ -468,7 +507,11 @@ interface Decoded {
   seq: number;
 }
 
-async function callLog(store: CheckpointStore, runId: string, superstep: number): Promise<Decoded[]> {
+async function callLog(
+  store: CheckpointStore,
+  runId: string,
+  superstep: number,
+): Promise<Decoded[]> {
   return (await store.calls(runId, superstep)).map((r) => {
     const b = bodyOf(r.sealed);
     return {
@@ -487,22 +530,43 @@ function inDoubt(log: Decoded[]): Map<Id, string> {
   for (const r of log) last.set(r.id, r);
   const out = new Map<Id, string>();
   for (const [id, r] of last)
-    if (r.phase === 'started' || r.phase === 'unrecordable' || r.phase === 'approving')
+    if (
+      r.phase === 'started' ||
+      r.phase === 'unrecordable' ||
+      r.phase === 'approving'
+    )
       out.set(id, r.tool);
   return out;
 }
 
-const ledgerId = (l: LedgerLine) => idOf(l.args.superstep, l.args.node, l.args.index, l.tool);
+const ledgerId = (l: LedgerLine) =>
+  idOf(l.args.superstep, l.args.node, l.args.index, l.tool);
 
 function randomPlan(rng: Rng, ref: Reference, memory: boolean): KillPlan {
   const r = rng.int(memory ? 2 : 3);
   if (r === 0)
-    return { kind: 'write', n: 1 + rng.int(ref.writes), moment: rng.bool() ? 'before' : 'after' };
-  if (r === 1) return { kind: 'tool', n: 1 + rng.int(Math.max(1, ref.tools)), where: rng.bool() ? 'begin' : 'end' };
+    return {
+      kind: 'write',
+      n: 1 + rng.int(ref.writes),
+      moment: rng.bool() ? 'before' : 'after',
+    };
+  if (r === 1)
+    return {
+      kind: 'tool',
+      n: 1 + rng.int(Math.max(1, ref.tools)),
+      where: rng.bool() ? 'begin' : 'end',
+    };
   return { kind: 'timer', ms: rng.int(40) };
 }
 
-const RUN_POINTS = new Set(['start', 'started', 'done', 'superstep', 'pause', 'tool']);
+const RUN_POINTS = new Set([
+  'start',
+  'started',
+  'done',
+  'superstep',
+  'pause',
+  'tool',
+]);
 
 interface TrialContext {
   cluster: Cluster;
@@ -527,7 +591,11 @@ async function trial(ctx: TrialContext, seed: number): Promise<string[]> {
   const mode = ctx.options.mode ?? 'both';
   const named = mode === 'named' || (mode === 'both' && seed % 2 === 1);
   let namedPlan: { kind: 'point'; point: Point; n: number } | undefined = named
-    ? { kind: 'point', point: POINTS[Math.floor(seed / 2) % POINTS.length]!, n: 1 + rng.int(2) }
+    ? {
+        kind: 'point',
+        point: POINTS[Math.floor(seed / 2) % POINTS.length]!,
+        n: 1 + rng.int(2),
+      }
     : undefined;
   count(named ? 'trials.named' : 'trials.random');
   const store = cluster.store;
@@ -556,30 +624,55 @@ async function trial(ctx: TrialContext, seed: number): Promise<string[]> {
           ctx.points[plan.point] = (ctx.points[plan.point] ?? 0) + 1;
           namedPlan = undefined;
         }
-        if (!plan) bad.push(`I3 a worker with no kill plan died (${launches[i]!.mode})`);
+        if (!plan)
+          bad.push(`I3 a worker with no kill plan died (${launches[i]!.mode})`);
       } else if (e.failure !== undefined) {
-        bad.push(`I3 a ${launches[i]!.mode} worker failed: ${e.failure.slice(0, 2000)}`);
+        bad.push(
+          `I3 a ${launches[i]!.mode} worker failed: ${e.failure.slice(0, 2000)}`,
+        );
       } else if (e.outcome) {
         outcomes.push(e.outcome);
         if ('error' in e.outcome && typeof e.outcome.error === 'string') {
           count(`outcome.${e.outcome.error}`);
-          if (e.outcome.error !== 'CheckpointConflict' && e.outcome.error !== 'RecoveryNeedsDecision')
-            bad.push(`I3 ${launches[i]!.mode} ended with ${e.outcome.error}: ${'message' in e.outcome ? e.outcome.message : ''}`);
+          if (
+            e.outcome.error !== 'CheckpointConflict' &&
+            e.outcome.error !== 'RecoveryNeedsDecision'
+          )
+            bad.push(
+              `I3 ${launches[i]!.mode} ended with ${e.outcome.error}: ${'message' in e.outcome ? e.outcome.message : ''}`,
+            );
         }
       }
     });
     return outcomes;
   };
 
-  const maybePlan = (r: number, first: boolean, point: Set<string> | 'any'): KillPlan | undefined => {
-    if (first && namedPlan && (point === 'any' || point.has(namedPlan.point.split(':')[0]!))) return namedPlan;
-    return rng.bool(r <= 3 ? 0.35 : r <= 8 ? 0.1 : 0) ? randomPlan(rng, ref, memory) : undefined;
+  const maybePlan = (
+    r: number,
+    first: boolean,
+    point: Set<string> | 'any',
+  ): KillPlan | undefined => {
+    if (
+      first &&
+      namedPlan &&
+      (point === 'any' || point.has(namedPlan.point.split(':')[0]!))
+    )
+      return namedPlan;
+    return rng.bool(r <= 3 ? 0.35 : r <= 8 ? 0.1 : 0)
+      ? randomPlan(rng, ref, memory)
+      : undefined;
   };
 
   try {
     // The run, killed.
-    const firstNamed = namedPlan && RUN_POINTS.has(namedPlan.point.split(':')[0]!);
-    await round([{ mode: 'fuzz-run', plan: firstNamed ? namedPlan : randomPlan(rng, ref, memory) }]);
+    const firstNamed =
+      namedPlan && RUN_POINTS.has(namedPlan.point.split(':')[0]!);
+    await round([
+      {
+        mode: 'fuzz-run',
+        plan: firstNamed ? namedPlan : randomPlan(rng, ref, memory),
+      },
+    ]);
 
     let decided: Map<Id, string> | undefined;
     let finished = false;
@@ -587,22 +680,31 @@ async function trial(ctx: TrialContext, seed: number): Promise<string[]> {
       const latest = await store.latest(runId);
       if (!latest) {
         // Killed before the start was stored: nothing may have run; the client starts it again.
-        if (cluster.ledger(seed).length) bad.push('I5 tools ran but no checkpoint was stored');
+        if (cluster.ledger(seed).length)
+          bad.push('I5 tools ran but no checkpoint was stored');
         count('restarts');
-        await round([{ mode: 'fuzz-run', plan: maybePlan(r, true, RUN_POINTS) }]);
+        await round([
+          { mode: 'fuzz-run', plan: maybePlan(r, true, RUN_POINTS) },
+        ]);
         continue;
       }
       const status = latest.status;
-      const listed = (await store.listUnfinished(spec.flow)).some((h) => h.runId === runId);
+      const listed = (await store.listUnfinished(spec.flow)).some(
+        (h) => h.runId === runId,
+      );
       if (status === 'done' || status === 'failed') {
-        if (listed) bad.push(`I5 the run ended ${status} but is listed unfinished`);
+        if (listed)
+          bad.push(`I5 the run ended ${status} but is listed unfinished`);
         finished = true;
         break;
       }
-      if (!listed) bad.push(`I5 the run is ${status} but not listed unfinished (lost)`);
+      if (!listed)
+        bad.push(`I5 the run is ${status} but not listed unfinished (lost)`);
       const headBefore = await store.head(runId);
       const rerun = sabotage || decided !== undefined;
-      if (decided && !sabotage) for (const id of decided.keys()) grants.set(id, (grants.get(id) ?? 0) + 1);
+      if (decided && !sabotage)
+        for (const id of decided.keys())
+          grants.set(id, (grants.get(id) ?? 0) + 1);
       if (decided) count('decisions.rerun');
       decided = undefined;
       let outcomes: FuzzOutcome[];
@@ -616,7 +718,18 @@ async function trial(ctx: TrialContext, seed: number): Promise<string[]> {
             mode: 'fuzz-resume' as const,
             decision,
             rerun: rerun && i === 0,
-            plan: maybePlan(r, i === 0, new Set(['resume', 'started', 'done', 'superstep', 'pause', 'tool'])),
+            plan: maybePlan(
+              r,
+              i === 0,
+              new Set([
+                'resume',
+                'started',
+                'done',
+                'superstep',
+                'pause',
+                'tool',
+              ]),
+            ),
           })),
         );
       } else {
@@ -632,7 +745,9 @@ async function trial(ctx: TrialContext, seed: number): Promise<string[]> {
       }
       // A decision is current if nothing was written since the round began.
       const needs = outcomes.filter(
-        (o): o is Extract<FuzzOutcome, { calls?: unknown }> & { error: string } =>
+        (
+          o,
+        ): o is Extract<FuzzOutcome, { calls?: unknown }> & { error: string } =>
           'error' in o && o.error === 'RecoveryNeedsDecision',
       );
       const headAfter = await store.head(runId);
@@ -641,42 +756,73 @@ async function trial(ctx: TrialContext, seed: number): Promise<string[]> {
         headAfter?.step === headBefore?.step &&
         headAfter?.calls === headBefore?.calls
       ) {
-        const superstep = Number(bodyOf((await store.latest(runId))!.sealed).superstep);
+        const superstep = Number(
+          bodyOf((await store.latest(runId))!.sealed).superstep,
+        );
         const log = await callLog(store, runId, superstep);
         const doubt = inDoubt(log);
         const expected = [...doubt.entries()]
-          .filter(([, tool]) => !isIdempotent(spec.tools.find((t) => t.name === tool)!.kind))
+          .filter(
+            ([, tool]) =>
+              !isIdempotent(spec.tools.find((t) => t.name === tool)!.kind),
+          )
           .map(([, tool]) => tool)
           .sort();
         for (const o of needs) {
           const named = (o.calls ?? []).map(([tool]) => tool).sort();
           if (JSON.stringify(named) !== JSON.stringify(expected))
-            bad.push(`I3 RecoveryNeedsDecision named ${JSON.stringify(named)}, the calls in doubt are ${JSON.stringify(expected)}`);
+            bad.push(
+              `I3 RecoveryNeedsDecision named ${JSON.stringify(named)}, the calls in doubt are ${JSON.stringify(expected)}`,
+            );
         }
-        const done = new Set(log.filter((c) => c.phase === 'done').map((c) => c.id));
+        const done = new Set(
+          log.filter((c) => c.phase === 'done').map((c) => c.id),
+        );
         for (const l of cluster.ledger(seed)) {
           const id = ledgerId(l);
-          if (l.phase === 'begin' && l.args.superstep === superstep && !done.has(id) && !doubt.has(id))
-            bad.push(`I3 ${id} began (ledger) with no done record, but is not in doubt`);
+          if (
+            l.phase === 'begin' &&
+            l.args.superstep === superstep &&
+            !done.has(id) &&
+            !doubt.has(id)
+          )
+            bad.push(
+              `I3 ${id} began (ledger) with no done record, but is not in doubt`,
+            );
         }
         count('decisions');
-        decided = new Map([...doubt].filter(([, tool]) => !isIdempotent(spec.tools.find((t) => t.name === tool)!.kind)));
+        decided = new Map(
+          [...doubt].filter(
+            ([, tool]) =>
+              !isIdempotent(spec.tools.find((t) => t.name === tool)!.kind),
+          ),
+        );
       }
     }
-    if (!finished && !bad.length) bad.push(`I3 the run did not end in ${MAX_ROUNDS} rounds`);
+    if (!finished && !bad.length)
+      bad.push(`I3 the run did not end in ${MAX_ROUNDS} rounds`);
     if (bad.length) return bad;
 
     // The outcome (I4).
     const got = await reader.get(flow, runId);
     count(`end.${got.status}`);
-    if (got.status !== ref.status) bad.push(`I4 ended ${got.status}, the uncrashed run ${ref.status}`);
+    if (got.status !== ref.status)
+      bad.push(`I4 ended ${got.status}, the uncrashed run ${ref.status}`);
     // Compared as canonical JSON: a recovered state comes back from the store with sorted keys.
     if (canonical(got.state) !== canonical(ref.state))
-      bad.push(`I4 final state ${canonical(got.state)}, the uncrashed run's ${canonical(ref.state)}`);
-    const err = got.error && { name: got.error.name, message: got.error.message };
+      bad.push(
+        `I4 final state ${canonical(got.state)}, the uncrashed run's ${canonical(ref.state)}`,
+      );
+    const err = got.error && {
+      name: got.error.name,
+      message: got.error.message,
+    };
     if (JSON.stringify(err) !== JSON.stringify(ref.error))
-      bad.push(`I4 error ${JSON.stringify(err)}, the uncrashed run's ${JSON.stringify(ref.error)}`);
-    if (got.status === 'failed' && !got.error?.message) bad.push('I3 failed without a reason');
+      bad.push(
+        `I4 error ${JSON.stringify(err)}, the uncrashed run's ${JSON.stringify(ref.error)}`,
+      );
+    if (got.status === 'failed' && !got.error?.message)
+      bad.push('I3 failed without a reason');
 
     // The call logs and the ledger (I1, I2, I5).
     const last = Number(bodyOf((await store.latest(runId))!.sealed).superstep);
@@ -686,7 +832,10 @@ async function trial(ctx: TrialContext, seed: number): Promise<string[]> {
       for (const c of await callLog(store, runId, s)) {
         if (c.phase === 'done') doneSeen.add(c.id);
         if (c.phase === 'started') {
-          if (doneSeen.has(c.id)) bad.push(`I2 ${c.id} was done, then started again (segment ${c.segment}, seq ${c.seq})`);
+          if (doneSeen.has(c.id))
+            bad.push(
+              `I2 ${c.id} was done, then started again (segment ${c.segment}, seq ${c.seq})`,
+            );
           started.set(c.id, (started.get(c.id) ?? 0) + 1);
         }
       }
@@ -696,8 +845,10 @@ async function trial(ctx: TrialContext, seed: number): Promise<string[]> {
     const idOfKey = new Map<string, Id>();
     for (const l of cluster.ledger(seed)) {
       const id = ledgerId(l);
-      if (keyOf.has(id) && keyOf.get(id) !== l.key) bad.push(`I5 ${id} ran with two idempotency keys`);
-      if (idOfKey.has(l.key) && idOfKey.get(l.key) !== id) bad.push(`I5 ${id} and ${idOfKey.get(l.key)} share an idempotency key`);
+      if (keyOf.has(id) && keyOf.get(id) !== l.key)
+        bad.push(`I5 ${id} ran with two idempotency keys`);
+      if (idOfKey.has(l.key) && idOfKey.get(l.key) !== id)
+        bad.push(`I5 ${id} and ${idOfKey.get(l.key)} share an idempotency key`);
       keyOf.set(id, l.key);
       idOfKey.set(l.key, id);
       if (l.phase === 'begin') begins.set(id, (begins.get(id) ?? 0) + 1);
@@ -705,10 +856,15 @@ async function trial(ctx: TrialContext, seed: number): Promise<string[]> {
     for (const [id, times] of begins) {
       const tool = spec.tools.find((t) => t.name === JSON.parse(id)[3])!;
       if (times > (started.get(id) ?? 0))
-        bad.push(`I2 ${id} ran ${times} times with ${started.get(id) ?? 0} started records`);
-      if (times > 1) count(isIdempotent(tool.kind) ? 'reran.idempotent' : 'reran.granted');
+        bad.push(
+          `I2 ${id} ran ${times} times with ${started.get(id) ?? 0} started records`,
+        );
+      if (times > 1)
+        count(isIdempotent(tool.kind) ? 'reran.idempotent' : 'reran.granted');
       if (!isIdempotent(tool.kind) && times > 1 + (grants.get(id) ?? 0))
-        bad.push(`I1 non-idempotent ${id} (${tool.kind}) executed ${times} times, the operator allowed ${grants.get(id) ?? 0} rerun(s)`);
+        bad.push(
+          `I1 non-idempotent ${id} (${tool.kind}) executed ${times} times, the operator allowed ${grants.get(id) ?? 0} rerun(s)`,
+        );
     }
     if ((await store.listUnfinished(spec.flow)).some((h) => h.runId === runId))
       bad.push('I5 the run ended but is listed unfinished');
@@ -730,30 +886,39 @@ export async function fuzz(options: FuzzOptions): Promise<FuzzSummary> {
       : await ProcessCluster.open(options.store, options.spares ?? 4);
   const ctx: TrialContext = { cluster, options, stats: {}, points: {} };
   const violations: Violation[] = [];
-  const concurrency = options.concurrency ?? (options.store === 'memory' ? 4 : 3);
+  const concurrency =
+    options.concurrency ?? (options.store === 'memory' ? 4 : 3);
   let next = 0;
   let finished = 0;
   try {
     await Promise.all(
-      Array.from({ length: Math.min(concurrency, options.trials) }, async () => {
-        while (next < options.trials) {
-          const seed = options.seed + next++;
-          let found: string[];
-          try {
-            found = await trial(ctx, seed);
-          } catch (error) {
-            found = [`harness error: ${String((error as Error)?.stack ?? error)}`];
+      Array.from(
+        { length: Math.min(concurrency, options.trials) },
+        async () => {
+          while (next < options.trials) {
+            const seed = options.seed + next++;
+            let found: string[];
+            try {
+              found = await trial(ctx, seed);
+            } catch (error) {
+              found = [
+                `harness error: ${String((error as Error)?.stack ?? error)}`,
+              ];
+            }
+            for (const what of found) {
+              violations.push({ store: options.store, seed, what });
+              log(
+                `VIOLATION store=${options.store} seed=${seed}: ${what}\n  replay: npm run crash -- --store ${options.store} --seed ${seed} --trials 1`,
+              );
+            }
+            finished++;
+            if (finished % 100 === 0)
+              log(
+                `${options.store}: ${finished}/${options.trials} trials, ${violations.length} violation(s)`,
+              );
           }
-          for (const what of found) {
-            violations.push({ store: options.store, seed, what });
-            log(
-              `VIOLATION store=${options.store} seed=${seed}: ${what}\n  replay: npm run crash -- --store ${options.store} --seed ${seed} --trials 1`,
-            );
-          }
-          finished++;
-          if (finished % 100 === 0) log(`${options.store}: ${finished}/${options.trials} trials, ${violations.length} violation(s)`);
-        }
-      }),
+        },
+      ),
     );
   } finally {
     await cluster.close();
@@ -785,26 +950,41 @@ async function cli(): Promise<number> {
     values.store === 'all'
       ? ['memory', ...STORE_KINDS]
       : values.store.split(',').map((s) => {
-          if (s !== 'memory' && !isStoreKind(s)) throw new Error(`--store: unknown store "${s}"`);
-          return s as FuzzStore;
+          if (s !== 'memory' && !isStoreKind(s))
+            throw new Error(`--store: unknown store "${s}"`);
+          return s;
         });
-  const seed = values.seed !== undefined ? Number(values.seed) : Math.floor(Math.random() * 1e9);
+  const seed =
+    values.seed !== undefined
+      ? Number(values.seed)
+      : Math.floor(Math.random() * 1e9);
   const trials = Number(values.trials);
-  if (!Number.isSafeInteger(seed) || !Number.isSafeInteger(trials) || trials < 1)
+  if (
+    !Number.isSafeInteger(seed) ||
+    !Number.isSafeInteger(trials) ||
+    trials < 1
+  )
     throw new Error('--seed and --trials must be integers');
-  if (!['random', 'named', 'both'].includes(values.mode)) throw new Error('--mode must be random, named or both');
+  if (!['random', 'named', 'both'].includes(values.mode))
+    throw new Error('--mode must be random, named or both');
   if (values.sabotage !== undefined && values.sabotage !== 'rerun-in-doubt')
     throw new Error('--sabotage must be rerun-in-doubt');
   let failed = false;
   for (const store of stores) {
-    console.log(`${store}: ${trials} trials from seed ${seed} (mode ${values.mode})`);
+    console.log(
+      `${store}: ${trials} trials from seed ${seed} (mode ${values.mode})`,
+    );
     const summary = await fuzz({
       store,
       trials,
       seed,
       mode: values.mode as FuzzMode,
-      ...(values.concurrency !== undefined && { concurrency: Number(values.concurrency) }),
-      ...(values.sabotage !== undefined && { sabotage: 'rerun-in-doubt' as const }),
+      ...(values.concurrency !== undefined && {
+        concurrency: Number(values.concurrency),
+      }),
+      ...(values.sabotage !== undefined && {
+        sabotage: 'rerun-in-doubt' as const,
+      }),
       log: (line) => console.log(line),
     });
     failed ||= summary.violations.length > 0;
@@ -816,7 +996,9 @@ async function cli(): Promise<number> {
     );
     if (!values.quiet) {
       console.log(`  stats ${JSON.stringify(summary.stats)}`);
-      console.log(`  named points reached (worker killed there) ${JSON.stringify(summary.points)}`);
+      console.log(
+        `  named points reached (worker killed there) ${JSON.stringify(summary.points)}`,
+      );
     }
   }
   return failed ? 1 : 0;

@@ -627,7 +627,10 @@ export interface FuzzJob {
 }
 
 /** The store, with its first `save` held until `go` resolves. */
-function heldUntil(store: CheckpointStore, go: () => Promise<void>): CheckpointStore {
+function heldUntil(
+  store: CheckpointStore,
+  go: () => Promise<void>,
+): CheckpointStore {
   let armed = true;
   return new Proxy(store, {
     get(target, prop) {
@@ -721,7 +724,9 @@ async function fuzzJob(
  * SIGKILLs it. A worker serves many runs, as a real one does: nothing of a job outlives it but
  * the connection.
  */
-async function fuzzServe(kind: 'redis' | 'sqlite' | 'postgres'): Promise<number> {
+async function fuzzServe(
+  kind: 'redis' | 'sqlite' | 'postgres',
+): Promise<number> {
   const opened = await openStore(kind);
   await opened.store.head('warm-up');
   const jobs: FuzzJob[] = [];
