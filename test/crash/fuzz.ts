@@ -11,9 +11,13 @@
  *  1. A random flow from the seed (fuzz-flow.ts) runs once without crashes, in this process on a
  *     memory store, with the operator's approval decisions: the expected outcome (status, state,
  *     error), and how many store writes and tool calls a run makes (for kill plans).
- *  2. A worker (worker.ts fuzz-run; for `--store memory`, an in-process worker on a CrashingStore
- *     over one shared memory store) runs it and is killed: in `random` mode before or after a random
- *     store write, inside a random tool call, or after a random delay; in `named` mode at the
+ *  2. A worker runs it and is killed. Persistent stores: worker processes (worker.ts fuzz-serve)
+ *     take jobs (run / recover / resume, each with a fresh runner, tools and kill plan) from a pool
+ *     and serve until a kill plan SIGKILLs them; spares boot in the background, since a process
+ *     start costs far more than a trial's work. Memory: in-process workers on CrashingStores over
+ *     one shared memory store (a simulated crash; a dead worker's tools append nothing). Kills:
+ *     in `random` mode before or after a random store write, inside a random tool call, or after
+ *     a random delay (which may land while a store write is in flight); in `named` mode at the
  *     trial's named protocol point (fuzz-flow.ts POINTS, cycled by seed: before/after the start,
  *     a `started` write, a `done`-only write, a superstep checkpoint, a pause, a claim, a resume;
  *     inside a tool after its side effect). A point a run worker never reaches (claim, resume) is
