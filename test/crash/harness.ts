@@ -48,6 +48,7 @@ function transpiled(): string {
       WORKER,
       join(__dirname, 'stores.ts'),
       join(__dirname, 'flows.ts'),
+      join(__dirname, 'fuzz-flow.ts'),
       join(ROOT, 'test', 'utils', 'tickets.ts'),
       join(ROOT, 'test', 'utils', 'services.ts'),
     );

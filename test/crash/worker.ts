@@ -9,6 +9,14 @@
  * loop-recover (a tool loop whose model is an OpenAI-compatible server at CHAT_URL, with the tools
  * hold_seats (idempotent) and charge_card).
  *
+ * Mode fuzz-serve (the crash fuzzer, fuzz.ts): a long-lived worker that runs fuzz jobs (JSON lines
+ * on stdin: run, recover or resume the random flow of a seed, fuzz-flow.ts) one after the other.
+ * A job's kill plan makes the worker SIGKILL itself at that point: before or after the n-th store
+ * write or a named protocol point (a checkpoint's reason, a call-log write carrying `started` or
+ * only `done`), in the n-th tool call, or after a delay. The hook lives in this test worker's store
+ * wrapper and tools: the library has no fault hooks. Fuzz tools' ledger lines carry the call's
+ * arguments.
+ *
  * Approval and loop flags: --decision approve|deny (approval-resume); --sync-port hang|approve
  * (a synchronous ApprovalPort instead of a pause: `hang` prints `READY port` once the call's
  * `approving` record is stored and never answers; `approve` approves and appends a `port` line
@@ -34,6 +42,7 @@
  * Anything unexpected: the stack on stderr and exit 1.
  */
 import { closeSync, existsSync, fsyncSync, openSync, writeSync } from 'node:fs';
+import { createInterface } from 'node:readline';
 import { parseArgs } from 'node:util';
 import {
   DurableError,
@@ -53,6 +62,15 @@ import {
 } from 'agent-adapter';
 import { KEY, ticketsFlow, type Order } from '../utils/tickets';
 import { refundsFlow, type Refund } from './flows';
+import {
+  KillSwitch,
+  fuzzFlow,
+  fuzzRegistry,
+  generate,
+  writeKinds,
+  type FuzzState,
+  type KillPlan,
+} from './fuzz-flow';
 import { isStoreKind, openStore } from './stores';
 
 /** One ledger line: a tool's side effect is about to happen (`begin`) or has happened (`end`). */
@@ -61,6 +79,8 @@ export interface LedgerLine {
   pid: number;
   key: string;
   phase: 'begin' | 'end';
+  /** Fuzz tools: the call's arguments (they name the call: node, superstep, index). */
+  args?: unknown;
 }
 
 /** What a worker prints last. */
@@ -120,9 +140,17 @@ function appendLedger(
   tool: string,
   phase: LedgerLine['phase'],
   key = idempotencyKey(),
+  args?: unknown,
+  file = LEDGER!,
 ): void {
-  const line: LedgerLine = { tool, pid: process.pid, key, phase };
-  const fd = openSync(LEDGER!, 'a');
+  const line: LedgerLine = {
+    tool,
+    pid: process.pid,
+    key,
+    phase,
+    ...(args !== undefined && { args }),
+  };
+  const fd = openSync(file, 'a');
   try {
     writeSync(fd, `${JSON.stringify(line)}\n`);
     fsyncSync(fd);
@@ -362,9 +390,10 @@ function outcomeOf(
 }
 
 async function main(): Promise<number> {
-  if (!LEDGER) throw new Error('LEDGER (the ledger file) must be set');
   if (!isStoreKind(values.store))
     throw new Error(`--store must be redis, sqlite or postgres`);
+  if (mode === 'fuzz-serve') return fuzzServe(values.store);
+  if (!LEDGER) throw new Error('LEDGER (the ledger file) must be set');
   const runId = values['run-id'];
   const opened = await openStore(values.store);
   const watched = observed(opened.store);
@@ -526,6 +555,220 @@ async function main(): Promise<number> {
   refunds.close();
   loop?.close();
   // Closing is a courtesy: the process ends either way.
+  await Promise.race([opened.close().catch(() => undefined), sleep(1000)]);
+  return 0;
+}
+
+// ------------------------------------------------------------------------------------------------
+// The crash fuzzer's worker (see fuzz.ts).
+
+/** The store, with this worker SIGKILLing itself where its kill switch says. */
+function killing(store: CheckpointStore, kill: KillSwitch): CheckpointStore {
+  const die = (): never => {
+    process.kill(process.pid, 'SIGKILL');
+    throw new Error('unreachable');
+  };
+  return new Proxy(store, {
+    get(target, prop) {
+      const value: unknown = Reflect.get(target, prop, target);
+      if (prop === 'save') {
+        return async (...args: Parameters<CheckpointStore['save']>) => {
+          const kinds = writeKinds({
+            kind: 'save',
+            checkpoint: args[0],
+            calls: args[1]?.calls ?? [],
+          });
+          if (kill.atWrite(kinds, 'before')) die();
+          await target.save(...args);
+          if (kill.atWrite(kinds, 'after')) die();
+        };
+      }
+      if (prop === 'recordCall') {
+        return async (...args: Parameters<CheckpointStore['recordCall']>) => {
+          const kinds = writeKinds({ kind: 'recordCall', calls: args[2] });
+          if (kill.atWrite(kinds, 'before')) die();
+          await target.recordCall(...args);
+          if (kill.atWrite(kinds, 'after')) die();
+        };
+      }
+      return typeof value === 'function' && prop !== 'constructor'
+        ? (value as (...a: unknown[]) => unknown).bind(target)
+        : value;
+    },
+  });
+}
+
+/** What a fuzz job ends with: the run's result, or the library error that stopped it. */
+export type FuzzOutcome =
+  | {
+      status: string;
+      step: number;
+      error?: { name: string; message: string };
+      pending?: string;
+    }
+  | {
+      error: string;
+      message: string;
+      calls?: ReadonlyArray<readonly [string, string]>;
+    };
+
+/** One job of a fuzz-serve worker (a line of JSON on stdin). */
+export interface FuzzJob {
+  id: string;
+  mode: 'fuzz-run' | 'fuzz-recover' | 'fuzz-resume';
+  seed: number;
+  runId: string;
+  ledger: string;
+  plan?: KillPlan;
+  rerun?: boolean;
+  decision?: { approved: boolean; reason?: string };
+  /** Hold the job's first save until `go <id>` arrives (after `ARMED <id>`). */
+  barrier?: boolean;
+}
+
+/** The store, with its first `save` held until `go` resolves. */
+function heldUntil(
+  store: CheckpointStore,
+  go: () => Promise<void>,
+): CheckpointStore {
+  let armed = true;
+  return new Proxy(store, {
+    get(target, prop) {
+      const value: unknown = Reflect.get(target, prop, target);
+      if (prop === 'save' && armed) {
+        armed = false;
+        return async (...args: Parameters<CheckpointStore['save']>) => {
+          await go();
+          return target.save(...args);
+        };
+      }
+      return typeof value === 'function' && prop !== 'constructor'
+        ? (value as (...a: unknown[]) => unknown).bind(target)
+        : value;
+    },
+  });
+}
+
+/** Runs one fuzz job on `base` (a fresh runner, kill switch and tools; the connection is shared). */
+async function fuzzJob(
+  base: CheckpointStore,
+  job: FuzzJob,
+  go: () => Promise<void>,
+): Promise<FuzzOutcome> {
+  const kill = new KillSwitch(job.plan);
+  const spec = generate(job.seed);
+  const flow = fuzzFlow(spec);
+  const killed = killing(base, kill);
+  const store = job.barrier ? heldUntil(killed, go) : killed;
+  const registry = fuzzRegistry(spec, {
+    effect: (e) => appendLedger(e.tool, e.phase, e.key, e.args, job.ledger),
+    after: (where) => {
+      if (kill.atTool(where)) process.kill(process.pid, 'SIGKILL');
+    },
+  });
+  const runner = new FlowRunner(new Executor(registry), {
+    checkpoints: store,
+    checkpointKey: KEY,
+  });
+  const timer =
+    job.plan?.kind === 'timer'
+      ? setTimeout(() => process.kill(process.pid, 'SIGKILL'), job.plan.ms)
+      : undefined;
+  let out: RunResult<FuzzState> | Error;
+  try {
+    out =
+      job.mode === 'fuzz-run'
+        ? await runner.run(flow, { n: 0, log: [] }, { runId: job.runId })
+        : job.mode === 'fuzz-recover'
+          ? await runner.recover(flow, job.runId, {
+              rerunInDoubt: Boolean(job.rerun),
+            })
+          : await runner.resume(
+              flow,
+              job.runId,
+              {
+                approved: Boolean(job.decision?.approved),
+                by: 'operator',
+                ...(job.decision?.reason !== undefined && {
+                  reason: job.decision.reason,
+                }),
+              },
+              { rerunInDoubt: Boolean(job.rerun) },
+            );
+  } catch (error) {
+    if (!(error instanceof DurableError)) throw error;
+    out = error;
+  } finally {
+    clearTimeout(timer);
+    runner.close();
+  }
+  return out instanceof Error
+    ? {
+        error: out.name,
+        message: out.message,
+        ...(out instanceof RecoveryNeedsDecision && { calls: out.calls }),
+      }
+    : {
+        status: out.status,
+        step: out.step,
+        ...(out.error && {
+          error: { name: out.error.name, message: out.error.message },
+        }),
+        ...(out.pending && { pending: out.pending.tool }),
+      };
+}
+
+/**
+ * fuzz-serve: connects once, prints `IDLE 0`, then runs the jobs that arrive on stdin one at a
+ * time, printing `RESULT <id> <json>` and `IDLE <jobs done>` after each — until a job's kill plan
+ * SIGKILLs it. A worker serves many runs, as a real one does: nothing of a job outlives it but
+ * the connection.
+ */
+async function fuzzServe(
+  kind: 'redis' | 'sqlite' | 'postgres',
+): Promise<number> {
+  const opened = await openStore(kind);
+  await opened.store.head('warm-up');
+  const jobs: FuzzJob[] = [];
+  const gos = new Map<string, () => void>();
+  const released = new Set<string>();
+  let wake: (() => void) | undefined;
+  let closed = false;
+  const lines = createInterface({ input: process.stdin });
+  lines.on('line', (line) => {
+    if (line.startsWith('go ')) {
+      const id = line.slice(3);
+      released.add(id);
+      gos.get(id)?.();
+    } else if (line.startsWith('{')) {
+      jobs.push(JSON.parse(line) as FuzzJob);
+      wake?.();
+    }
+  });
+  lines.on('close', () => {
+    closed = true;
+    wake?.();
+  });
+  let done = 0;
+  process.stdout.write(`IDLE ${done}\n`);
+  for (;;) {
+    const job = jobs.shift();
+    if (!job) {
+      if (closed) break;
+      await new Promise<void>((r) => (wake = r));
+      continue;
+    }
+    const go = () =>
+      new Promise<void>((resolve) => {
+        process.stdout.write(`ARMED ${job.id}\n`);
+        if (released.has(job.id)) resolve();
+        else gos.set(job.id, resolve);
+      });
+    const outcome = await fuzzJob(opened.store, job, go);
+    gos.delete(job.id);
+    process.stdout.write(`RESULT ${job.id} ${JSON.stringify(outcome)}\n`);
+    process.stdout.write(`IDLE ${++done}\n`);
+  }
   await Promise.race([opened.close().catch(() => undefined), sleep(1000)]);
   return 0;
 }

@@ -1,0 +1,60 @@
+/**
+ * The crash fuzzer's deterministic sample in `npm test` (fuzz.ts has the trials and invariants;
+ * `npm run crash -- --store … --trials … --seed …` runs as many as asked). Fixed seeds: a failure
+ * names the seed that replays it.
+ *
+ * Memory runs in-process (simulated crashes) and is cheap; the persistent stores run worker
+ * processes killed with SIGKILL, so they get fewer trials (CRASH_FUZZ_TRIALS overrides both).
+ */
+import { describeWithService } from '../utils/services';
+import { fuzz, type FuzzStore } from './fuzz';
+import { STORE_KINDS, serviceOf } from './stores';
+
+const override = Number(process.env.CRASH_FUZZ_TRIALS ?? 0);
+const MEMORY_TRIALS = override || 30;
+const PROCESS_TRIALS = override || 10;
+const SEED = 1;
+
+async function sample(store: FuzzStore, trials: number) {
+  const lines: string[] = [];
+  const summary = await fuzz({
+    store,
+    trials,
+    seed: SEED,
+    log: (l) => lines.push(l),
+  });
+  if (summary.violations.length) throw new Error(lines.join('\n'));
+  expect(summary.stats.kills).toBeGreaterThan(0);
+  expect(
+    (summary.stats['end.done'] ?? 0) + (summary.stats['end.failed'] ?? 0),
+  ).toBe(trials);
+  return summary;
+}
+
+describe('crash fuzzer: memory (in-process, simulated crashes)', () => {
+  it(`${MEMORY_TRIALS} trials from seed ${SEED}: no violation`, async () => {
+    await sample('memory', MEMORY_TRIALS);
+  });
+
+  it('catches a harness that reruns calls in doubt without an operator decision', async () => {
+    const summary = await fuzz({
+      store: 'memory',
+      trials: 60,
+      seed: SEED,
+      sabotage: 'rerun-in-doubt',
+    });
+    expect(summary.violations.some((v) => v.what.startsWith('I1 '))).toBe(true);
+  });
+});
+
+for (const kind of STORE_KINDS) {
+  const title = `crash fuzzer: ${kind} (worker processes, SIGKILL)`;
+  const body = () => {
+    it(`${PROCESS_TRIALS} trials from seed ${SEED}: no violation`, async () => {
+      await sample(kind, PROCESS_TRIALS);
+    }, 120_000);
+  };
+  const service = serviceOf(kind);
+  if (service) describeWithService(service, title, body);
+  else describe(title, body);
+}
