@@ -10,6 +10,7 @@
  */
 import { RedisCheckpointStore, type CallRecord } from 'agent-adapter';
 import Redis from 'ioredis';
+import { dropPrefix } from '../test/utils/redis-keys';
 import { REDIS_URL } from '../test/utils/services';
 import { arg, median, suffix } from './util';
 
@@ -119,6 +120,7 @@ async function main(): Promise<void> {
     ),
   );
   await store.delete(runId);
+  await dropPrefix(raw, prefix); // the tenant's index keys too (seq, runs): leave nothing behind
   await store.close();
   await raw.quit();
 }
