@@ -3,16 +3,11 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import {
-  existsSync,
-  mkdtempSync,
-  readFileSync,
-  readdirSync,
-  rmSync,
-} from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { suiteId } from '../utils/services';
+import { SNAPSHOT_FD_ENV, snapshotFor } from '../utils/ts-child';
 import {
   dropStore,
   storeLocation,
@@ -25,47 +20,20 @@ const ROOT = join(__dirname, '..', '..');
 const HOOK = join(ROOT, 'test', 'utils', 'ts-register.js');
 const WORKER = join(__dirname, 'worker.ts');
 
-// eslint-disable-next-line @typescript-eslint/no-require-imports
-const transpiler = require('../utils/ts-transpile.js') as {
-  CACHE_FD_ENV: string;
-  snapshot(files: string[]): string;
-};
-
-let snapshot: string | undefined;
-
 /**
  * The worker's sources transpiled once, here, and piped into every worker, so a worker starts
- * without loading the compiler. A file missing from it, or changed since, is transpiled by the
- * worker itself: the snapshot only saves time.
+ * without loading the compiler (see test/utils/ts-child.ts). A file missing from it, or changed
+ * since, is transpiled by the worker itself: the snapshot only saves time.
  */
-function transpiled(): string {
-  if (snapshot === undefined) {
-    const lib = join(ROOT, 'libs', 'agent-adapter', 'src');
-    const files = walk(lib).filter(
-      (f) => !f.endsWith('.spec.ts') && !f.startsWith(join(lib, 'nest')),
-    );
-    files.push(
-      WORKER,
-      join(__dirname, 'stores.ts'),
-      join(__dirname, 'flows.ts'),
-      join(__dirname, 'fuzz-flow.ts'),
-      join(ROOT, 'test', 'utils', 'tickets.ts'),
-      join(ROOT, 'test', 'utils', 'services.ts'),
-    );
-    snapshot = transpiler.snapshot(files);
-  }
-  return snapshot;
-}
-
-function walk(dir: string): string[] {
-  return readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
-    e.isDirectory()
-      ? walk(join(dir, e.name))
-      : e.name.endsWith('.ts')
-        ? [join(dir, e.name)]
-        : [],
-  );
-}
+const WORKER_FILES = [
+  WORKER,
+  join(__dirname, 'stores.ts'),
+  join(__dirname, 'flows.ts'),
+  join(__dirname, 'fuzz-flow.ts'),
+  join(ROOT, 'test', 'utils', 'tickets.ts'),
+  join(ROOT, 'test', 'utils', 'services.ts'),
+];
+const transpiled = () => snapshotFor(WORKER_FILES);
 
 export interface Exit {
   code: number | null;
@@ -88,7 +56,7 @@ export class Worker {
       env: {
         ...process.env,
         NODE_OPTIONS: '',
-        [transpiler.CACHE_FD_ENV]: '3',
+        [SNAPSHOT_FD_ENV]: '3',
         ...env,
       },
       stdio: ['pipe', 'pipe', 'pipe', 'pipe'],

@@ -26,8 +26,14 @@ export interface ChildResult {
 
 const snapshots = new Map<string, string>();
 
-/** Every `.ts` file of the library but specs and the Nest layer, plus `extra`. */
-function snapshotFor(extra: readonly string[]): string {
+/** The env var a child reads its snapshot's fd number from. */
+export const SNAPSHOT_FD_ENV = transpiler.CACHE_FD_ENV;
+
+/**
+ * Every `.ts` file of the library but specs and the Nest layer, plus `extra`, transpiled once per
+ * process (per `extra`): what a child gets on its snapshot fd.
+ */
+export function snapshotFor(extra: readonly string[]): string {
   const key = extra.join('\n');
   let text = snapshots.get(key);
   if (text === undefined) {
