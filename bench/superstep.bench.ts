@@ -16,8 +16,8 @@
  * only measures the runner's own CPU per superstep on the memory store (no I/O): a full warm-up
  * run, then ROUNDS runs, each reporting CPU µs per superstep and the garbage collections in it.
  */
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { loadavg, tmpdir } from 'node:os';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PerformanceObserver } from 'node:perf_hooks';
 import Database from 'better-sqlite3';
@@ -36,6 +36,7 @@ import {
   type CheckpointStore,
 } from 'agent-adapter';
 import { dropPrefix } from '../test/utils/redis-keys';
+import { writeResults } from './results';
 import { arg, median, suffix } from './util';
 
 const KEY = 'bench-key-bench-key-bench-key-32b';
@@ -413,26 +414,28 @@ async function main(): Promise<void> {
       `${r.store.padEnd(10)} ${f(r.superstepMs, 12)} ${f(r.cpuMs, 8)} ${f(r.storeMs, 10)} ${f(r.storeCpuMs, 8)} ${f(r.floorMs, 10)} ${f(ratio, 16, 2)}x ${f(r.storeMs / r.floorMs, 12, 2)}x   ${verdict}`,
     );
   }
-  // For `npm run bench:compare` (bench/out/ is not committed; RESULTS.md is the record).
-  const out = join(__dirname, 'out');
-  mkdirSync(out, { recursive: true });
-  writeFileSync(
-    join(out, 'superstep.json'),
-    `${JSON.stringify(
-      {
-        at: new Date().toISOString(),
-        command: `npm run bench -- ${process.argv.slice(2).join(' ')}`.trim(),
-        load: loadavg(),
-        supersteps: SUPERSTEPS,
-        rounds: ROUNDS,
-        rows: rows.map((r) => ({
-          ...r,
-          floorMs: Number.isNaN(r.floorMs) ? null : r.floorMs,
-        })),
-      },
-      null,
-      2,
-    )}\n`,
+  writeResults(
+    'superstep',
+    rows.flatMap((r) =>
+      r.target === undefined
+        ? []
+        : [
+            {
+              measure: 'superstep / floor (end to end)',
+              store: r.store,
+              value: r.superstepMs / r.floorMs,
+              unit: 'x',
+              target: r.target,
+            },
+            {
+              measure: 'store writes / floor',
+              store: r.store,
+              value: r.storeMs / r.floorMs,
+              unit: 'x',
+              target: r.target,
+            },
+          ],
+    ),
   );
 }
 
