@@ -4,7 +4,17 @@
  * three raw single-row writes of the same size, each its own commit, with the same durability
  * settings and through the same client library.
  *
- *   npm run bench -- [--stores postgres,redis,sqlite,memory] [--supersteps 300] [--rounds 3]
+ *   npm run bench -- --suite superstep [--stores postgres,redis,sqlite,memory] [--supersteps 300]
+ *                    [--rounds 3] [--shapes one,parallel4,state1k,state100k]
+ *
+ * Besides the one-call superstep (issue 3's targets), other shapes of superstep, each against its
+ * own floor (one raw single-row write per record it makes, same sizes): `parallel4`, one node
+ * making 4 tool calls at once (4 `started` + 4 `done` + a checkpoint: 9 raw writes); `state1k` and
+ * `state100k`, the one-call superstep on a run whose state also holds a 1 KB / 100 KB value the
+ * node does not change (every checkpoint still carries and seals it). On the memory store it also
+ * reports the share of the runner's CPU spent sealing (V8 profiler, inclusive time of `seal`), and
+ * the runner's CPU with a 200 µs idle wait per store write, as real I/O makes (see RESULTS.md);
+ * `--profile` also prints the profile's inclusive times.
  *
  * The `cpu ms` columns are the process's CPU time (user + system, `process.cpuUsage`) per
  * superstep, of the whole run through FlowRunner and of the store's two writes alone: on a shared
@@ -19,6 +29,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Session } from 'node:inspector';
 import { PerformanceObserver } from 'node:perf_hooks';
 import Database from 'better-sqlite3';
 import Redis from 'ioredis';
@@ -36,7 +47,7 @@ import {
   type CheckpointStore,
 } from 'agent-adapter';
 import { dropPrefix } from '../test/utils/redis-keys';
-import { writeResults } from './results';
+import { writeResults, type Measure } from './results';
 import { arg, median, suffix } from './util';
 
 const KEY = 'bench-key-bench-key-bench-key-32b';
@@ -48,21 +59,94 @@ const ROUNDS = Number(arg('rounds', '3'));
 const STORES = arg('stores', 'postgres,redis,sqlite,memory').split(',');
 const CPU_ONLY = process.argv.includes('--cpu');
 
-/** A flow that loops one node, one tool call per superstep, SUPERSTEPS times. */
-function loopFlow(): Flow<{ i: number; note: string }> {
-  return new Flow<{ i: number; note: string }>('bench-loop', {
-    maxVisits: SUPERSTEPS + 1,
-  })
-    .node('work', async (s, ctx) => ({
-      i: s.i + 1,
-      note: await ctx.call<string>('touch', { i: s.i, who: 'bench' }),
-    }))
+type State = { i: number; note: string; blob?: string };
+
+/** A shape of superstep: the flow that repeats it SUPERSTEPS times, and the run's first state. */
+interface Shape {
+  name: string;
+  label: string;
+  flow(): Flow<State>;
+  initial(i: number): State;
+}
+
+/** A flow that loops one node SUPERSTEPS times; the node makes `calls` tool calls at once. */
+function loopFlow(calls: number): Flow<State> {
+  return new Flow<State>(`bench-loop-${calls}`, { maxVisits: SUPERSTEPS + 1 })
+    .node('work', async (s, ctx) => {
+      const notes =
+        calls === 1
+          ? [await ctx.call<string>('touch', { i: s.i, who: 'bench' })]
+          : await Promise.all(
+              Array.from({ length: calls }, (_, k) =>
+                ctx.call<string>('touch', { i: s.i, k, who: 'bench' }),
+              ),
+            );
+      return { i: s.i + 1, note: notes.join(',') };
+    })
     .route('work', (s) => (s.i < SUPERSTEPS ? 'work' : 'done'), [
       'work',
       'done',
     ])
     .node('done', () => ({}))
     .end('done');
+}
+
+const SHAPES: Record<string, Shape> = {
+  one: {
+    name: 'one',
+    label: 'one tool call',
+    flow: () => loopFlow(1),
+    initial: (i) => ({ i, note: '' }),
+  },
+  parallel4: {
+    name: 'parallel4',
+    label: '4 parallel tool calls',
+    flow: () => loopFlow(4),
+    initial: (i) => ({ i, note: '' }),
+  },
+  state1k: {
+    name: 'state1k',
+    label: 'one call, 1 KB state',
+    flow: () => loopFlow(1),
+    initial: (i) => ({ i, note: '', blob: 'b'.repeat(1024) }),
+  },
+  state100k: {
+    name: 'state100k',
+    label: 'one call, 100 KB state',
+    flow: () => loopFlow(1),
+    initial: (i) => ({ i, note: '', blob: 'b'.repeat(100 * 1024) }),
+  },
+};
+const SHAPE_NAMES = arg('shapes', Object.keys(SHAPES).join(','))
+  .split(',')
+  .filter(Boolean);
+for (const name of SHAPE_NAMES)
+  if (!SHAPES[name])
+    throw new Error(
+      `unknown shape "${name}" (${Object.keys(SHAPES).join(', ')})`,
+    );
+
+/** Counts the store writes (round trips) the runner makes. */
+function counted(store: CheckpointStore): {
+  store: CheckpointStore;
+  writes: () => number;
+} {
+  let writes = 0;
+  const proxy = new Proxy(store, {
+    get(target, key, receiver) {
+      const value: unknown = Reflect.get(target, key, receiver);
+      if (
+        (key === 'save' || key === 'recordCall') &&
+        typeof value === 'function'
+      )
+        return (...args: unknown[]) => {
+          writes++;
+          return (value as (...a: unknown[]) => unknown).apply(target, args);
+        };
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+  });
+  return { store: proxy, writes: () => writes };
 }
 
 /** CPU milliseconds (user + system) since `start`. */
@@ -72,47 +156,54 @@ function cpuMs(start: NodeJS.CpuUsage): number {
 }
 
 /**
- * Milliseconds (wall and CPU) per superstep of the durable flow on `store` (medians of ROUNDS
- * runs).
+ * Milliseconds (wall and CPU) per superstep of the durable flow of `shape` on `store` (medians of
+ * ROUNDS runs), the sizes of the records one superstep writes (its calls' records in order, then
+ * the checkpoint) and the store writes per superstep.
  */
 async function durable(
-  store: CheckpointStore,
-): Promise<{ ms: number; cpu: number; sizes: number[] }> {
+  raw: CheckpointStore,
+  shape: Shape = SHAPES.one!,
+): Promise<{ ms: number; cpu: number; sizes: number[]; writes: number }> {
   const registry = new ToolRegistry().register(
     'touch',
     (a: { i: number }) => `touched ${a.i}`,
   );
+  const { store, writes } = counted(raw);
   const runner = new FlowRunner(new Executor(registry), {
     checkpoints: store,
     checkpointKey: KEY,
   });
-  const flow = loopFlow();
-  await runner.run(
-    flow,
-    { i: SUPERSTEPS - 3, note: '' },
-    { runId: `warm-${suffix()}` },
-  );
+  const flow = shape.flow();
+  await runner.run(flow, shape.initial(SUPERSTEPS - 3), {
+    runId: `warm-${suffix()}`,
+  });
   const times: number[] = [];
   const cpu: number[] = [];
   let sizes: number[] = [];
+  let perSuperstep = 0;
   for (let r = 0; r < ROUNDS; r++) {
     const runId = `bench-${suffix()}`;
+    const w0 = writes();
     const c0 = process.cpuUsage();
     const t0 = process.hrtime.bigint();
-    await runner.run(flow, { i: 0, note: '' }, { runId });
+    await runner.run(flow, shape.initial(0), { runId });
     times.push(Number(process.hrtime.bigint() - t0) / 1e6 / (SUPERSTEPS + 1));
     cpu.push(cpuMs(c0) / (SUPERSTEPS + 1));
     if (r === 0) {
-      const h = await store.history(runId);
+      perSuperstep = (writes() - w0) / (SUPERSTEPS + 1);
+      // A superstep in the middle of the run: its call records, then its checkpoint.
+      const h = await raw.history(runId);
+      const mid = 2;
       sizes = [
-        h.calls[0]!.sealed.length,
-        h.calls[1]!.sealed.length,
-        h.checkpoints[1]!.sealed.length,
+        ...h.calls
+          .filter((c) => c.superstep === mid)
+          .map((c) => c.sealed.length),
+        h.checkpoints.find((c) => c.step === mid + 1)!.sealed.length,
       ];
     }
   }
   runner.close();
-  return { ms: median(times), cpu: median(cpu), sizes };
+  return { ms: median(times), cpu: median(cpu), sizes, writes: perSuperstep };
 }
 
 /**
@@ -128,7 +219,7 @@ async function cpuOnly(): Promise<void> {
     checkpoints: new MemoryCheckpointStore(),
     checkpointKey: KEY,
   });
-  const flow = loopFlow();
+  const flow = SHAPES.one!.flow();
   let gcs = 0;
   let gcMs = 0;
   const observer = new PerformanceObserver((list) => {
@@ -246,17 +337,18 @@ async function floor(
   return median(times);
 }
 
-interface Row {
-  store: string;
-  superstepMs: number;
-  cpuMs: number;
-  storeMs: number;
-  storeCpuMs: number;
-  floorMs: number;
+/** A store to measure, the raw single-row write of its floor, and its cleanup. */
+interface Backend {
+  store: CheckpointStore;
+  /** One raw single-row write, its own commit, same server, client and durability settings. */
+  rawWrite?: (payload: string, i: number) => Promise<void>;
   target?: number;
+  /** The server's own busy time so far, µs (Redis: the sum of INFO commandstats). */
+  serverUs?: () => Promise<number>;
+  cleanup(): Promise<void>;
 }
 
-async function postgres(): Promise<Row> {
+async function postgres(): Promise<Backend> {
   const schema = `aa_bench_${suffix()}`;
   const ds = new DataSource({
     type: 'postgres',
@@ -264,179 +356,355 @@ async function postgres(): Promise<Row> {
     poolSize: 4,
   });
   await ds.initialize();
-  try {
-    const store = new SQLCheckpointStore(ds, { schema });
-    const { ms, cpu, sizes } = await durable(store);
-    const { ms: storeMs, cpu: storeCpuMs } = await storeOnly(store, sizes);
-    // Same server, same client path (the DataSource's pg pool, a prepared statement), and the
-    // server's synchronous commit setting.
-    await ds.query(
-      `CREATE TABLE "${schema}".floor (id BIGSERIAL PRIMARY KEY, run_id VARCHAR(200), payload TEXT)`,
-    );
-    const pool = (ds.driver as unknown as { master: Pool }).master;
-    const text = `INSERT INTO "${schema}".floor (run_id, payload) VALUES ($1, $2)`;
-    const floorMs = await floor(
-      (p, i) =>
-        pool
-          .query({ name: `floor_${schema}`, text, values: [`r${i}`, p] })
-          .then(() => undefined),
-      sizes,
-    );
-    return {
-      store: 'postgres',
-      superstepMs: ms,
-      cpuMs: cpu,
-      storeMs,
-      storeCpuMs,
-      floorMs,
-      target: 1.0,
-    };
-  } finally {
-    await ds.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-    await ds.destroy();
-  }
+  const store = new SQLCheckpointStore(ds, { schema });
+  // The store creates its schema on first use; the floor's table goes beside its tables.
+  await store.head('none');
+  await ds.query(
+    `CREATE TABLE "${schema}".floor (id BIGSERIAL PRIMARY KEY, run_id VARCHAR(200), payload TEXT)`,
+  );
+  // Same server, same client path (the DataSource's pg pool, a prepared statement), and the
+  // server's synchronous commit setting.
+  const pool = (ds.driver as unknown as { master: Pool }).master;
+  const text = `INSERT INTO "${schema}".floor (run_id, payload) VALUES ($1, $2)`;
+  return {
+    store,
+    rawWrite: (p, i) =>
+      pool
+        .query({ name: `floor_${schema}`, text, values: [`r${i}`, p] })
+        .then(() => undefined),
+    target: 1.0,
+    async cleanup() {
+      await ds.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+      await ds.destroy();
+    },
+  };
 }
 
-async function redis(): Promise<Row> {
+async function redis(): Promise<Backend> {
   const prefix = `aabench${suffix()}`;
   const store = new RedisCheckpointStore(() => new Redis(REDIS_URL), {
     prefix,
   });
   const raw = new Redis(REDIS_URL);
-  try {
-    const { ms, cpu, sizes } = await durable(store);
-    const { ms: storeMs, cpu: storeCpuMs } = await storeOnly(store, sizes);
-    const floorMs = await floor(
-      (p, i) =>
-        raw.set(`${prefix}:floor:${i}:${p.length}`, p).then(() => undefined),
-      sizes,
-    );
-    return {
-      store: 'redis',
-      superstepMs: ms,
-      cpuMs: cpu,
-      storeMs,
-      storeCpuMs,
-      floorMs,
-      target: 1.2,
-    };
-  } finally {
-    await dropPrefix(raw, prefix);
-    await store.close();
-    raw.disconnect();
-  }
-}
-
-async function sqlite(): Promise<Row> {
-  const dir = mkdtempSync(join(tmpdir(), 'aa-bench-'));
-  try {
-    const store = new SQLiteCheckpointStore(join(dir, 'runs.db'));
-    const { ms, cpu, sizes } = await durable(store);
-    const { ms: storeMs, cpu: storeCpuMs } = await storeOnly(store, sizes);
-    await store.close();
-    // The same settings the store uses: WAL, synchronous = FULL, one transaction per write.
-    const db = new Database(join(dir, 'floor.db'));
-    db.pragma('journal_mode = WAL');
-    db.pragma('synchronous = FULL');
-    db.exec(
-      'CREATE TABLE floor (id INTEGER PRIMARY KEY, run_id TEXT, payload TEXT)',
-    );
-    const insert = db.prepare(
-      'INSERT INTO floor (run_id, payload) VALUES (?, ?)',
-    );
-    const floorMs = await floor(
-      async (p, i) => void insert.run(`r${i}`, p),
-      sizes,
-    );
-    db.close();
-    return {
-      store: 'sqlite',
-      superstepMs: ms,
-      cpuMs: cpu,
-      storeMs,
-      storeCpuMs,
-      floorMs,
-      target: 1.2,
-    };
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
-}
-
-async function memory(): Promise<Row> {
-  const store = new MemoryCheckpointStore();
-  const { ms, cpu, sizes } = await durable(store);
-  const only = await storeOnly(store, sizes);
   return {
-    store: 'memory',
-    superstepMs: ms,
-    cpuMs: cpu,
-    storeMs: only.ms,
-    storeCpuMs: only.cpu,
-    floorMs: Number.NaN,
+    store,
+    rawWrite: (p, i) =>
+      raw.set(`${prefix}:floor:${i}:${p.length}`, p).then(() => undefined),
+    target: 1.2,
+    serverUs: async () => {
+      const info = await raw.info('commandstats');
+      let us = 0;
+      for (const m of info.matchAll(/,usec=(\d+),/g)) us += Number(m[1]);
+      return us;
+    },
+    async cleanup() {
+      await dropPrefix(raw, prefix);
+      await store.close();
+      raw.disconnect();
+    },
   };
+}
+
+async function sqlite(): Promise<Backend> {
+  const dir = mkdtempSync(join(tmpdir(), 'aa-bench-'));
+  const store = new SQLiteCheckpointStore(join(dir, 'runs.db'));
+  // The same settings the store uses: WAL, synchronous = FULL, one transaction per write.
+  const db = new Database(join(dir, 'floor.db'));
+  db.pragma('journal_mode = WAL');
+  db.pragma('synchronous = FULL');
+  db.exec(
+    'CREATE TABLE floor (id INTEGER PRIMARY KEY, run_id TEXT, payload TEXT)',
+  );
+  const insert = db.prepare(
+    'INSERT INTO floor (run_id, payload) VALUES (?, ?)',
+  );
+  return {
+    store,
+    rawWrite: async (p, i) => void insert.run(`r${i}`, p),
+    target: 1.2,
+    async cleanup() {
+      await store.close();
+      db.close();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+async function memory(): Promise<Backend> {
+  return { store: new MemoryCheckpointStore(), cleanup: async () => {} };
+}
+
+/** One shape of superstep measured on one backend. */
+interface Row {
+  store: string;
+  shape: string;
+  superstepMs: number;
+  cpuMs: number;
+  /** Store writes (round trips) per superstep. */
+  writes: number;
+  /** Records per superstep: raw writes in the floor. */
+  records: number;
+  /** The store's writes alone (the one-call shape only). */
+  storeMs?: number;
+  storeCpuMs?: number;
+  floorMs: number;
+  /** Server busy µs per superstep and per floor (three raw writes), where the server tells. */
+  serverUs?: number;
+  floorServerUs?: number;
+  target?: number;
+}
+
+async function measure(name: string, backend: Backend): Promise<Row[]> {
+  const rows: Row[] = [];
+  for (const shapeName of SHAPE_NAMES) {
+    const shape = SHAPES[shapeName]!;
+    const busy0 = await backend.serverUs?.();
+    const { ms, cpu, sizes, writes } = await durable(backend.store, shape);
+    const busy1 = await backend.serverUs?.();
+    const only =
+      shape.name === 'one' ? await storeOnly(backend.store, sizes) : undefined;
+    const busy2 = await backend.serverUs?.();
+    const floorMs = backend.rawWrite
+      ? await floor(backend.rawWrite, sizes)
+      : Number.NaN;
+    const busy3 = await backend.serverUs?.();
+    // durable(): ROUNDS runs plus a warm-up run of 4 supersteps; floor(): ROUNDS rounds plus 20
+    // warm-up writes. The server's figure counts every client's commands: a quiet server only.
+    const server =
+      busy0 !== undefined && busy3 !== undefined
+        ? {
+            serverUs: (busy1! - busy0) / (ROUNDS * (SUPERSTEPS + 1) + 4),
+            floorServerUs:
+              (busy3 - busy2!) / (ROUNDS * SUPERSTEPS + 20 / sizes.length),
+          }
+        : {};
+    rows.push({
+      store: name,
+      shape: shape.name,
+      superstepMs: ms,
+      cpuMs: cpu,
+      writes,
+      records: sizes.length,
+      ...(only && { storeMs: only.ms, storeCpuMs: only.cpu }),
+      floorMs,
+      ...server,
+      ...(backend.target !== undefined &&
+        shape.name === 'one' && { target: backend.target }),
+    });
+  }
+  return rows;
+}
+
+/** A V8 CPU profile (the inspector's Profiler.Profile, the fields used here). */
+interface CpuProfile {
+  nodes: Array<{
+    id: number;
+    callFrame: { functionName: string; url: string };
+    children?: number[];
+  }>;
+  samples: number[];
+  timeDeltas: number[];
+}
+
+/**
+ * The share of the runner's CPU spent sealing, on the memory store: the inclusive time of the
+ * sealing function (`seal`: canonical JSON of the record and its HMAC) over the time of every
+ * non-idle sample, from the V8 sampling profiler during one run of the one-call flow.
+ */
+async function sealingShare(): Promise<number> {
+  const session = new Session();
+  session.connect();
+  const post = <T>(method: string, params?: object): Promise<T> =>
+    new Promise((resolve, reject) =>
+      session.post(method, params, (error, result) =>
+        error ? reject(error) : resolve(result as T),
+      ),
+    );
+  const registry = new ToolRegistry().register(
+    'touch',
+    (a: { i: number }) => `touched ${a.i}`,
+  );
+  const runner = new FlowRunner(new Executor(registry), {
+    checkpoints: new MemoryCheckpointStore(),
+    checkpointKey: KEY,
+  });
+  const flow = SHAPES.one!.flow();
+  await runner.run(flow, { i: 0, note: '' }, { runId: `warm-${suffix()}` });
+  await post('Profiler.enable');
+  await post('Profiler.setSamplingInterval', { interval: 50 });
+  await post('Profiler.start');
+  // At least 3,000 supersteps: a short profile is mostly the JIT warming up.
+  for (let n = 0; n < Math.max(3000, SUPERSTEPS * ROUNDS); n += SUPERSTEPS)
+    await runner.run(flow, { i: 0, note: '' }, { runId: `seal-${suffix()}` });
+  const { profile } = await post<{ profile: CpuProfile }>('Profiler.stop');
+  session.disconnect();
+  runner.close();
+  const byId = new Map(profile.nodes.map((n) => [n.id, n]));
+  const parent = new Map<number, number>();
+  for (const n of profile.nodes)
+    for (const c of n.children ?? []) parent.set(c, n.id);
+  const idle = new Set(['(idle)', '(program)']);
+  let total = 0;
+  // Inclusive time per function (name and file), each counted once per sample.
+  const inclusive = new Map<string, number>();
+  profile.samples.forEach((id, i) => {
+    const dt = profile.timeDeltas[i] ?? 0;
+    if (idle.has(byId.get(id)?.callFrame.functionName ?? '')) return;
+    total += dt;
+    const seen = new Set<string>();
+    for (
+      let at: number | undefined = id;
+      at !== undefined;
+      at = parent.get(at)
+    ) {
+      const { functionName, url } = byId.get(at)!.callFrame;
+      const name = `${functionName || '(anonymous)'} ${url.split('/').pop() ?? ''}`;
+      if (seen.has(name)) continue;
+      seen.add(name);
+      inclusive.set(name, (inclusive.get(name) ?? 0) + dt);
+    }
+  });
+  if (process.argv.includes('--profile'))
+    for (const [name, t] of [...inclusive]
+      .sort((a, b) => b[1] - a[1])
+      .slice(0, 50))
+      console.log(`${((t / total) * 100).toFixed(1).padStart(6)}%  ${name}`);
+  return total ? (inclusive.get('seal seal.ts') ?? 0) / total : Number.NaN;
+}
+
+/**
+ * The runner's CPU per superstep on the memory store with a synchronous idle wait of `napUs` in
+ * each store write (the thread sleeps, as it does while real I/O is in flight): the same code,
+ * the same work; any difference is what sleeping between writes costs the CPU (caches, a halted
+ * virtual CPU).
+ */
+async function napCpu(napUs: number): Promise<number> {
+  const cell = new Int32Array(new SharedArrayBuffer(4));
+  const nap = () => {
+    if (napUs > 0) Atomics.wait(cell, 0, 0, napUs / 1000);
+  };
+  const store = new MemoryCheckpointStore();
+  const napping = new Proxy(store, {
+    get(target, key, receiver) {
+      const value: unknown = Reflect.get(target, key, receiver);
+      if (
+        (key === 'save' || key === 'recordCall') &&
+        typeof value === 'function'
+      )
+        return (...args: unknown[]) => {
+          nap();
+          return (value as (...a: unknown[]) => unknown).apply(target, args);
+        };
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+  });
+  const { cpu } = await durable(napping);
+  return cpu;
 }
 
 async function main(): Promise<void> {
   if (CPU_ONLY) return cpuOnly();
-  const benches: Record<string, () => Promise<Row>> = {
+  const backends: Record<string, () => Promise<Backend>> = {
     postgres,
     redis,
     sqlite,
     memory,
   };
   console.log(
-    `superstep with one tool call: ${SUPERSTEPS} supersteps x ${ROUNDS} rounds (median)\n`,
+    `supersteps: ${SUPERSTEPS} supersteps x ${ROUNDS} rounds (median); shapes ${SHAPE_NAMES.join(', ')}\n`,
   );
   console.log(
-    'superstep = the whole durable superstep through FlowRunner; store = its two store writes alone\n',
+    'superstep = the whole durable superstep through FlowRunner; store = its store writes alone (one-call shape);\nfloor = one raw single-row write per record of the superstep; writes = store round trips per superstep\n',
   );
   console.log(
-    'store      superstep ms   cpu ms   store ms   cpu ms   floor ms   superstep/floor   store/floor   target',
+    'store      shape        superstep ms   cpu ms   store ms   cpu ms   writes   floor ms (raw)   superstep/floor   store/floor   target',
   );
-  const f = (x: number, w: number, d = 3) =>
-    (Number.isNaN(x) ? '-' : x.toFixed(d)).padStart(w);
+  const f = (x: number | undefined, w: number, d = 3) =>
+    (x === undefined || Number.isNaN(x) ? '-' : x.toFixed(d)).padStart(w);
   const rows: Row[] = [];
   for (const name of STORES) {
-    const bench = benches[name];
-    if (!bench)
+    const make = backends[name];
+    if (!make)
       throw new Error(
         `unknown store "${name}" (postgres, redis, sqlite, memory)`,
       );
-    const r = await bench();
-    rows.push(r);
-    const ratio = r.superstepMs / r.floorMs;
-    const verdict =
-      r.target === undefined
-        ? ''
-        : `<= ${r.target}x ${ratio <= r.target ? 'met' : 'NOT MET'}`;
+    const backend = await make();
+    try {
+      for (const r of await measure(name, backend)) {
+        rows.push(r);
+        const ratio = r.superstepMs / r.floorMs;
+        const verdict =
+          r.target === undefined
+            ? ''
+            : `<= ${r.target}x ${ratio <= r.target ? 'met' : 'NOT MET'}`;
+        console.log(
+          `${r.store.padEnd(10)} ${r.shape.padEnd(10)} ${f(r.superstepMs, 14)} ${f(r.cpuMs, 8)} ${f(r.storeMs, 10)} ${f(r.storeCpuMs, 8)} ${f(r.writes, 8, 2)} ${f(r.floorMs, 10)} (${r.records}) ${f(ratio, 16, 2)}x ${f(r.storeMs === undefined ? undefined : r.storeMs / r.floorMs, 12, 2)}x   ${verdict}`,
+        );
+      }
+    } finally {
+      await backend.cleanup();
+    }
+  }
+  for (const r of rows)
+    if (r.serverUs !== undefined)
+      console.log(
+        `${r.store} ${r.shape}: the server was busy ${r.serverUs.toFixed(0)} µs per superstep, ${r.floorServerUs!.toFixed(0)} µs per floor (${r.records} raw writes)`,
+      );
+  const measures: Measure[] = [];
+  for (const r of rows) {
+    const label = SHAPES[r.shape]!.label;
+    if (!Number.isNaN(r.floorMs))
+      measures.push({
+        measure:
+          r.shape === 'one'
+            ? 'superstep / floor (end to end)'
+            : `superstep / floor: ${label}`,
+        store: r.store,
+        value: r.superstepMs / r.floorMs,
+        unit: 'x',
+        ...(r.target !== undefined && { target: r.target }),
+      });
+    if (r.storeMs !== undefined && !Number.isNaN(r.floorMs))
+      measures.push({
+        measure: 'store writes / floor',
+        store: r.store,
+        value: r.storeMs / r.floorMs,
+        unit: 'x',
+        ...(r.target !== undefined && { target: r.target }),
+      });
+    if (r.store === 'memory')
+      measures.push({
+        measure: `runner CPU per superstep: ${label}`,
+        store: 'memory',
+        value: r.cpuMs,
+        unit: 'ms',
+      });
+  }
+  if (STORES.includes('memory')) {
+    const share = await sealingShare();
+    const [hot, cold] = [await napCpu(0), await napCpu(200)];
     console.log(
-      `${r.store.padEnd(10)} ${f(r.superstepMs, 12)} ${f(r.cpuMs, 8)} ${f(r.storeMs, 10)} ${f(r.storeCpuMs, 8)} ${f(r.floorMs, 10)} ${f(ratio, 16, 2)}x ${f(r.storeMs / r.floorMs, 12, 2)}x   ${verdict}`,
+      `\nmemory store, one-call superstep: sealing is ${(share * 100).toFixed(1)}% of the runner's CPU (V8 profiler, inclusive time of seal)`,
+    );
+    console.log(
+      `runner CPU per superstep: ${(hot * 1000).toFixed(0)} µs; with a 200 µs idle wait in each store write: ${(cold * 1000).toFixed(0)} µs (${(cold / hot).toFixed(2)}x)`,
+    );
+    measures.push(
+      {
+        measure: 'share of runner CPU spent sealing',
+        store: 'memory',
+        value: share * 100,
+        unit: '%',
+      },
+      {
+        measure: 'runner CPU, 200 µs idle per write / none',
+        store: 'memory',
+        value: cold / hot,
+        unit: 'x',
+      },
     );
   }
-  writeResults(
-    'superstep',
-    rows.flatMap((r) =>
-      r.target === undefined
-        ? []
-        : [
-            {
-              measure: 'superstep / floor (end to end)',
-              store: r.store,
-              value: r.superstepMs / r.floorMs,
-              unit: 'x',
-              target: r.target,
-            },
-            {
-              measure: 'store writes / floor',
-              store: r.store,
-              value: r.storeMs / r.floorMs,
-              unit: 'x',
-              target: r.target,
-            },
-          ],
-    ),
-  );
+  writeResults('superstep', measures);
 }
 
 main().catch((error: unknown) => {

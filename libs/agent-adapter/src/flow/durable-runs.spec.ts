@@ -884,6 +884,44 @@ describe('Durable runs (spec sentences)', () => {
 });
 
 describe('Durable protocol (DESIGN.md)', () => {
+  it('a superstep makes two store writes however many calls its nodes make at once: the started records together, then the done records with the checkpoint', async () => {
+    const store = new MemoryCheckpointStore();
+    const writes: string[] = [];
+    const recordCall = store.recordCall.bind(store);
+    const save = store.save.bind(store);
+    jest.spyOn(store, 'recordCall').mockImplementation(async (...a) => {
+      writes.push(`recordCall ${a[2].length}`);
+      return recordCall(...a);
+    });
+    jest.spyOn(store, 'save').mockImplementation(async (...a) => {
+      writes.push(`save +${a[1]?.calls?.length ?? 0}`);
+      return save(...a);
+    });
+    const registry = new ToolRegistry()
+      .register('lookup', async (a: { n: number }) => a.n * 2, {
+        readOnly: true,
+      })
+      .register('charge', (a: { n: number }) => `charged ${a.n}`);
+    const flow = new Flow<{ out: unknown[] }>('fan-out')
+      .node('a', async (_, ctx) => ({
+        out: await Promise.all([
+          ctx.call('charge', { n: 1 }),
+          ctx.call('lookup', { n: 2 }),
+          ctx.call('charge', { n: 3 }),
+          ctx.call('lookup', { n: 4 }),
+        ]),
+      }))
+      .end('a');
+    const runner = new FlowRunner(new Executor(registry), {
+      checkpoints: store,
+      checkpointKey: KEY,
+    });
+    const result = await runner.run(flow, { out: [] });
+    expect(result.state.out).toEqual(['charged 1', 4, 'charged 3', 8]);
+    // The step-0 checkpoint, then the superstep's two writes.
+    expect(writes).toEqual(['save +0', 'recordCall 4', 'save +4']);
+  });
+
   it('run ids are 128-bit random unless the caller gives one', async () => {
     const w = worker([], new MemoryCheckpointStore());
     const a = await w.run(ticketsFlow(), input);

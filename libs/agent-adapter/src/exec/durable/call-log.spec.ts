@@ -279,6 +279,32 @@ describe('CallLog', () => {
     expect(await log.drain()).toEqual([]);
   });
 
+  it('gives calls started together one write, however many microtasks apart they log', async () => {
+    const store = await storeWithRun();
+    const write = jest.spyOn(store, 'recordCall');
+    const log = new CallLog(store, ring, RUN, 1);
+    // A node's Promise.all: each call does some async work of its own before it logs.
+    const call = async (awaits: number, i: number) => {
+      for (let k = 0; k < awaits; k++) await null;
+      await log.started(0, content('started', i));
+    };
+    await Promise.all([0, 1, 3, 7].map((awaits, i) => call(awaits, i)));
+    expect(write).toHaveBeenCalledTimes(1);
+    expect((await stored(store, 0)).map((r) => r.seq)).toEqual([1, 2, 3, 4]);
+    // A later call is its own write.
+    await log.started(0, content('started', 4));
+    expect(write).toHaveBeenCalledTimes(2);
+  });
+
+  it('drain() waits for a started write not yet sent, and does not take its record', async () => {
+    const store = await storeWithRun();
+    const log = new CallLog(store, ring, RUN, 1);
+    const started = log.started(0, content('started', 0));
+    expect(await log.drain()).toEqual([]);
+    await started;
+    expect(await stored(store, 0)).toHaveLength(1);
+  });
+
   it('drain() waits for writes in flight', async () => {
     const store = await storeWithRun();
     let release!: () => void;

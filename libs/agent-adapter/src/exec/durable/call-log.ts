@@ -23,6 +23,7 @@ export class CallLog {
   private buffer: CallRecord[] = [];
   private chain: Promise<void> = Promise.resolve();
   private flushScheduled = false;
+  private startedFlush?: Promise<void>;
   /** The first write this log had refused or lost; every later write fails with it. */
   failure?: Error;
 
@@ -41,7 +42,24 @@ export class CallLog {
   /** Logs `started` and resolves once it is stored; throws if refused (fenced) or lost. */
   async started(superstep: number, content: CallDraft): Promise<void> {
     this.add(superstep, content);
-    await this.flush();
+    await this.flushStarted();
+  }
+
+  /**
+   * Calls started together (a node's `Promise.all`, a model's parallel tool calls) log their
+   * `started` records a few microtasks apart. The write goes out once the microtask queue is
+   * empty (a `nextTick` scheduled from a microtask runs only then), so they share one round trip;
+   * a lone call waits for nothing but its own promise chain. A caller that finds a write pending
+   * has added its record before that write reads the buffer, so the write carries it.
+   */
+  private flushStarted(): Promise<void> {
+    this.startedFlush ??= new Promise<void>((resolve) =>
+      process.nextTick(resolve),
+    ).then(() => {
+      this.startedFlush = undefined;
+      return this.flush();
+    });
+    return this.startedFlush;
   }
 
   /** Logs a result; stored with the next write (see the class comment). */
@@ -60,10 +78,13 @@ export class CallLog {
 
   /** Waits for every queued write, then hands over what is still buffered (for the checkpoint). */
   async drain(): Promise<CallRecord[]> {
-    // A scheduled flush may queue a write while we wait: wait until the chain is quiet.
-    for (let seen = this.chain; ; seen = this.chain) {
+    // A scheduled flush may queue a write while we wait: wait until nothing is pending and the
+    // chain is quiet.
+    for (;;) {
+      const [pending, seen] = [this.startedFlush, this.chain];
+      await pending?.catch(() => undefined);
       await seen;
-      if (seen === this.chain) break;
+      if (pending === this.startedFlush && seen === this.chain) break;
     }
     if (this.failure !== undefined) throw this.failure;
     const records = this.buffer;
