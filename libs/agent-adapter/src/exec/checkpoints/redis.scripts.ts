@@ -99,11 +99,15 @@ else
 end
 local calls = tonumber(head[4] or 0) + write_calls(16)
 redis.call('HSET', KEYS[2], ARGV[3], ARGV[7], ARGV[3] .. ':cols', ARGV[8])
-redis.call('HSET', KEYS[1], 'step', ARGV[3], 'status', ARGV[4], 'segment', ARGV[5], 'flow', ARGV[6],
-  'updatedAt', now_ms(), 'calls', calls, 'w', ARGV[1])
-if step == 0 then redis.call('HSET', KEYS[1], 'created', ARGV[12]) end
-if ARGV[9] ~= '' then redis.call('HSET', KEYS[1], 'owner', ARGV[9]) else redis.call('HDEL', KEYS[1], 'owner') end
-if ARGV[10] ~= '' then redis.call('HSET', KEYS[1], 'lease', ARGV[10]) else redis.call('HDEL', KEYS[1], 'lease') end
+-- One HSET (and an HDEL only when the run loses its owner or lease): each redis.call costs.
+local fields = {'step', ARGV[3], 'status', ARGV[4], 'segment', ARGV[5], 'flow', ARGV[6],
+  'updatedAt', now_ms(), 'calls', calls, 'w', ARGV[1]}
+local gone = {}
+if step == 0 then fields[#fields + 1] = 'created'; fields[#fields + 1] = ARGV[12] end
+if ARGV[9] ~= '' then fields[#fields + 1] = 'owner'; fields[#fields + 1] = ARGV[9] else gone[#gone + 1] = 'owner' end
+if ARGV[10] ~= '' then fields[#fields + 1] = 'lease'; fields[#fields + 1] = ARGV[10] else gone[#gone + 1] = 'lease' end
+redis.call('HSET', KEYS[1], unpack(fields))
+if #gone > 0 then redis.call('HDEL', KEYS[1], unpack(gone)) end
 touch(ARGV[4], tonumber(ARGV[2]))
 return {'ok'}
 `;
