@@ -193,4 +193,50 @@ describe('tool loop timeouts', () => {
       content: expect.stringMatching(/ToolTimeout/),
     });
   });
+
+  it('maxRecoveryAttempts parks a loop whose model call keeps killing its worker', async () => {
+    const store = new MemoryCheckpointStore();
+    let modelCalls = 0;
+    const loopOn = (dying: CrashingStore) =>
+      new ToolLoop(
+        {
+          // The worker dies before the reply is checkpointed: its store is cut off.
+          complete: () => {
+            modelCalls++;
+            dying.kill('after the model answered');
+            return Promise.resolve({ role: 'assistant', content: 'hello' });
+          },
+        },
+        new ToolRegistry(),
+        { checkpoints: dying, checkpointKey: KEY, maxRecoveryAttempts: 2 },
+      );
+    const attempt = async (work: (loop: ToolLoop) => Promise<unknown>) => {
+      const loop = loopOn(new CrashingStore(store));
+      try {
+        return await work(loop);
+      } catch (error) {
+        if (error instanceof SimulatedCrash) return error;
+        throw error;
+      } finally {
+        loop.close();
+        await settle();
+      }
+    };
+    expect(
+      await attempt((l) =>
+        l.run([{ role: 'user', content: 'hi' }], { runId: 'm1' }),
+      ),
+    ).toBeInstanceOf(SimulatedCrash);
+    for (let i = 0; i < 2; i++)
+      expect(await attempt((l) => l.recover('m1'))).toBeInstanceOf(
+        SimulatedCrash,
+      );
+    expect(modelCalls).toBe(3);
+    const parked = await attempt((l) => l.recover('m1'));
+    expect(parked).toMatchObject({
+      status: 'failed',
+      error: { name: 'RecoveryAttemptsExceeded' },
+    });
+    expect(modelCalls).toBe(3); // the parking recovery did not ask the model again
+  });
 });

@@ -93,6 +93,12 @@ export interface ToolLoopOptions {
    * @default none: only the run's own identity may resume it
    */
   canResume?: ResumePolicy;
+  /**
+   * Parks a run as `failed` once it has been recovered this many times without completing a step
+   * (see `FlowRunnerOptions.maxRecoveryAttempts`): it bounds a run whose model call or tool keeps
+   * crashing its worker. @default none: recovered every time
+   */
+  maxRecoveryAttempts?: number;
 }
 
 /** @publicApi */
@@ -176,6 +182,9 @@ export class ToolLoop {
       ...(options.leaseMs !== undefined && { leaseMs: options.leaseMs }),
       ...(options.approvals !== undefined && { approvals: options.approvals }),
       ...(options.canResume !== undefined && { canResume: options.canResume }),
+      ...(options.maxRecoveryAttempts !== undefined && {
+        maxRecoveryAttempts: options.maxRecoveryAttempts,
+      }),
     });
     // maxSteps (in the state) is the loop's limit, so the per-node visit limit is out of the way.
     this.flow = new Flow<ToolLoopState>(options.name ?? 'tool-loop', {

@@ -50,6 +50,9 @@ export class DurableFlowRunner {
       events,
       ...(options.workerId !== undefined && { workerId: options.workerId }),
       leaseMs: options.leaseMs,
+      ...(options.maxRecoveryAttempts !== undefined && {
+        maxRecoveryAttempts: options.maxRecoveryAttempts,
+      }),
     });
   }
 

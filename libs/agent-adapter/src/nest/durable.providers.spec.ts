@@ -168,6 +168,13 @@ describe('resolveDurableOptions', () => {
     });
     expect(resolved.key).toBeUndefined();
     expect(resolved.workerId).toBeUndefined();
+    expect(resolved.maxRecoveryAttempts).toBeUndefined();
+    expect(
+      resolveDurableOptions({
+        store: { type: 'memory' },
+        maxRecoveryAttempts: 3,
+      }).maxRecoveryAttempts,
+    ).toBe(3);
   });
 
   it('takes a key as a string, a Buffer or a key ring', () => {
@@ -207,6 +214,8 @@ describe('resolveDurableOptions', () => {
     ['leaseMs', { leaseMs: 0 }],
     ['leaseMs', { leaseMs: 1.5 }],
     ['recoveryConcurrency', { recoveryConcurrency: -1 }],
+    ['maxRecoveryAttempts', { maxRecoveryAttempts: 0 }],
+    ['maxRecoveryAttempts', { maxRecoveryAttempts: '3' as unknown as number }],
   ])('refuses a bad %s', (option, extra) => {
     expect(() =>
       resolveDurableOptions({ store: { type: 'memory' }, ...extra }),

@@ -27,6 +27,7 @@ export interface ResolvedDurableOptions {
   workerId?: string;
   leaseMs: number;
   recoveryConcurrency: number;
+  maxRecoveryAttempts?: number;
 }
 
 /**
@@ -44,6 +45,10 @@ export function resolveDurableOptions(
     given.recoveryConcurrency,
     DEFAULT_RECOVERY_CONCURRENCY,
   );
+  const maxRecoveryAttempts =
+    given.maxRecoveryAttempts === undefined
+      ? undefined
+      : positiveInteger('maxRecoveryAttempts', given.maxRecoveryAttempts, 0);
   if (
     given.workerId !== undefined &&
     (typeof given.workerId !== 'string' || given.workerId === '')
@@ -77,6 +82,7 @@ export function resolveDurableOptions(
     ...(given.workerId !== undefined && { workerId: given.workerId }),
     leaseMs,
     recoveryConcurrency,
+    ...(maxRecoveryAttempts !== undefined && { maxRecoveryAttempts }),
   };
 }
 

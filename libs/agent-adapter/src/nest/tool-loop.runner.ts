@@ -139,6 +139,9 @@ export class ToolLoopRunner {
           workerId: this.options.workerId,
         }),
         leaseMs: this.options.leaseMs,
+        ...(this.options.maxRecoveryAttempts !== undefined && {
+          maxRecoveryAttempts: this.options.maxRecoveryAttempts,
+        }),
       });
     });
     this.loops.set(name, loop);

@@ -86,6 +86,12 @@ export interface DurableModuleOptions {
   leaseMs?: number;
   /** Runs recovered at the same time on bootstrap. @default 4 */
   recoveryConcurrency?: number;
+  /**
+   * Parks a run (flow or tool loop) as `failed` once it has been recovered this many times without
+   * completing a superstep, instead of recovering it on every boot: a run that crashes its worker
+   * each time becomes a dead letter to inspect. @default none: recovered every time
+   */
+  maxRecoveryAttempts?: number;
 }
 
 /**
