@@ -31,11 +31,14 @@
  * whole server, INFO cpu); `busy` the whole machine's CPU use during the cell (every core, other
  * processes included: a figure taken at 100% busy with other work running is not the library's).
  *
- * `floor` rows (at c=1 and c=16; `--no-floor` skips them): per "run", the same 9 writes of the
- * same sizes as raw single-row writes (Postgres: INSERT through the same pg pool, a prepared
- * statement; Redis: SET on a connection of its own; SQLite: INSERT with WAL, synchronous = FULL),
- * one after the other: what the server and the machine allow with no library at all. The summary
- * also gives the CPU ceiling: the cores over the CPU one run costs at c=16 (worker + server).
+ * Two comparison modes beside the flow, at c=1 and c=16 (`--no-floor` skips them): `store` makes
+ * the store writes of one real run again (the same sealed records under a new run id) straight on
+ * the store, without the runner: the store's and its driver's part; `floor` makes, per "run", the
+ * same 9 writes of the same sizes as raw single-row writes (Postgres: INSERT through the same pg
+ * pool, a prepared statement; Redis: SET on a connection of its own; SQLite: INSERT with WAL,
+ * synchronous = FULL), one after the other: what the server and the machine allow with no library
+ * at all. The summary also gives the CPU ceiling: the cores over the CPU one run costs at c=16
+ * (worker + server).
  *
  * The stores run with their normal settings and the servers' own durability settings, which are
  * printed (Postgres `synchronous_commit` as every worker's session sees it; Redis `appendonly` /
@@ -216,10 +219,11 @@ interface WorkerConfig {
 }
 
 /**
- * `flow` runs the flow; `floor` makes, per "run", the same number of raw single-row writes of the
- * same sizes as one run's store writes, one after the other, through the same client.
+ * `flow` runs the flow; `store` makes one run's store writes again (recorded from a real run: the
+ * same records, a new run id) straight on the store, without the runner; `floor` makes, per
+ * "run", the same number of raw single-row writes of the same sizes, through the same client.
  */
-type Mode = 'flow' | 'floor';
+type Mode = 'flow' | 'store' | 'floor';
 
 type ToWorker =
   | { type: 'cell'; mode: Mode; inFlight: number; runs: number }
@@ -321,19 +325,28 @@ async function openWorkerStore(config: WorkerConfig): Promise<WorkerStore> {
   }
 }
 
-/**
- * The store, with its calls counted and (while `trace` is set) the size of each write noted:
- * the checkpoint plus the call records saved with it, or the call records of a `recordCall`.
- */
+/** One store write of a run, as the runner made it (replayed by the `store` mode). */
+type Write =
+  | { method: 'save'; cp: CheckpointRecord; options: SaveOptions }
+  | { method: 'recordCall'; segment: number; records: CallRecord[] };
+
+/** Bytes of sealed text a write carries: the checkpoint and/or the call records. */
+function writeSize(w: Write): number {
+  const records = w.method === 'save' ? (w.options.calls ?? []) : w.records;
+  return (
+    (w.method === 'save' ? w.cp.sealed.length : 0) +
+    records.reduce((n, r) => n + r.sealed.length, 0)
+  );
+}
+
+/** The store, with its calls counted and (while `trace` is set) its writes noted. */
 function countedStore(store: CheckpointStore): {
   store: CheckpointStore;
   calls(): number;
-  trace(on: boolean): number[];
+  trace(on: boolean): Write[];
 } {
   let calls = 0;
-  let sizes: number[] | undefined;
-  const bytes = (records: readonly CallRecord[] | undefined) =>
-    (records ?? []).reduce((n, r) => n + r.sealed.length, 0);
+  let writes: Write[] | undefined;
   const proxy = new Proxy(store, {
     get(target, prop) {
       const value: unknown = Reflect.get(target, prop, target);
@@ -341,11 +354,12 @@ function countedStore(store: CheckpointStore): {
       const method = value as (...args: unknown[]) => unknown;
       return (...args: unknown[]) => {
         calls++;
-        if (sizes && prop === 'save') {
-          const [cp, options] = args as [CheckpointRecord, SaveOptions?];
-          sizes.push(cp.sealed.length + bytes(options?.calls));
-        } else if (sizes && prop === 'recordCall') {
-          sizes.push(bytes(args[2] as CallRecord[]));
+        if (writes && prop === 'save') {
+          const [cp, options = {}] = args as [CheckpointRecord, SaveOptions?];
+          writes.push({ method: 'save', cp, options });
+        } else if (writes && prop === 'recordCall') {
+          const [, segment, records] = args as [string, number, CallRecord[]];
+          writes.push({ method: 'recordCall', segment, records });
         }
         return method.apply(target, args);
       };
@@ -355,8 +369,8 @@ function countedStore(store: CheckpointStore): {
     store: proxy,
     calls: () => calls,
     trace(on) {
-      const out = sizes ?? [];
-      sizes = on ? [] : undefined;
+      const out = writes ?? [];
+      writes = on ? [] : undefined;
       return out;
     },
   };
@@ -391,12 +405,35 @@ async function worker(config: WorkerConfig): Promise<void> {
       );
     return ms;
   };
-  // The writes of one run, in order (their sizes), for the floor.
+  // The writes of one run, in order: replayed as they are (store) and as raw writes (floor).
   await runOne();
   counted.trace(true);
   await runOne();
-  const writes = counted.trace(false);
+  const traced = counted.trace(false);
+  const writes = traced.map(writeSize);
   const payloads = writes.map((size) => 'x'.repeat(size));
+  /** The run's store writes again, under a new run id, without the runner. */
+  const storeOne = async (): Promise<number> => {
+    const runId = `${config.workerId}-s${n++}`;
+    const t0 = performance.now();
+    for (const w of traced) {
+      const records = (
+        w.method === 'save' ? (w.options.calls ?? []) : w.records
+      ).map((r) => ({ ...r, runId }));
+      if (w.method === 'recordCall')
+        await counted.store.recordCall(runId, w.segment, records);
+      else
+        await counted.store.save(
+          { ...w.cp, runId },
+          {
+            ...w.options,
+            ...(records.length && { calls: records }),
+            leaseExpiresAt: Date.now() + 15_000,
+          },
+        );
+    }
+    return performance.now() - t0;
+  };
   const floorOne = async (): Promise<number> => {
     const i = n++;
     const t0 = performance.now();
@@ -410,7 +447,7 @@ async function worker(config: WorkerConfig): Promise<void> {
     inFlight: number,
     runs: number,
   ): Promise<number[]> => {
-    const one = mode === 'flow' ? runOne : floorOne;
+    const one = { flow: runOne, store: storeOne, floor: floorOne }[mode];
     const latencies: number[] = [];
     let left = runs;
     await Promise.all(
@@ -424,6 +461,7 @@ async function worker(config: WorkerConfig): Promise<void> {
     return latencies;
   };
   await drive('flow', 1, 10); // JIT warm-up
+  await drive('store', 1, 10);
   await drive('floor', 1, 10);
   await send({ type: 'ready', durability: opened.durability, writes });
 
@@ -806,7 +844,7 @@ interface Settings {
   processes: number[];
   steps: number;
   toolMs: number;
-  /** Measure the raw-write floor too (at c=1 and c=16). */
+  /** Measure the store's writes alone and the raw-write floor too (at c=1 and c=16). */
   floor: boolean;
   /** Postgres pool size of every worker; default: its runs in flight + 1. */
   pool?: number;
@@ -883,9 +921,9 @@ async function measureStore(
           latencies: done.flatMap((d) => d.latencies).sort((a, b) => a - b),
           cpuMs: done.reduce((a, d) => a + d.cpuMs, 0),
           callsPerRun:
-            mode === 'flow'
-              ? done.reduce((a, d) => a + d.storeCalls, 0) / total
-              : writes.length,
+            mode === 'floor'
+              ? writes.length
+              : done.reduce((a, d) => a + d.storeCalls, 0) / total,
           serverMs: serverCpuMs(server0, server1),
           busy: 1 - (idle1 - idle0) / Math.max(1, total1 - total0),
         };
@@ -896,11 +934,11 @@ async function measureStore(
       for (const c of order) {
         const flow = await cell('flow', c);
         print(flow, conditions);
-        // The floor beside the cells the target compares: one run alone, 16 at once.
-        if (s.floor && ((p === 1 && c === 1) || c === 16)) {
-          const floor = await cell('floor', c);
-          print(floor, conditions);
-        }
+        // The store's writes alone and the floor beside the cells the target compares: one run
+        // alone, 16 at once.
+        if (s.floor && ((p === 1 && c === 1) || c === 16))
+          for (const mode of ['store', 'floor'] as const)
+            print(await cell(mode, c), conditions);
       }
       await Promise.all(workers.map((w) => w.stop()));
       workers = [];
@@ -950,6 +988,11 @@ async function main(): Promise<void> {
   if (!Number.isInteger(settings.steps) || settings.steps < 3)
     throw new Error('--steps must be an integer of at least 3');
   if (!(settings.toolMs >= 0)) throw new Error('--tool-ms must be >= 0');
+  if (
+    settings.pool !== undefined &&
+    (!Number.isInteger(settings.pool) || settings.pool < 1)
+  )
+    throw new Error('--pool must be a positive integer');
 
   console.log(
     `throughput: ${settings.runs} runs per cell (at least c), each ${settings.steps} supersteps with ${settings.steps + 1} tool calls (tool latency ${settings.toolMs} ms); ${cpus().length} cores\n`,
@@ -957,7 +1000,6 @@ async function main(): Promise<void> {
   const all: Cell[] = [];
   let shown = '';
   const rate = (c: Cell) => c.runs / (c.wallMs / 1000);
-  /** The c=1, p=1 cell of the same store and mode. */
   /** The faster c=1, p=1 cell of the same store and mode (there are two: first and last). */
   const single = (c: Pick<Cell, 'store' | 'mode'>) =>
     all
@@ -1009,10 +1051,15 @@ async function main(): Promise<void> {
       };
     };
     const flow = speedup16('flow');
+    const alone = speedup16('store');
     const floor = speedup16('floor');
+    const others = [
+      ...(alone ? [`store writes alone ${alone.value.toFixed(2)}x`] : []),
+      ...(floor ? [`raw-write floor ${floor.value.toFixed(2)}x`] : []),
+    ].join(', ');
     if (flow) {
       console.log(
-        `${kind}: 16 concurrent / single run = ${flow.value.toFixed(2)}x (best at ${processes(flow.best.processes)}); target >= 3x ${flow.value >= 3 ? 'met' : 'NOT MET'}${floor ? `; the raw-write floor: ${floor.value.toFixed(2)}x (best at ${processes(floor.best.processes)})` : ''}`,
+        `${kind}: 16 concurrent / single run = ${flow.value.toFixed(2)}x (best at ${processes(flow.best.processes)}); target >= 3x ${flow.value >= 3 ? 'met' : 'NOT MET'}${others ? ` (the same at c=16 / c=1: ${others})` : ''}`,
       );
       // What the machine allows if every core did only this work: the CPU one run costs at c=16
       // (the workers' and the server's) against the cores there are.
@@ -1030,17 +1077,21 @@ async function main(): Promise<void> {
         unit: 'x',
         target: 3,
         better: 'higher',
-        note: `${flow.note}${floor ? `; raw-write floor ${floor.value.toFixed(2)}x` : ''}${Number.isFinite(ceiling) ? `; CPU ceiling ${(ceiling / single).toFixed(2)}x` : ''}`,
+        note: `${flow.note}${others ? `; ${others}` : ''}${Number.isFinite(ceiling) ? `; CPU ceiling ${(ceiling / single).toFixed(2)}x` : ''}`,
       });
     }
-    if (floor)
-      measures.push({
-        measure: 'raw-write floor at 16 concurrent / single',
-        store: kind,
-        value: floor.value,
-        unit: 'x',
-        note: floor.note,
-      });
+    for (const [what, m] of [
+      ['store writes alone', alone],
+      ['raw-write floor', floor],
+    ] as const)
+      if (m)
+        measures.push({
+          measure: `${what} at 16 concurrent / single`,
+          store: kind,
+          value: m.value,
+          unit: 'x',
+          note: m.note,
+        });
     for (const c of all.filter((c) => c.store === kind && c.mode === 'flow'))
       measures.push({
         measure: `runs/s, ${c.concurrency} concurrent`,
