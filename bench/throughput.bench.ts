@@ -573,6 +573,8 @@ class WorkerProcess {
       },
     );
     live.add(this.child);
+    // A failed spawn or a send to a worker that is gone: this worker has failed (never a crash).
+    this.child.on('error', (error) => this.fail(error));
     const cache = this.child.stdio[3] as NodeJS.WritableStream;
     cache.on('error', () => undefined); // a worker that died before reading it
     cache.end(snapshotFor(SNAPSHOT_FILES));
