@@ -48,12 +48,8 @@ import {
 } from 'agent-adapter';
 import { dropPrefix } from '../test/utils/redis-keys';
 import { writeResults, type Measure } from './results';
-import { arg, median, suffix } from './util';
+import { DATABASE_URL, KEY, REDIS_URL, arg, median, suffix } from './util';
 
-const KEY = 'bench-key-bench-key-bench-key-32b';
-const DATABASE_URL =
-  process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
-const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 const SUPERSTEPS = Number(arg('supersteps', '300'));
 const ROUNDS = Number(arg('rounds', '3'));
 const STORES = arg('stores', 'postgres,redis,sqlite,memory').split(',');
@@ -126,13 +122,9 @@ for (const name of SHAPE_NAMES)
       `unknown shape "${name}" (${Object.keys(SHAPES).join(', ')})`,
     );
 
-/** Counts the store writes (round trips) the runner makes. */
-function counted(store: CheckpointStore): {
-  store: CheckpointStore;
-  writes: () => number;
-} {
-  let writes = 0;
-  const proxy = new Proxy(store, {
+/** `store` with `before` called ahead of each write (`save`, `recordCall`) the runner makes. */
+function onWrite(store: CheckpointStore, before: () => void): CheckpointStore {
+  return new Proxy(store, {
     get(target, key, receiver) {
       const value: unknown = Reflect.get(target, key, receiver);
       if (
@@ -140,13 +132,24 @@ function counted(store: CheckpointStore): {
         typeof value === 'function'
       )
         return (...args: unknown[]) => {
-          writes++;
+          before();
           return (value as (...a: unknown[]) => unknown).apply(target, args);
         };
       return typeof value === 'function' ? value.bind(target) : value;
     },
   });
-  return { store: proxy, writes: () => writes };
+}
+
+/** A runner of the bench flows (their one tool, `touch`) on `store`. */
+function benchRunner(store: CheckpointStore): FlowRunner {
+  const registry = new ToolRegistry().register(
+    'touch',
+    (a: { i: number }) => `touched ${a.i}`,
+  );
+  return new FlowRunner(new Executor(registry), {
+    checkpoints: store,
+    checkpointKey: KEY,
+  });
 }
 
 /** CPU milliseconds (user + system) since `start`. */
@@ -164,15 +167,9 @@ async function durable(
   raw: CheckpointStore,
   shape: Shape = SHAPES.one!,
 ): Promise<{ ms: number; cpu: number; sizes: number[]; writes: number }> {
-  const registry = new ToolRegistry().register(
-    'touch',
-    (a: { i: number }) => `touched ${a.i}`,
-  );
-  const { store, writes } = counted(raw);
-  const runner = new FlowRunner(new Executor(registry), {
-    checkpoints: store,
-    checkpointKey: KEY,
-  });
+  let count = 0;
+  const writes = () => count;
+  const runner = benchRunner(onWrite(raw, () => count++));
   const flow = shape.flow();
   await runner.run(flow, shape.initial(SUPERSTEPS - 3), {
     runId: `warm-${suffix()}`,
@@ -211,14 +208,7 @@ async function durable(
  * ROUNDS runs, each with its CPU µs per superstep and its garbage collections (count and pause).
  */
 async function cpuOnly(): Promise<void> {
-  const registry = new ToolRegistry().register(
-    'touch',
-    (a: { i: number }) => `touched ${a.i}`,
-  );
-  const runner = new FlowRunner(new Executor(registry), {
-    checkpoints: new MemoryCheckpointStore(),
-    checkpointKey: KEY,
-  });
+  const runner = benchRunner(new MemoryCheckpointStore());
   const flow = SHAPES.one!.flow();
   let gcs = 0;
   let gcMs = 0;
@@ -520,14 +510,7 @@ async function sealingShare(): Promise<number> {
         error ? reject(error) : resolve(result as T),
       ),
     );
-  const registry = new ToolRegistry().register(
-    'touch',
-    (a: { i: number }) => `touched ${a.i}`,
-  );
-  const runner = new FlowRunner(new Executor(registry), {
-    checkpoints: new MemoryCheckpointStore(),
-    checkpointKey: KEY,
-  });
+  const runner = benchRunner(new MemoryCheckpointStore());
   const flow = SHAPES.one!.flow();
   await runner.run(flow, { i: 0, note: '' }, { runId: `warm-${suffix()}` });
   await post('Profiler.enable');
@@ -583,21 +566,7 @@ async function napCpu(napUs: number): Promise<number> {
   const nap = () => {
     if (napUs > 0) Atomics.wait(cell, 0, 0, napUs / 1000);
   };
-  const store = new MemoryCheckpointStore();
-  const napping = new Proxy(store, {
-    get(target, key, receiver) {
-      const value: unknown = Reflect.get(target, key, receiver);
-      if (
-        (key === 'save' || key === 'recordCall') &&
-        typeof value === 'function'
-      )
-        return (...args: unknown[]) => {
-          nap();
-          return (value as (...a: unknown[]) => unknown).apply(target, args);
-        };
-      return typeof value === 'function' ? value.bind(target) : value;
-    },
-  });
+  const napping = onWrite(new MemoryCheckpointStore(), nap);
   const { cpu } = await durable(napping);
   return cpu;
 }

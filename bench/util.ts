@@ -17,3 +17,9 @@ export function median(xs: number[]): number {
 export function suffix(): string {
   return randomBytes(4).toString('hex');
 }
+
+/** The key every bench signs with (benches never share runs with anything else). */
+export const KEY = 'bench-key-bench-key-bench-key-32b';
+export const DATABASE_URL =
+  process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+export const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
