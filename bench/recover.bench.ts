@@ -49,9 +49,10 @@
  *   generation lazily (the first mark-compact of a sweep comes once the heap has grown to about
  *   four times what was live when the process went idle), so the peak also holds garbage that
  *   grows with the runs done until that collection; the note gives the peaks and the heap.
- * - `live heap growth per run` from the smallest N to the largest, target <= 100 bytes a run: what
+ * - `live heap growth per run` from the smallest N to the largest, target <= 200 bytes a run: what
  *   the sweep really keeps. Keeping each run's outcome, as `recoverAll`'s map does, costs about
- *   400 bytes a run for this flow.
+ *   400 bytes a run for this flow (`--api all` fails the target); the one-off growth of a warming
+ *   process (compiled code, caches) shows as up to about 100 bytes a run between 500 and 5000.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -94,7 +95,7 @@ const PAGE = 100;
 const SEED_CONCURRENCY = 32;
 const CHILD_TIMEOUT_MS = 15 * 60_000;
 /** What the sweep may keep per run, in live heap (see the file comment). */
-const LIVE_BYTES_PER_RUN = 100;
+const LIVE_BYTES_PER_RUN = 200;
 
 type StoreKind = 'postgres' | 'redis' | 'sqlite';
 const KINDS: readonly StoreKind[] = ['postgres', 'redis', 'sqlite'];
