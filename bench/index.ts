@@ -7,7 +7,8 @@
  *   superstep   one superstep per backend vs three raw writes; 4 parallel calls; state size;
  *               sealing (--supersteps, --rounds, --stores, --cpu)
  *   throughput  concurrent runs and worker processes on Postgres and Redis
- *   recover     recoverAll over many unfinished runs: time and peak RSS
+ *   recover     recoverEach over thousands of unfinished runs per store: time against a floor,
+ *               peak RSS and live heap against N (--stores, --runs, --concurrency, --api)
  */
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';

@@ -17,6 +17,7 @@ export type {
   RunOptions,
   RecoverOptions,
   RecoverAllOptions,
+  RecoveryOutcome,
   ResumeDecision,
   ResumeOptions,
   RunResult,

@@ -78,7 +78,7 @@ export interface RecoverOptions {
   rerunInDoubt?: boolean;
 }
 
-/** @publicApi */
+/** For `recoverAll` and `recoverEach`. @publicApi */
 export interface RecoverAllOptions {
   rerunInDoubt?: boolean;
   /** Also claim runs whose owner's lease has not expired (the owner may be alive). @default false */
@@ -88,6 +88,13 @@ export interface RecoverAllOptions {
   /** The identity to recover a run with (runs that have a principal need it). */
   ctxFor?: (runId: string) => RunIdentity | undefined;
 }
+
+/**
+ * One run's outcome in a recovery sweep (`recoverEach`): its id, and its result or why it was not
+ * recovered (`RunLeaseHeld`, `RecoveryNeedsDecision`, `RunAccessDenied`, any other error). The
+ * entries of `recoverAll`'s map have this shape. @publicApi
+ */
+export type RecoveryOutcome<R> = readonly [runId: string, outcome: R | Error];
 
 /** @publicApi */
 export interface RunResult<S> {

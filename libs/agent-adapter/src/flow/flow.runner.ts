@@ -46,6 +46,7 @@ import type {
   NodeContext,
   RecoverAllOptions,
   RecoverOptions,
+  RecoveryOutcome,
   ResumeDecision,
   ResumeOptions,
   RunOptions,
@@ -116,6 +117,9 @@ export interface ResumeRequest {
 export type ResumePolicy = (
   request: ResumeRequest,
 ) => boolean | Promise<boolean>;
+
+/** Unfinished runs listed per store read in `recoverEach`. */
+const RECOVER_PAGE_SIZE = 100;
 
 // A memory store without a key gets one random key, shared by every runner on that store.
 const ephemeralKeys = new WeakMap<CheckpointStore, KeyRing>();
@@ -498,60 +502,143 @@ export class FlowRunner {
    * A run whose owner's lease is still live is not taken (that worker may be healthy): it maps to
    * `RunLeaseHeld`, which says until when; call again after that. Runs this worker id owns but is
    * not driving are taken at once (this process restarted under a stable `workerId`).
+   *
+   * The map holds every run's outcome: for a sweep over many runs, `recoverEach` gives the same
+   * outcomes one at a time, in memory that does not grow with the number of runs.
    */
   async recoverAll<S extends object>(
     flow: Flow<S>,
     options: RecoverAllOptions = {},
   ): Promise<Map<string, RunResult<S> | Error>> {
     const out = new Map<string, RunResult<S> | Error>();
-    const limit = pLimit(options.concurrency ?? 4);
-    const pageSize = 100;
-    const now = Date.now();
-    for (let after: string | undefined; ;) {
-      const page = await this.store.listUnfinished(flow.name, {
-        limit: pageSize,
-        ...(after !== undefined && { after }),
-      });
-      await Promise.all(
-        page.map((head) =>
-          limit(async () => {
-            const held =
-              !options.force &&
-              head.status === 'running' &&
-              head.leaseExpiresAt !== undefined &&
-              head.leaseExpiresAt >= now &&
-              (head.owner !== this.workerId || this.driving.has(head.runId));
-            if (held) {
-              out.set(
-                head.runId,
-                new RunLeaseHeld(
-                  head.runId,
-                  head.owner ?? '?',
-                  head.leaseExpiresAt!,
-                ),
-              );
-              return;
-            }
+    for await (const [runId, outcome] of this.recoverEach(flow, options))
+      out.set(runId, outcome);
+    return out;
+  }
+
+  /**
+   * `recoverAll` as a stream: recovers every unfinished run of the flow and yields each run's
+   * outcome (`[runId, result | error]`) as it settles, so a sweep over any number of runs holds at
+   * most one page of listed runs (100) and `concurrency` recoveries (running, or settled and not
+   * yet taken) at a time.
+   *
+   * ```ts
+   * for await (const [runId, outcome] of runner.recoverEach(flow, { concurrency: 8 })) {
+   *   if (outcome instanceof RecoveryNeedsDecision) alert(runId, outcome.calls);
+   * }
+   * ```
+   *
+   * Runs are listed by run id, a page at a time, only when a recovery slot is free and the last
+   * page is used up; runs that finish meanwhile leave the unfinished set behind the cursor, so no
+   * run is skipped or taken twice. Recovery goes on only while the loop pulls outcomes: a slow
+   * consumer slows the sweep rather than piling up results. Leaving the loop early (`break`,
+   * `throw`) stops listing and starting runs; the recoveries already started finish before the
+   * loop exits. Leases, `force`, `rerunInDoubt` and `ctxFor` work as in `recoverAll` (a run's lease
+   * is judged against the time its page was listed). A store that cannot list its runs makes the
+   * iteration throw, after the outcomes of the recoveries already started.
+   */
+  recoverEach<S extends object>(
+    flow: Flow<S>,
+    options: RecoverAllOptions = {},
+  ): AsyncGenerator<RecoveryOutcome<RunResult<S>>, void, undefined> {
+    const concurrency = options.concurrency ?? 4;
+    // Checked here, not on the first pull: a TypeError for a concurrency that is not 1 or more.
+    const limit = pLimit(concurrency);
+    return this.sweepRuns(flow, options, concurrency, limit);
+  }
+
+  private async *sweepRuns<S extends object>(
+    flow: Flow<S>,
+    options: RecoverAllOptions,
+    concurrency: number,
+    limit: ReturnType<typeof pLimit>,
+  ): AsyncGenerator<RecoveryOutcome<RunResult<S>>, void, undefined> {
+    let page: RunHead[] = [];
+    let next = 0;
+    let listedAt = 0;
+    let after: string | undefined;
+    let lastPage = false;
+    // Settled outcomes not yet yielded: at most `concurrency` recoveries plus one lease-held run.
+    const settled: Array<RecoveryOutcome<RunResult<S>>> = [];
+    const running = new Set<Promise<void>>();
+    let wake: (() => void) | undefined;
+    try {
+      for (;;) {
+        // The consumer first: nothing more starts until what settled has been taken.
+        while (settled.length) yield settled.shift()!;
+        const more = next < page.length || !lastPage;
+        if (more && running.size < concurrency) {
+          if (next === page.length) {
             try {
-              const ctx = options.ctxFor?.(head.runId);
-              out.set(
-                head.runId,
-                await this.recover(flow, head.runId, {
-                  ...(ctx && { ctx }),
-                  ...(options.rerunInDoubt && { rerunInDoubt: true }),
-                }),
-              );
+              page = await this.store.listUnfinished(flow.name, {
+                limit: RECOVER_PAGE_SIZE,
+                ...(after !== undefined && { after }),
+              });
             } catch (error) {
-              out.set(
-                head.runId,
-                error instanceof Error ? error : new Error(String(error)),
-              );
+              // The runs recovered so far are still reported, then the listing's error.
+              await Promise.all(running);
+              while (settled.length) yield settled.shift()!;
+              throw error;
             }
-          }),
-        ),
-      );
-      if (page.length < pageSize) return out;
-      after = page[page.length - 1]?.runId;
+            listedAt = Date.now();
+            next = 0;
+            lastPage = page.length < RECOVER_PAGE_SIZE;
+            after = page[page.length - 1]?.runId ?? after;
+            continue;
+          }
+          const head = page[next++]!;
+          const held =
+            !options.force &&
+            head.status === 'running' &&
+            head.leaseExpiresAt !== undefined &&
+            head.leaseExpiresAt >= listedAt &&
+            (head.owner !== this.workerId || this.driving.has(head.runId));
+          if (held) {
+            settled.push([
+              head.runId,
+              new RunLeaseHeld(
+                head.runId,
+                head.owner ?? '?',
+                head.leaseExpiresAt!,
+              ),
+            ]);
+            continue;
+          }
+          const task: Promise<void> = limit(() =>
+            this.recoverListed(flow, head.runId, options),
+          ).then((outcome) => {
+            running.delete(task);
+            settled.push(outcome);
+            wake?.();
+          });
+          running.add(task);
+          continue;
+        }
+        if (!running.size) return; // nothing left to list, start or wait for
+        await new Promise<void>((resolve) => (wake = resolve));
+        wake = undefined;
+      }
+    } finally {
+      // Abandoned, or a listing failed: what was started finishes before the iteration ends.
+      await Promise.all(running);
+    }
+  }
+
+  /** One listed run's recovery, as an outcome (never rejects). */
+  private async recoverListed<S extends object>(
+    flow: Flow<S>,
+    runId: string,
+    options: RecoverAllOptions,
+  ): Promise<RecoveryOutcome<RunResult<S>>> {
+    try {
+      const ctx = options.ctxFor?.(runId);
+      const result = await this.recover(flow, runId, {
+        ...(ctx && { ctx }),
+        ...(options.rerunInDoubt && { rerunInDoubt: true }),
+      });
+      return [runId, result];
+    } catch (error) {
+      return [runId, error instanceof Error ? error : new Error(String(error))];
     }
   }
 

@@ -26,6 +26,7 @@ import type {
   NodeContext,
   RecoverAllOptions,
   RecoverOptions,
+  RecoveryOutcome,
   ResumeDecision,
   RunResult,
 } from '../flow/flow.interfaces';
@@ -272,14 +273,34 @@ export class ToolLoop {
     return this.result(await this.runner.recover(this.flow, runId, options));
   }
 
-  /** Recovers every unfinished run of this loop (for a worker on startup): run id → result or error. */
+  /**
+   * Recovers every unfinished run of this loop (for a worker on startup): run id → result or error.
+   * For many runs, `recoverEach` gives the same outcomes one at a time in bounded memory.
+   */
   async recoverAll(
     options: RecoverAllOptions = {},
   ): Promise<Map<string, ToolLoopResult | Error>> {
-    const all = await this.runner.recoverAll(this.flow, options);
-    return new Map(
-      [...all].map(([id, r]) => [id, r instanceof Error ? r : this.result(r)]),
-    );
+    const out = new Map<string, ToolLoopResult | Error>();
+    for await (const [runId, outcome] of this.recoverEach(options))
+      out.set(runId, outcome);
+    return out;
+  }
+
+  /**
+   * `recoverAll` as a stream: yields each run's outcome as it settles, holding at most one page of
+   * listed runs and `concurrency` recoveries at a time (see `FlowRunner.recoverEach`).
+   */
+  recoverEach(
+    options: RecoverAllOptions = {},
+  ): AsyncGenerator<RecoveryOutcome<ToolLoopResult>, void, undefined> {
+    return this.results(this.runner.recoverEach(this.flow, options));
+  }
+
+  private async *results(
+    outcomes: AsyncIterable<RecoveryOutcome<RunResult<ToolLoopState>>>,
+  ): AsyncGenerator<RecoveryOutcome<ToolLoopResult>, void, undefined> {
+    for await (const [runId, r] of outcomes)
+      yield [runId, r instanceof Error ? r : this.result(r)];
   }
 
   /** The run's latest saved state, without running anything. */

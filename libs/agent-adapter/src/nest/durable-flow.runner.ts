@@ -8,6 +8,7 @@ import type { Flow as CoreFlow } from '../flow/flow.builder';
 import type {
   RecoverAllOptions,
   RecoverOptions,
+  RecoveryOutcome,
   ResumeDecision,
   ResumeOptions,
   RunOptions,
@@ -107,6 +108,17 @@ export class DurableFlowRunner {
     options: RecoverAllOptions = {},
   ): Promise<Map<string, RunResult<S> | Error>> {
     return this.core.recoverAll(this.flow<S>(flow), options);
+  }
+
+  /**
+   * Recovers every unfinished run of the flow, yielding `[runId, result | error]` as each settles,
+   * in memory that does not grow with the number of runs (see the core `FlowRunner.recoverEach`).
+   */
+  recoverEach<S extends object = Record<string, unknown>>(
+    flow: FlowRef,
+    options: RecoverAllOptions = {},
+  ): AsyncGenerator<RecoveryOutcome<RunResult<S>>, void, undefined> {
+    return this.core.recoverEach(this.flow<S>(flow), options);
   }
 
   /** A run's latest state, whatever its flow (found from the run's stored head). */

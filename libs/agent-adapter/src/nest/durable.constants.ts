@@ -18,3 +18,5 @@ export const DEFAULT_LEASE_MS = 15_000;
 export const DEFAULT_RECOVERY_CONCURRENCY = 4;
 /** Added to the latest lease expiry before the one re-sweep after a `RunLeaseHeld`. @internal */
 export const RESWEEP_MARGIN_MS = 250;
+/** Run ids a `RecoverySummary` keeps per outcome (every run is counted and logged). @internal */
+export const SUMMARY_RUN_IDS = 1000;

@@ -16,7 +16,10 @@ export type { FlowRef } from './durable-flow.runner';
 export { RecoveryOrchestrator } from './recovery.orchestrator';
 export { ToolLoopRunner, DurableToolLoop } from './tool-loop.runner';
 export type { ToolLoopDefinition } from './tool-loop.runner';
-export type { RecoverySummary } from './recovery.orchestrator';
+export type {
+  RecoverySummary,
+  RecoveryOutcomeKind,
+} from './recovery.orchestrator';
 export { createCheckpointStore, CHECKPOINT_STORE_TYPES } from './create-store';
 export type { CreatedStore } from './create-store';
 export { DurableSetupError, InvalidToolArguments } from './errors';

@@ -11,7 +11,7 @@ import {
   RunAccessDenied,
   RunLeaseHeld,
 } from '../errors';
-import type { RunResult } from '../flow/flow.interfaces';
+import type { RecoveryOutcome, RunResult } from '../flow/flow.interfaces';
 import { DurableEventsBridge } from './durable-events.bridge';
 import { ToolLoopRunner } from './tool-loop.runner';
 import { DurableFlowRunner } from './durable-flow.runner';
@@ -19,13 +19,23 @@ import {
   DURABLE_MODULE_EXTRAS,
   DURABLE_RESOLVED_OPTIONS,
   RESWEEP_MARGIN_MS,
+  SUMMARY_RUN_IDS,
 } from './durable.constants';
 import { DurableExplorer } from './durable.explorer';
 import { NestMessages } from './durable.messages';
 import type { ResolvedDurableOptions } from './durable.providers';
 import type { DurableModuleExtras } from './interfaces/durable-module-options.interface';
 
-/** What one recovery sweep saw, per outcome. @publicApi */
+/** The outcomes a recovery sweep tells apart. @publicApi */
+export type RecoveryOutcomeKind =
+  'recovered' | 'needsDecision' | 'held' | 'accessDenied' | 'failed';
+
+/**
+ * What one recovery sweep saw, per outcome: how many runs had each (`counts`), and their run ids.
+ * Each list keeps the first 1,000 ids of its outcome (the first to settle), so a sweep over any
+ * number of runs returns a bounded summary; every run has its own log line whatever the lists keep.
+ * @publicApi
+ */
 export interface RecoverySummary {
   /** Runs recovered (now done, failed, running elsewhere, or paused). */
   recovered: string[];
@@ -37,6 +47,8 @@ export interface RecoverySummary {
   accessDenied: string[];
   /** Runs that could not be recovered for another reason (logged with the error). */
   failed: string[];
+  /** How many runs had each outcome, every run counted (a list may hold fewer ids). */
+  counts: Record<RecoveryOutcomeKind, number>;
 }
 
 /**
@@ -101,49 +113,54 @@ export class RecoveryOrchestrator
       held: [],
       accessDenied: [],
       failed: [],
+      counts: {
+        recovered: 0,
+        needsDecision: 0,
+        held: 0,
+        accessDenied: 0,
+        failed: 0,
+      },
     };
     let latestLease = 0;
     const flows = this.explorer.flows();
     const concurrency = this.options.recoveryConcurrency;
-    // Flows, then tool loops: each kind of run found by its name in the store.
+    // Flows, then tool loops: each kind of run found by its name in the store. Outcomes are
+    // streamed (recoverEach): memory stays flat however many runs there are.
     const sweeps: Sweep[] = [
       ...flows.map(({ flow }) => ({
         name: flow.name,
-        recoverAll: () => this.runner.core.recoverAll(flow, { concurrency }),
+        recoverEach: () => this.runner.core.recoverEach(flow, { concurrency }),
       })),
       ...this.loops.all().map((loop) => ({
         name: loop.name,
-        recoverAll: () => loop.recoverAll({ concurrency }),
+        recoverEach: () => loop.recoverEach({ concurrency }),
       })),
     ];
     this.loops.markSwept();
-    for (const { name, recoverAll } of sweeps) {
+    for (const { name, recoverEach } of sweeps) {
       if (this.stopping) break;
-      let outcomes: Map<string, Outcome | Error>;
       try {
-        outcomes = await recoverAll();
+        for await (const [runId, outcome] of recoverEach()) {
+          const kind = this.report(name, runId, outcome);
+          summary.counts[kind]++;
+          if (summary[kind].length < SUMMARY_RUN_IDS) summary[kind].push(runId);
+          if (outcome instanceof RunLeaseHeld)
+            latestLease = Math.max(latestLease, outcome.until);
+          // Shutting down: start no more recoveries (those in flight finish first).
+          if (this.stopping) break;
+        }
       } catch (error) {
         this.logger.error(NestMessages.sweepFailed(name, asError(error)));
-        continue;
-      }
-      for (const [runId, outcome] of outcomes) {
-        const kind = this.report(name, runId, outcome);
-        summary[kind].push(runId);
-        if (outcome instanceof RunLeaseHeld)
-          latestLease = Math.max(latestLease, outcome.until);
       }
     }
-    const runs = (Object.values(summary) as string[][]).reduce(
-      (n, ids) => n + ids.length,
-      0,
-    );
+    const runs = Object.values(summary.counts).reduce((n, c) => n + c, 0);
     this.logger.log(
       NestMessages.sweepDone(flows.length, sweeps.length - flows.length, runs),
     );
-    if (options.resweep && summary.held.length && !this.stopping) {
+    if (options.resweep && summary.counts.held && !this.stopping) {
       this.scheduleResweep(
         latestLease + RESWEEP_MARGIN_MS,
-        summary.held.length,
+        summary.counts.held,
       );
     }
     return summary;
@@ -182,7 +199,7 @@ export class RecoveryOrchestrator
     flow: string,
     runId: string,
     outcome: Outcome | Error,
-  ): keyof RecoverySummary {
+  ): RecoveryOutcomeKind {
     if (!(outcome instanceof Error)) {
       if (outcome.status === 'paused')
         this.logger.warn(NestMessages.recoveredPaused(flow, runId));
@@ -226,7 +243,7 @@ type Outcome = Pick<RunResult<object>, 'status' | 'step' | 'error'>;
 
 interface Sweep {
   name: string;
-  recoverAll: () => Promise<Map<string, Outcome | Error>>;
+  recoverEach: () => AsyncIterable<RecoveryOutcome<Outcome>>;
 }
 
 function asError(error: unknown): Error {

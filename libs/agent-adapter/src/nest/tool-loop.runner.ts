@@ -5,6 +5,7 @@ import { ToolRegistry } from '../exec/tool.registry';
 import type {
   RecoverAllOptions,
   RecoverOptions,
+  RecoveryOutcome,
 } from '../flow/flow.interfaces';
 import type { ChatMessage, ChatModel } from '../loop/chat-model';
 import {
@@ -69,6 +70,13 @@ export class DurableToolLoop {
     options: RecoverAllOptions = {},
   ): Promise<Map<string, ToolLoopResult | Error>> {
     return this.core.recoverAll(options);
+  }
+
+  /** Recovers every unfinished run of this loop, yielding each outcome as it settles; see `ToolLoop.recoverEach`. */
+  recoverEach(
+    options: RecoverAllOptions = {},
+  ): AsyncGenerator<RecoveryOutcome<ToolLoopResult>, void, undefined> {
+    return this.core.recoverEach(options);
   }
 
   /** A run's latest saved state, without running anything. */
