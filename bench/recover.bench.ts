@@ -84,12 +84,8 @@ import {
 import { dropPrefix } from '../test/utils/redis-keys';
 import { runTs } from '../test/utils/ts-child';
 import { writeResults, type Measure } from './results';
-import { arg, suffix } from './util';
+import { DATABASE_URL, KEY, REDIS_URL, arg, suffix } from './util';
 
-const KEY = 'bench-key-bench-key-bench-key-32b';
-const DATABASE_URL =
-  process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
-const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 const FLOW = 'bench-recover';
 const PAGE = 100;
 const SEED_CONCURRENCY = 32;
