@@ -285,7 +285,7 @@ describe('CallLog', () => {
     const log = new CallLog(store, ring, RUN, 1);
     // A node's Promise.all: each call does some async work of its own before it logs.
     const call = async (awaits: number, i: number) => {
-      for (let k = 0; k < awaits; k++) await null;
+      for (let k = 0; k < awaits; k++) await Promise.resolve();
       await log.started(0, content('started', i));
     };
     await Promise.all([0, 1, 3, 7].map((awaits, i) => call(awaits, i)));
