@@ -87,6 +87,11 @@ export interface RecoverAllOptions {
   concurrency?: number;
   /** The identity to recover a run with (runs that have a principal need it). */
   ctxFor?: (runId: string) => RunIdentity | undefined;
+  /**
+   * Stops the sweep starting runs once aborted (a shutdown): the recoveries already started finish
+   * and their outcomes are still reported, then the sweep ends. @default none
+   */
+  signal?: AbortSignal;
 }
 
 /**

@@ -254,12 +254,24 @@ export class FlowRunner {
     runId: string,
     options: RecoverOptions = {},
   ): Promise<RunResult<S>> {
+    return this.recoverRun(flow, runId, options, false);
+  }
+
+  /** `recover`; with `unlessHeld`, a run whose owner's lease is live is `RunLeaseHeld`, not taken. */
+  private async recoverRun<S extends object>(
+    flow: Flow<S>,
+    runId: string,
+    options: RecoverOptions,
+    unlessHeld: boolean,
+  ): Promise<RunResult<S>> {
     const compiled = flow.compile();
     const { head, cp, identity } = await this.readLatest(
       compiled,
       runId,
       options.ctx,
     );
+    const held = unlessHeld && this.leaseHeld(head, Date.now());
+    if (held) throw held;
     if (cp.status === 'paused') return this.result(compiled, cp);
     const recoveries = cp.recoveries ?? 0;
     if (
@@ -566,7 +578,8 @@ export class FlowRunner {
       for (;;) {
         // The consumer first: nothing more starts until what settled has been taken.
         while (settled.length) yield settled.shift()!;
-        const more = next < page.length || !lastPage;
+        const more =
+          !options.signal?.aborted && (next < page.length || !lastPage);
         if (more && running.size < concurrency) {
           if (next === page.length) {
             try {
@@ -587,21 +600,9 @@ export class FlowRunner {
             continue;
           }
           const head = page[next++]!;
-          const held =
-            !options.force &&
-            head.status === 'running' &&
-            head.leaseExpiresAt !== undefined &&
-            head.leaseExpiresAt >= listedAt &&
-            (head.owner !== this.workerId || this.driving.has(head.runId));
+          const held = !options.force && this.leaseHeld(head, listedAt);
           if (held) {
-            settled.push([
-              head.runId,
-              new RunLeaseHeld(
-                head.runId,
-                head.owner ?? '?',
-                head.leaseExpiresAt!,
-              ),
-            ]);
+            settled.push([head.runId, held]);
             continue;
           }
           const task: Promise<void> = limit(() =>
@@ -632,14 +633,33 @@ export class FlowRunner {
   ): Promise<RecoveryOutcome<RunResult<S>>> {
     try {
       const ctx = options.ctxFor?.(runId);
-      const result = await this.recover(flow, runId, {
-        ...(ctx && { ctx }),
-        ...(options.rerunInDoubt && { rerunInDoubt: true }),
-      });
+      // The lease is judged again on the head read just before the claim: a worker that took the
+      // run since it was listed (another worker's sweep, an operator's recover) is not fenced.
+      const result = await this.recoverRun(
+        flow,
+        runId,
+        {
+          ...(ctx && { ctx }),
+          ...(options.rerunInDoubt && { rerunInDoubt: true }),
+        },
+        !options.force,
+      );
       return [runId, result];
     } catch (error) {
       return [runId, error instanceof Error ? error : new Error(String(error))];
     }
+  }
+
+  /**
+   * `RunLeaseHeld` when the run's owner may be alive at `now` (its lease has not expired); runs
+   * this worker id owns but is not driving are free (this process restarted under a stable id).
+   */
+  private leaseHeld(head: RunHead, now: number): RunLeaseHeld | undefined {
+    const { runId, status, owner, leaseExpiresAt } = head;
+    if (status !== 'running' || leaseExpiresAt === undefined) return undefined;
+    if (leaseExpiresAt < now) return undefined;
+    if (owner === this.workerId && !this.driving.has(runId)) return undefined;
+    return new RunLeaseHeld(runId, owner ?? '?', leaseExpiresAt);
   }
 
   /** The run's latest state as a result, without running anything. */

@@ -65,7 +65,11 @@ class WatchedStore extends CrashingStore {
 }
 
 /** `n` runs of stepsFlow cut short before their first checkpoint (`work` of `a` in doubt). */
-async function unfinished(store: MemoryCheckpointStore, n: number) {
+async function unfinished(
+  store: MemoryCheckpointStore,
+  n: number,
+  leaseMs?: number,
+) {
   const registry = new ToolRegistry().register('work', () => 'first try', {
     idempotent: true,
   });
@@ -79,6 +83,7 @@ async function unfinished(store: MemoryCheckpointStore, n: number) {
       checkpoints: dying,
       checkpointKey: KEY,
       workerId: 'dead',
+      ...(leaseMs !== undefined && { leaseMs }),
     })
       .run(stepsFlow(), {}, { runId: id(i) })
       .catch(() => undefined);
@@ -87,7 +92,7 @@ async function unfinished(store: MemoryCheckpointStore, n: number) {
 }
 
 /** A recovering worker whose `work` tool counts calls in flight and may wait on a gate. */
-function recoverer(store: WatchedStore) {
+function recoverer(store: WatchedStore, workerId = 'w2') {
   const calls = new Map<string, number>();
   const probe = {
     inFlight: 0,
@@ -119,7 +124,7 @@ function recoverer(store: WatchedStore) {
   const runner = new FlowRunner(new Executor(registry), {
     checkpoints: store,
     checkpointKey: KEY,
-    workerId: 'w2',
+    workerId,
   });
   return { runner, probe };
 }
@@ -315,6 +320,79 @@ describe('FlowRunner.recoverEach', () => {
     expect(outcomes).toHaveLength(130);
     expect(outcomes.every((o) => o instanceof RunLeaseHeld)).toBe(true);
     expect(store.heads).toBe(0); // nothing was read, let alone claimed
+    runner.close();
+  });
+
+  it('a run another worker took after it was listed is RunLeaseHeld, not claimed from under that worker', async () => {
+    const inner = new MemoryCheckpointStore();
+    await unfinished(inner, 2, 100);
+    await new Promise((resolve) => setTimeout(resolve, 150)); // the dead worker's leases expire
+    const store = new WatchedStore(inner);
+    const until = async (ready: () => boolean) => {
+      for (let i = 0; i < 400 && !ready(); i++)
+        await new Promise((resolve) => setTimeout(resolve, 5));
+      expect(ready()).toBe(true);
+    };
+    const sweeper = recoverer(store);
+    let releaseSweep!: () => void;
+    const sweepGate = new Promise<void>((resolve) => (releaseSweep = resolve));
+    sweeper.probe.gate = (runId) => (runId === id(0) ? sweepGate : undefined);
+    const outcomes = new Map<string, RunResult<Steps> | Error>();
+    const sweep = (async () => {
+      for await (const [runId, outcome] of sweeper.runner.recoverEach(
+        stepsFlow(),
+        { concurrency: 1 },
+      ))
+        outcomes.set(runId, outcome);
+    })();
+    // Both runs are listed (leases expired); the sweep is inside r000's tool.
+    await until(() => sweeper.probe.inFlight === 1);
+    // Meanwhile another worker recovers r001 and is alive inside its tool.
+    const operator = recoverer(store, 'w3');
+    let releaseOperator!: () => void;
+    const operatorGate = new Promise<void>(
+      (resolve) => (releaseOperator = resolve),
+    );
+    operator.probe.gate = () => operatorGate;
+    const taken = operator.runner.recover(stepsFlow(), id(1));
+    await until(() => operator.probe.inFlight === 1);
+
+    releaseSweep();
+    await sweep;
+    expect(outcomes.get(id(0))).toMatchObject({ status: 'done' });
+    expect(outcomes.get(id(1))).toBeInstanceOf(RunLeaseHeld);
+    expect(outcomes.get(id(1))).toMatchObject({ owner: 'w3' });
+    releaseOperator();
+    await expect(taken).resolves.toMatchObject({ status: 'done' });
+    expect(sweeper.probe.calls.has(`${id(1)}/a`)).toBe(false);
+    expect(operator.probe.calls.get(`${id(1)}/a`)).toBe(1);
+    sweeper.runner.close();
+    operator.runner.close();
+  });
+
+  it('an aborted signal stops the sweep starting runs; the outcomes of those started are still yielded', async () => {
+    const inner = new MemoryCheckpointStore();
+    await unfinished(inner, 20);
+    const store = new WatchedStore(inner);
+    const { runner } = recoverer(store);
+    const stop = new AbortController();
+    const outcomes: Array<RunResult<Steps> | Error> = [];
+    for await (const [, outcome] of runner.recoverEach(stepsFlow(), {
+      concurrency: 3,
+      force: true,
+      signal: stop.signal,
+    })) {
+      outcomes.push(outcome);
+      if (outcomes.length === 2) stop.abort();
+    }
+    // At the abort at most `concurrency` recoveries had been started beyond the two taken.
+    expect(store.heads).toBeLessThanOrEqual(2 + 3);
+    expect(outcomes).toHaveLength(store.heads);
+    expect(outcomes.every((o) => !(o instanceof Error))).toBe(true);
+    expect(await statuses(inner, 20)).toEqual({
+      done: store.heads,
+      running: 20 - store.heads,
+    });
     runner.close();
   });
 

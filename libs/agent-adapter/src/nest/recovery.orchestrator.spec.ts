@@ -11,12 +11,17 @@ import type { DurableToolLoop, ToolLoopRunner } from './tool-loop.runner';
 
 type Outcome = RunResult<object> | Error;
 
-/** `n` outcomes: i → what the sweep of run i gives. */
+/**
+ * `n` outcomes: i → what the sweep of run i gives. Like `recoverEach`, it starts nothing more once
+ * its `signal` is aborted.
+ */
 function outcomes(n: number, of: (i: number) => Outcome) {
   const sweep = { pulled: 0, closed: false };
-  async function* each(): AsyncGenerator<RecoveryOutcome<Outcome>> {
+  async function* each(
+    options: { signal?: AbortSignal } = {},
+  ): AsyncGenerator<RecoveryOutcome<Outcome>> {
     try {
-      for (let i = 0; i < n; i++) {
+      for (let i = 0; i < n && !options.signal?.aborted; i++) {
         sweep.pulled++;
         yield [`run-${i}`, of(i)];
       }
@@ -27,14 +32,19 @@ function outcomes(n: number, of: (i: number) => Outcome) {
   return { sweep, each };
 }
 
+type Sweep = (options?: {
+  signal?: AbortSignal;
+}) => AsyncGenerator<RecoveryOutcome<Outcome>>;
+
 function orchestrator(
-  flowSweep: () => AsyncGenerator<RecoveryOutcome<Outcome>>,
-  loopSweeps: Array<
-    [string, () => AsyncGenerator<RecoveryOutcome<Outcome>>]
-  > = [],
+  flowSweep: Sweep,
+  loopSweeps: Array<[string, Sweep]> = [],
 ) {
   const runner = {
-    core: { recoverEach: () => flowSweep() },
+    core: {
+      recoverEach: (_flow: unknown, options: { signal?: AbortSignal }) =>
+        flowSweep(options),
+    },
     close: () => undefined,
   } as unknown as DurableFlowRunner;
   const explorer = {
@@ -44,7 +54,10 @@ function orchestrator(
     all: () =>
       loopSweeps.map(
         ([name, each]) =>
-          ({ name, recoverEach: () => each() }) as unknown as DurableToolLoop,
+          ({
+            name,
+            recoverEach: (options: { signal?: AbortSignal }) => each(options),
+          }) as unknown as DurableToolLoop,
       ),
     markSwept: () => undefined,
     close: () => undefined,
@@ -136,7 +149,7 @@ describe('RecoveryOrchestrator.sweep', () => {
     ]);
   });
 
-  it('stops pulling (so starts no more recoveries) once the application shuts down', async () => {
+  it('starts no more recoveries once the application shuts down, and reports those already started', async () => {
     const { sweep, each } = outcomes(500, (i) => {
       if (i === 10) o.beforeApplicationShutdown();
       return done(i);

@@ -71,6 +71,7 @@ export class RecoveryOrchestrator
   private boot: Promise<void> = Promise.resolve();
   private resweepTimer?: NodeJS.Timeout;
   private stopping = false;
+  private readonly stop = new AbortController();
 
   constructor(
     private readonly runner: DurableFlowRunner,
@@ -124,16 +125,20 @@ export class RecoveryOrchestrator
     let latestLease = 0;
     const flows = this.explorer.flows();
     const concurrency = this.options.recoveryConcurrency;
+    // A shutdown aborts it: the sweeps start no more recoveries, and those in flight finish and
+    // are reported (one log line per run) before the sweep returns.
+    const signal = this.stop.signal;
     // Flows, then tool loops: each kind of run found by its name in the store. Outcomes are
     // streamed (recoverEach): memory stays flat however many runs there are.
     const sweeps: Sweep[] = [
       ...flows.map(({ flow }) => ({
         name: flow.name,
-        recoverEach: () => this.runner.core.recoverEach(flow, { concurrency }),
+        recoverEach: () =>
+          this.runner.core.recoverEach(flow, { concurrency, signal }),
       })),
       ...this.loops.all().map((loop) => ({
         name: loop.name,
-        recoverEach: () => loop.recoverEach({ concurrency }),
+        recoverEach: () => loop.recoverEach({ concurrency, signal }),
       })),
     ];
     this.loops.markSwept();
@@ -146,8 +151,6 @@ export class RecoveryOrchestrator
           if (summary[kind].length < SUMMARY_RUN_IDS) summary[kind].push(runId);
           if (outcome instanceof RunLeaseHeld)
             latestLease = Math.max(latestLease, outcome.until);
-          // Shutting down: start no more recoveries (those in flight finish first).
-          if (this.stopping) break;
         }
       } catch (error) {
         this.logger.error(NestMessages.sweepFailed(name, asError(error)));
@@ -168,6 +171,7 @@ export class RecoveryOrchestrator
 
   beforeApplicationShutdown(): void {
     this.stopping = true;
+    this.stop.abort();
     if (this.resweepTimer) clearTimeout(this.resweepTimer);
     this.resweepTimer = undefined;
     this.runner.close();
