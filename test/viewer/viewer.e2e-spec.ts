@@ -63,8 +63,9 @@ class RefundModule {}
 (existsSync(CHROMIUM) || process.env.CI === 'true' ? describe : describe.skip)(
   'run viewer (headless Chromium)',
   () => {
-    const dir = mkdtempSync(join(tmpdir(), 'aa-viewer-'));
-    const path = join(dir, 'runs.db');
+    // Made in beforeAll: a skipped suite (no browser outside CI) must not leave a directory behind.
+    let dir = '';
+    let path = '';
     const ledger = new Ledger();
     let app: INestApplication;
     let url: string;
@@ -103,6 +104,8 @@ class RefundModule {}
     }
 
     beforeAll(async () => {
+      dir = mkdtempSync(join(tmpdir(), 'aa-viewer-'));
+      path = join(dir, 'runs.db');
       mkdirSync(SHOTS, { recursive: true });
       await crashIn('email_tickets', 'order-recovered'); // idempotent: recovered at boot
       await crashIn('charge_card', 'order-in-doubt'); // not idempotent: needs a decision
