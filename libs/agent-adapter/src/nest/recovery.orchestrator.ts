@@ -70,7 +70,7 @@ export class RecoveryOrchestrator
   private readonly logger = new Logger('DurableRecovery');
   private boot: Promise<void> = Promise.resolve();
   private resweepTimer?: NodeJS.Timeout;
-  private stopping = false;
+  /** Aborted on shutdown: the sweep starts no more recoveries. */
   private readonly stop = new AbortController();
 
   constructor(
@@ -143,7 +143,7 @@ export class RecoveryOrchestrator
     ];
     this.loops.markSwept();
     for (const { name, recoverEach } of sweeps) {
-      if (this.stopping) break;
+      if (this.stop.signal.aborted) break;
       try {
         for await (const [runId, outcome] of recoverEach()) {
           const kind = this.report(name, runId, outcome);
@@ -160,7 +160,7 @@ export class RecoveryOrchestrator
     this.logger.log(
       NestMessages.sweepDone(flows.length, sweeps.length - flows.length, runs),
     );
-    if (options.resweep && summary.counts.held && !this.stopping) {
+    if (options.resweep && summary.counts.held && !this.stop.signal.aborted) {
       this.scheduleResweep(
         latestLease + RESWEEP_MARGIN_MS,
         summary.counts.held,
@@ -170,7 +170,6 @@ export class RecoveryOrchestrator
   }
 
   beforeApplicationShutdown(): void {
-    this.stopping = true;
     this.stop.abort();
     if (this.resweepTimer) clearTimeout(this.resweepTimer);
     this.resweepTimer = undefined;
@@ -236,7 +235,8 @@ export class RecoveryOrchestrator
       this.logger.warn(NestMessages.accessDenied(flow, runId, outcome.message));
       return 'accessDenied';
     }
-    if (this.stopping) this.logger.warn(NestMessages.interrupted(flow, runId));
+    if (this.stop.signal.aborted)
+      this.logger.warn(NestMessages.interrupted(flow, runId));
     else this.logger.error(NestMessages.failed(flow, runId, outcome));
     return 'failed';
   }

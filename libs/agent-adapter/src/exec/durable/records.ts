@@ -8,7 +8,7 @@ import type {
 import { canonicalJson, type CanonicalText, type Json } from './canonical-json';
 import { PayloadCipher, noEncryptionKey } from './encryption';
 import type { KeyRing } from './key-ring';
-import { open, seal } from './seal';
+import { open, seal, type Coordinates } from './seal';
 
 /** Who a run acts for. Sealed into every checkpoint. @publicApi */
 export interface RunIdentity {
@@ -214,9 +214,7 @@ export function sealCheckpoint(
 ): CheckpointRecord {
   const { runId, step, flow, status, segment, ...content } = cp;
   const columns = { runId, step, flow, status, segment };
-  const body = ring.encryption
-    ? hide(ring.encryption, content, CHECKPOINT_SECRETS)
-    : content;
+  const body = hide(ring, content, CHECKPOINT_SECRETS);
   return {
     ...columns,
     sealed: seal(ring, checkpointCoords(columns), body as unknown as Json),
@@ -228,12 +226,17 @@ const CHECKPOINT_SECRETS = ['state', 'pending'] as const;
 /** What a call record holds that is encrypted at rest. */
 const CALL_SECRETS = ['args', 'outcome', 'previous', 'decision'] as const;
 
-/** `content` with each of `fields` (when present) replaced by its encrypted canonical JSON. */
+/**
+ * `content` with each of `fields` (when present) replaced by its encrypted canonical JSON, when
+ * the ring encrypts; `content` itself otherwise.
+ */
 function hide<T extends object>(
-  cipher: PayloadCipher,
+  ring: KeyRing,
   content: T,
   fields: readonly string[],
 ): T {
+  const cipher = ring.encryption;
+  if (!cipher) return content;
   const out: Record<string, unknown> = {
     ...(content as Record<string, unknown>),
   };
@@ -265,22 +268,39 @@ function reveal<T extends object>(
   return (out ?? content) as T;
 }
 
+/**
+ * A sealed record's body, verified against the coordinates it was read from and with its encrypted
+ * `secrets` decrypted; `CheckpointStoreCorrupt` naming `what` when it does not verify. The caller
+ * checks the body's shape.
+ */
+function openBody<T>(
+  ring: KeyRing,
+  coords: Coordinates,
+  record: { runId: string; sealed: string },
+  what: string,
+  secrets: readonly string[],
+): T {
+  const opened = open(ring, coords, record.sealed);
+  if (!opened.ok) throw corrupt(record.runId, what, opened);
+  return (
+    isObject(opened.content)
+      ? reveal(ring, opened.content, secrets, record.runId, what)
+      : opened.content
+  ) as T;
+}
+
 export function openCheckpoint(
   ring: KeyRing,
   record: CheckpointRecord,
 ): Checkpoint {
-  const opened = open(ring, checkpointCoords(record), record.sealed);
   const what = `checkpoint step ${record.step}`;
-  if (!opened.ok) throw corrupt(record.runId, what, opened);
-  const content = isObject(opened.content)
-    ? reveal(
-        ring,
-        opened.content as unknown as CheckpointContent,
-        CHECKPOINT_SECRETS,
-        record.runId,
-        what,
-      )
-    : (opened.content as CheckpointContent);
+  const content = openBody<CheckpointContent>(
+    ring,
+    checkpointCoords(record),
+    record,
+    what,
+    CHECKPOINT_SECRETS,
+  );
   if (
     !isObject(content) ||
     typeof content.superstep !== 'number' ||
@@ -303,9 +323,7 @@ export function sealCall(
 ): CallRecord {
   const { runId, segment, seq, superstep, ...content } = call;
   const columns = { runId, segment, seq, superstep };
-  const body = ring.encryption
-    ? hide(ring.encryption, content, CALL_SECRETS)
-    : content;
+  const body = hide(ring, content, CALL_SECRETS);
   return {
     ...columns,
     sealed: seal(ring, callCoords(columns), body),
@@ -313,18 +331,14 @@ export function sealCall(
 }
 
 export function openCall(ring: KeyRing, record: CallRecord): Call {
-  const opened = open(ring, callCoords(record), record.sealed);
   const what = `call record ${record.segment}/${record.seq}`;
-  if (!opened.ok) throw corrupt(record.runId, what, opened);
-  const content = isObject(opened.content)
-    ? reveal(
-        ring,
-        opened.content as unknown as CallContent,
-        CALL_SECRETS,
-        record.runId,
-        what,
-      )
-    : (opened.content as CallContent);
+  const content = openBody<CallContent>(
+    ring,
+    callCoords(record),
+    record,
+    what,
+    CALL_SECRETS,
+  );
   const invalid = isObject(content) ? invalidCall(content) : 'missing fields';
   if (invalid !== undefined) {
     throw new CheckpointStoreCorrupt(
