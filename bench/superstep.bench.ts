@@ -2,22 +2,25 @@
  * Cost of one durable superstep with one tool call (a `started` record, a `done` record and a
  * checkpoint) per backend, as a ratio to the floor measured in the same run on the same server:
  * three raw single-row writes of the same size, each its own commit, with the same durability
- * settings and through the same client library.
+ * settings and through the same client library. The node only makes its call, so it is
+ * `callsFirst`: the runner writes the checkpoint together with the next superstep's `started`
+ * record and the `done` record before it, one round trip per superstep.
  *
  *   npm run bench -- --suite superstep [--stores postgres,redis,sqlite,memory] [--supersteps 300]
- *                    [--rounds 3] [--shapes one,parallel4,state1k,state100k]
+ *                    [--rounds 3] [--shapes one,plain,parallel4,state1k,state100k]
  *
  * Besides the one-call superstep (issue 3's targets), other shapes of superstep, each against its
- * own floor (one raw single-row write per record it makes, same sizes): `parallel4`, one node
- * making 4 tool calls at once (4 `started` + 4 `done` + a checkpoint: 9 raw writes); `state1k` and
- * `state100k`, the one-call superstep on a run whose state also holds a 1 KB / 100 KB value the
- * node does not change (every checkpoint still carries and seals it). On the memory store it also
- * reports the share of the runner's CPU spent sealing (V8 profiler, inclusive time of `seal`), and
- * the runner's CPU with a 200 µs idle wait per store write, as real I/O makes (see RESULTS.md);
- * `--profile` also prints the profile's inclusive times.
+ * own floor (one raw single-row write per record it makes, same sizes): `plain`, the same node not
+ * marked `callsFirst` (two round trips: the `started` record, then the checkpoint with the `done`
+ * record); `parallel4`, one node making 4 tool calls at once (4 `started` + 4 `done` + a
+ * checkpoint: 9 raw writes); `state1k` and `state100k`, the one-call superstep on a run whose state
+ * also holds a 1 KB / 100 KB value the node does not change (every checkpoint still carries and
+ * seals it). On the memory store it also reports the share of the runner's CPU spent sealing (V8
+ * profiler, inclusive time of `seal`), and the runner's CPU with a 200 µs idle wait per store
+ * write, as real I/O makes (see RESULTS.md); `--profile` also prints the profile's inclusive times.
  *
  * The `cpu ms` columns are the process's CPU time (user + system, `process.cpuUsage`) per
- * superstep, of the whole run through FlowRunner and of the store's two writes alone: on a shared
+ * superstep, of the whole run through FlowRunner and of the store's writes alone: on a shared
  * machine steadier figures than wall time, and on a real backend they include the client library's
  * own work (and the kernel's, for the socket). Their difference is the runner's own CPU.
  *
@@ -65,20 +68,30 @@ interface Shape {
   initial(i: number): State;
 }
 
-/** A flow that loops one node SUPERSTEPS times; the node makes `calls` tool calls at once. */
-function loopFlow(calls: number): Flow<State> {
-  return new Flow<State>(`bench-loop-${calls}`, { maxVisits: SUPERSTEPS + 1 })
-    .node('work', async (s, ctx) => {
-      const notes =
-        calls === 1
-          ? [await ctx.call<string>('touch', { i: s.i, who: 'bench' })]
-          : await Promise.all(
-              Array.from({ length: calls }, (_, k) =>
-                ctx.call<string>('touch', { i: s.i, k, who: 'bench' }),
-              ),
-            );
-      return { i: s.i + 1, note: notes.join(',') };
-    })
+/**
+ * A flow that loops one node SUPERSTEPS times; the node makes `calls` tool calls at once. It does
+ * nothing else, so it is `callsFirst` (its superstep's checkpoint goes out with the next one's
+ * `started` records) unless `plain` asks for the other write pattern (checkpoint, then `started`).
+ */
+function loopFlow(calls: number, plain = false): Flow<State> {
+  return new Flow<State>(`bench-loop-${calls}${plain ? '-plain' : ''}`, {
+    maxVisits: SUPERSTEPS + 1,
+  })
+    .node(
+      'work',
+      async (s, ctx) => {
+        const notes =
+          calls === 1
+            ? [await ctx.call<string>('touch', { i: s.i, who: 'bench' })]
+            : await Promise.all(
+                Array.from({ length: calls }, (_, k) =>
+                  ctx.call<string>('touch', { i: s.i, k, who: 'bench' }),
+                ),
+              );
+        return { i: s.i + 1, note: notes.join(',') };
+      },
+      { callsFirst: !plain },
+    )
     .route('work', (s) => (s.i < SUPERSTEPS ? 'work' : 'done'), [
       'work',
       'done',
@@ -92,6 +105,12 @@ const SHAPES: Record<string, Shape> = {
     name: 'one',
     label: 'one tool call',
     flow: () => loopFlow(1),
+    initial: (i) => ({ i, note: '' }),
+  },
+  plain: {
+    name: 'plain',
+    label: 'one tool call, node not callsFirst',
+    flow: () => loopFlow(1, true),
     initial: (i) => ({ i, note: '' }),
   },
   parallel4: {
@@ -251,13 +270,15 @@ async function cpuOnly(): Promise<void> {
 }
 
 /**
- * Milliseconds for the store's own part of a superstep, without the runner: the `started` record,
- * then the checkpoint carrying the `done` record (the two writes the runner makes), with sealed
- * texts of the sizes the flow produced.
+ * Milliseconds for the store's own part of a superstep, without the runner, with sealed texts of
+ * the sizes the flow produced: the writes the runner makes. For a callsFirst node, one: the
+ * checkpoint carrying this superstep's `done` record and the next superstep's `started`. For a
+ * plain node, two: the `started` record, then the checkpoint carrying the `done` record.
  */
 async function storeOnly(
   store: CheckpointStore,
   sizes: number[],
+  plain: boolean,
 ): Promise<{ ms: number; cpu: number }> {
   const [started, done, checkpoint] = sizes.map((n) => 'x'.repeat(n)) as [
     string,
@@ -266,6 +287,13 @@ async function storeOnly(
   ];
   const runId = `ops-${suffix()}`;
   const segment = 1;
+  const call = (superstep: number, seq: number, sealed: string) => ({
+    runId,
+    segment,
+    superstep,
+    seq,
+    sealed,
+  });
   await store.save(
     {
       runId,
@@ -277,6 +305,7 @@ async function storeOnly(
     },
     { owner: 'bench' },
   );
+  if (!plain) await store.recordCall(runId, segment, [call(1, 1, started)]);
   const times: number[] = [];
   const cpu: number[] = [];
   let step = 0;
@@ -285,9 +314,8 @@ async function storeOnly(
     const t0 = process.hrtime.bigint();
     for (let i = 0; i < SUPERSTEPS; i++) {
       step++;
-      await store.recordCall(runId, segment, [
-        { runId, segment, superstep: step, seq: 1, sealed: started },
-      ]);
+      if (plain)
+        await store.recordCall(runId, segment, [call(step, 1, started)]);
       await store.save(
         {
           runId,
@@ -298,7 +326,9 @@ async function storeOnly(
           sealed: checkpoint,
         },
         {
-          calls: [{ runId, segment, superstep: step, seq: 2, sealed: done }],
+          calls: plain
+            ? [call(step, 2, done)]
+            : [call(step, 2, done), call(step + 1, 1, started)],
           owner: 'bench',
           leaseExpiresAt: Date.now() + 15_000,
         },
@@ -434,7 +464,7 @@ interface Row {
   writes: number;
   /** Records per superstep: raw writes in the floor. */
   records: number;
-  /** The store's writes alone (the one-call shape only). */
+  /** The store's writes alone (the one-call shapes only). */
   storeMs?: number;
   storeCpuMs?: number;
   floorMs: number;
@@ -452,7 +482,9 @@ async function measure(name: string, backend: Backend): Promise<Row[]> {
     const { ms, cpu, sizes, writes } = await durable(backend.store, shape);
     const busy1 = await backend.serverUs?.();
     const only =
-      shape.name === 'one' ? await storeOnly(backend.store, sizes) : undefined;
+      shape.name === 'one' || shape.name === 'plain'
+        ? await storeOnly(backend.store, sizes, shape.name === 'plain')
+        : undefined;
     const busy2 = await backend.serverUs?.();
     const floorMs = backend.rawWrite
       ? await floor(backend.rawWrite, sizes)
@@ -583,7 +615,7 @@ async function main(): Promise<void> {
     `supersteps: ${SUPERSTEPS} supersteps x ${ROUNDS} rounds (median); shapes ${SHAPE_NAMES.join(', ')}\n`,
   );
   console.log(
-    'superstep = the whole durable superstep through FlowRunner; store = its store writes alone (one-call shape);\nfloor = one raw single-row write per record of the superstep; writes = store round trips per superstep\n',
+    'superstep = the whole durable superstep through FlowRunner; store = its store writes alone (one-call shapes);\nfloor = one raw single-row write per record of the superstep; writes = store round trips per superstep\n',
   );
   console.log(
     'store      shape        superstep ms   cpu ms   store ms   cpu ms   writes   floor ms (raw)   superstep/floor   store/floor   target',
@@ -635,7 +667,10 @@ async function main(): Promise<void> {
       });
     if (r.storeMs !== undefined && !Number.isNaN(r.floorMs))
       measures.push({
-        measure: 'store writes / floor',
+        measure:
+          r.shape === 'one'
+            ? 'store writes / floor'
+            : `store writes / floor: ${label}`,
         store: r.store,
         value: r.storeMs / r.floorMs,
         unit: 'x',

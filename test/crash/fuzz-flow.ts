@@ -10,7 +10,8 @@
  * sum reducer, so parallel nodes may both write it) and to `log` (a concatenating reducer) and
  * writes its own `v_<node>`. Routes take the forward target once `n` reaches a cap, so every loop
  * ends; a node's `maxVisits` is sometimes low enough to end a run `failed` (FlowError). A node makes
- * 0–3 tool calls, in one or two groups whose calls run concurrently.
+ * 0–3 tool calls, in one or two groups whose calls run concurrently; two nodes in three are
+ * `callsFirst` (their superstep's first `started` record goes out with the previous checkpoint).
  *
  * Tools: idempotent, readOnly, plain (not idempotent) and approval (pauses the run; not
  * idempotent). Results are a function of the arguments, so a rerun gives what the first run gave;
@@ -203,7 +204,13 @@ export function fuzzFlow(spec: FuzzSpec): Flow<FuzzState> {
           [`v_${node.name}`]: results,
         };
       },
-      node.maxVisits === undefined ? {} : { maxVisits: node.maxVisits },
+      {
+        ...(node.maxVisits !== undefined && { maxVisits: node.maxVisits }),
+        // Its code only makes calls: most nodes say so, and their supersteps then write the
+        // previous checkpoint with their first `started` record (a hash, so the seeds' other
+        // choices stay as they were).
+        callsFirst: hash(`${spec.flow}/${node.name}`) % 3 !== 0,
+      },
     );
     for (const to of node.edges) flow.edge(node.name, to);
     if (node.route) {

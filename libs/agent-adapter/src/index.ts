@@ -9,6 +9,7 @@ export { FlowRunner } from './flow/flow.runner';
 export type { FlowRunnerOptions } from './flow/flow.runner';
 export type {
   FlowOptions,
+  FlowNodeOptions,
   NodeContext,
   NodeFn,
   Reducer,

@@ -162,12 +162,14 @@ function crashAt(point: Point, tool: string): CrashPredicate {
       case 'after done':
         return has('done') && moment === point.split(' ')[0];
       case 'before save':
-      case 'after save':
-        if (w.kind === 'recordCall' && has('started') && moment === 'after')
-          startedStored = true;
-        return (
-          startedStored && w.kind === 'save' && moment === point.split(' ')[0]
-        );
+      case 'after save': {
+        // The save that closes the tool's superstep: the first after the write that stored its
+        // `started` (itself a save when it went out with the previous superstep's checkpoint).
+        const hit =
+          startedStored && w.kind === 'save' && moment === point.split(' ')[0];
+        if (has('started') && moment === 'after') startedStored = true;
+        return hit;
+      }
       case 'inside the tool':
         return false;
     }

@@ -922,6 +922,180 @@ describe('Durable protocol (DESIGN.md)', () => {
     expect(writes).toEqual(['save +0', 'recordCall 4', 'save +4']);
   });
 
+  /** A memory store that lists its writes: `save +<calls it carried>` or `recordCall <n>`. */
+  function countingStore() {
+    const store = new MemoryCheckpointStore();
+    const writes: string[] = [];
+    const [recordCall, save] = [
+      store.recordCall.bind(store),
+      store.save.bind(store),
+    ];
+    jest.spyOn(store, 'recordCall').mockImplementation(async (...a) => {
+      writes.push(`recordCall ${a[2].length}`);
+      return recordCall(...a);
+    });
+    jest.spyOn(store, 'save').mockImplementation(async (...a) => {
+      writes.push(`save +${a[1]?.calls?.length ?? 0}`);
+      return save(...a);
+    });
+    return { store, writes };
+  }
+
+  /** Three nodes, one call each; b runs `before` first. */
+  const chain = (callsFirst: boolean, before?: () => Promise<void>) =>
+    new Flow<{ out: string[] }>('chain')
+      .node('a', async (s, ctx) => ({
+        out: [...s.out, await ctx.call<string>('step', { n: 1 })],
+      }))
+      .node(
+        'b',
+        async (s, ctx) => {
+          await before?.();
+          return {
+            out: [...s.out, await ctx.call<string>('step', { n: 2 })],
+          };
+        },
+        { callsFirst },
+      )
+      .node(
+        'c',
+        async (s, ctx) => ({
+          out: [...s.out, await ctx.call<string>('step', { n: 3 })],
+        }),
+        { callsFirst },
+      )
+      .edge('a', 'b')
+      .edge('b', 'c')
+      .end('c');
+
+  const stepRunner = (store: CheckpointStore) =>
+    new FlowRunner(
+      new Executor(
+        new ToolRegistry().register('step', (a: { n: number }) => `s${a.n}`),
+      ),
+      { checkpoints: store, checkpointKey: KEY },
+    );
+
+  it("before a callsFirst node, the checkpoint goes out with its first call's started record: one write per superstep with one call", async () => {
+    const { store, writes } = countingStore();
+    const runner = stepRunner(store);
+    const saved: number[] = [];
+    runner.events.on('checkpoint.saved', (e) => saved.push(e.step));
+    const result = await runner.run(chain(true), { out: [] }, { runId: 'c1' });
+    expect(result.state.out).toEqual(['s1', 's2', 's3']);
+    // Step 0; a's started; a's done + checkpoint 1 + b's started; b's done + checkpoint 2 + c's
+    // started; c's done + the final checkpoint.
+    expect(writes).toEqual([
+      'save +0',
+      'recordCall 1',
+      'save +2',
+      'save +2',
+      'save +1',
+    ]);
+    expect(saved).toEqual([0, 1, 2, 3]);
+    // Every record is stored where it belongs: each checkpoint counts the records before it.
+    const history = await store.history('c1');
+    expect(history.checkpoints.map((c) => c.step)).toEqual([0, 1, 2, 3]);
+    expect(
+      history.calls.map((c) => [c.superstep, c.seq, decode(c).phase]),
+    ).toEqual([
+      [0, 1, 'started'],
+      [0, 2, 'done'],
+      [1, 1, 'started'],
+      [1, 2, 'done'],
+      [2, 1, 'started'],
+      [2, 2, 'done'],
+    ]);
+  });
+
+  it('a callsFirst node that waits before its first call does not hold the checkpoint back: it is written alone', async () => {
+    const { store, writes } = countingStore();
+    let stored: number | undefined;
+    const wait = async () => {
+      await new Promise((resolve) => setTimeout(resolve, 5));
+      stored = (await store.latest('c2'))?.step;
+    };
+    await stepRunner(store).run(
+      chain(true, wait),
+      { out: [] },
+      {
+        runId: 'c2',
+      },
+    );
+    expect(stored).toBe(1); // b's node saw a's checkpoint stored while it waited
+    expect(writes).toEqual([
+      'save +0',
+      'recordCall 1',
+      'save +1',
+      'recordCall 1',
+      'save +2',
+      'save +1',
+    ]);
+  });
+
+  it('any other node starts only once the previous checkpoint is stored (two writes per superstep)', async () => {
+    const { store, writes } = countingStore();
+    const seen: Array<number | undefined> = [];
+    let runId = 'c4';
+    const look = async () => {
+      seen.push((await store.latest(runId))?.step);
+    };
+    await stepRunner(store).run(
+      chain(false, look),
+      { out: [] },
+      {
+        runId: 'c4',
+      },
+    );
+    expect(seen).toEqual([1]);
+    expect(writes).toEqual([
+      'save +0',
+      'recordCall 1',
+      'save +1',
+      'recordCall 1',
+      'save +1',
+      'recordCall 1',
+      'save +1',
+    ]);
+    // The same node marked callsFirst starts before it: that is what the option allows.
+    seen.length = 0;
+    runId = 'c5';
+    await stepRunner(store).run(chain(true, look), { out: [] }, { runId });
+    expect(seen).toEqual([0]);
+  });
+
+  it("a checkpoint the store refuses is never followed by a tool: the next superstep's call is refused with it", async () => {
+    const store = new MemoryCheckpointStore();
+    const ran: number[] = [];
+    const refused = new CheckpointConflict('taken by another worker', 'c3');
+    const save = store.save.bind(store);
+    jest.spyOn(store, 'save').mockImplementation(async (record, options) => {
+      if (record.step === 2) throw refused;
+      return save(record, options);
+    });
+    const runner = new FlowRunner(
+      new Executor(
+        new ToolRegistry().register('step', (a: { n: number }) => {
+          ran.push(a.n);
+          return `s${a.n}`;
+        }),
+      ),
+      { checkpoints: store, checkpointKey: KEY },
+    );
+    await expect(
+      runner.run(chain(true), { out: [] }, { runId: 'c3' }),
+    ).rejects.toBe(refused);
+    expect(ran).toEqual([1, 2]); // c's tool never ran
+    const history = await store.history('c3');
+    expect(history.checkpoints.map((c) => c.step)).toEqual([0, 1]);
+    // b's done and c's started went with the refused write: b is in doubt, as after a crash.
+    expect(history.calls.map((c) => [c.superstep, decode(c).phase])).toEqual([
+      [0, 'started'],
+      [0, 'done'],
+      [1, 'started'],
+    ]);
+  });
+
   it('run ids are 128-bit random unless the caller gives one', async () => {
     const w = worker([], new MemoryCheckpointStore());
     const a = await w.run(ticketsFlow(), input);

@@ -2,6 +2,7 @@ import { FlowError } from '../errors';
 import type {
   FlowOptions,
   NodeFn,
+  FlowNodeOptions,
   Reducer,
   RouteFn,
   StateClass,
@@ -13,6 +14,7 @@ export interface NodeDef<S> {
   name: string;
   spec: NodeFn<S> | CallNode<S>;
   maxVisits?: number;
+  callsFirst?: boolean;
 }
 
 export interface RouteDef<S> {
@@ -67,7 +69,7 @@ export class Flow<S extends object = Record<string, unknown>> {
   node(
     name: string,
     spec: NodeFn<S> | CallNode<S>,
-    options: { maxVisits?: number } = {},
+    options: FlowNodeOptions = {},
   ): this {
     this.mutable();
     if (
@@ -97,10 +99,21 @@ export class Flow<S extends object = Record<string, unknown>> {
         `Flow "${this.name}": node "${name}" maxVisits must be a positive integer.`,
       );
     }
+    if (
+      options.callsFirst !== undefined &&
+      typeof options.callsFirst !== 'boolean'
+    ) {
+      throw new FlowError(
+        `Flow "${this.name}": node "${name}" callsFirst must be true or false.`,
+      );
+    }
     this.nodes.push({
       name,
       spec,
       ...(options.maxVisits !== undefined && { maxVisits: options.maxVisits }),
+      ...(options.callsFirst !== undefined && {
+        callsFirst: options.callsFirst,
+      }),
     });
     return this;
   }

@@ -181,6 +181,11 @@ describe('Flow validation', () => {
       /maxVisits must be a positive integer/,
     ],
     [
+      'a callsFirst that is not a boolean',
+      () => new Flow('f').node('a', noop, { callsFirst: 'yes' as never }),
+      /node "a" callsFirst must be true or false/,
+    ],
+    [
       'a bad flow maxVisits',
       () => new Flow('f', { maxVisits: 1.5 }),
       /maxVisits must be a positive integer/,
@@ -292,6 +297,31 @@ describe('Flow digest', () => {
     expect(build({ reducerFn: (a, b) => a ?? b }).digest).toBe(base);
     // The default start is the first node: naming it changes nothing.
     expect(build({ starts: ['a'] }).digest).toBe(base);
+  });
+
+  it('marks Call(...) nodes callsFirst, and function nodes only when they say so', () => {
+    const nodes = new Flow('f')
+      .node('a', Call('t'))
+      .node('b', noop)
+      .node('c', noop, { callsFirst: true })
+      .node('d', Call('t'), { callsFirst: false })
+      .edge('a', 'b')
+      .edge('b', 'c')
+      .edge('c', 'd')
+      .end('d')
+      .compile().nodes;
+    expect(['a', 'b', 'c', 'd'].map((n) => nodes.get(n)!.callsFirst)).toEqual([
+      true,
+      false,
+      true,
+      false,
+    ]);
+  });
+
+  it('is equal whatever nodes say callsFirst (it batches store writes, not what runs)', () => {
+    const marked = build();
+    marked.nodes.find((n) => n.name === 'c')!.callsFirst = true;
+    expect(marked.digest).toBe(base);
   });
 
   it.each<[string, Variant]>([

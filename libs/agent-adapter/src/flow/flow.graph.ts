@@ -10,6 +10,8 @@ export interface CompiledNode<S> {
   name: string;
   run: NodeFn<S>;
   maxVisits: number;
+  /** See `FlowNodeOptions.callsFirst`; true for `Call(...)` nodes. */
+  callsFirst: boolean;
 }
 
 /** An immutable, checked graph. */
@@ -119,6 +121,8 @@ export function compileFlow<S extends object>(flow: Flow<S>): CompiledFlow<S> {
       name: def.name,
       run,
       maxVisits: def.maxVisits ?? flow.maxVisits,
+      // Not in the digest: it changes how writes are batched, not what the graph does.
+      callsFirst: def.callsFirst ?? isCallNode<S>(spec),
     });
   }
 

@@ -62,6 +62,22 @@ export interface FlowOptions<S> {
   kind?: 'flow' | 'loop';
 }
 
+/** Options of `Flow.node`. @publicApi */
+export interface FlowNodeOptions {
+  /** How many times this node may run in one run. @default the flow's maxVisits */
+  maxVisits?: number;
+  /**
+   * The node does no I/O of its own before its first tool call: until then it only computes from
+   * the state (the call's arguments). Its code may then start before the previous superstep's
+   * checkpoint is stored, and the checkpoint goes out with its first call's `started` record: one
+   * store round trip per superstep instead of two. No tool runs before both are stored; a crash or
+   * a fenced worker there runs nothing twice. `Call(...)` nodes are this kind. Leave it off for a
+   * node that calls a model or another service itself before its first tool call: that request
+   * would go out before the checkpoint is stored. @default false
+   */
+  callsFirst?: boolean;
+}
+
 /** @publicApi */
 export interface RunOptions {
   /** The run's id; 128 random bits when omitted. A run id is the only key a shared store has. */

@@ -791,11 +791,25 @@ export class FlowRunner {
                       visits: outcome.visits,
                     }),
               };
-        await this.save(next, calls, {
+        const extra = {
           ...(scope.unreplayed.length && { unreplayed: scope.unreplayed }),
           stage: cp.frontier.join('+'),
-        });
-        if (book && taken?.recovered) {
+        };
+        const recovered = book !== undefined && taken?.recovered === true;
+        if (
+          next.status === 'running' &&
+          !recovered &&
+          next.frontier.every((n) => flow.nodes.get(n)?.callsFirst)
+        ) {
+          // The next nodes only compute until their first call: the checkpoint goes out with that
+          // call's `started` record (one round trip for both), or alone once the microtask queue
+          // is empty. No tool runs before both are stored; a refused write fails its calls.
+          const write = this.checkpointWrite(next, [], extra);
+          log.saveWith(write.record, calls, write.options, write.saved);
+        } else {
+          await this.save(next, calls, extra);
+        }
+        if (recovered) {
           this.events.emit('run.recovered', {
             kind: cp.kind,
             runId: cp.runId,
@@ -810,6 +824,11 @@ export class FlowRunner {
         cp = next;
       }
       return this.result(flow, cp);
+    } catch (error) {
+      // A checkpoint handed to the log may still be in flight: the caller learns of the error
+      // only once the store is quiet, so what it reads next is what this worker left.
+      await log.settled();
+      throw error;
     } finally {
       this.hold(start.runId, false);
     }
@@ -909,23 +928,42 @@ export class FlowRunner {
     } = {},
     expectCalls?: number,
   ) {
+    const write = this.checkpointWrite(cp, calls, extra, expectCalls);
+    await this.store.save(write.record, write.options());
+    write.saved();
+  }
+
+  /** A checkpoint's sealed record, its save options (read when written) and its event. */
+  private checkpointWrite(
+    cp: Checkpoint,
+    calls: SaveOptions['calls'] = [],
+    extra: {
+      unreplayed?: SuperstepScope['unreplayed'];
+      stage?: string;
+    } = {},
+    expectCalls?: number,
+  ) {
     const { stage, ...rest } = extra;
-    await this.store.save(sealCheckpoint(this.ring, cp), {
-      ...(calls.length && { calls }),
-      ...(expectCalls !== undefined && { expectCalls }),
-      owner: this.workerId,
-      leaseExpiresAt: Date.now() + this.leaseMs,
-    });
-    this.events.emit('checkpoint.saved', {
-      kind: cp.kind,
-      runId: cp.runId,
-      flow: cp.flow,
-      step: cp.step,
-      status: cp.status,
-      // A loop's stage: the node that just ran ('model' | 'tools'), else why it was saved.
-      ...(cp.kind === 'loop' && { stage: stage ?? cp.reason }),
-      ...rest,
-    });
+    return {
+      record: sealCheckpoint(this.ring, cp),
+      options: (): SaveOptions => ({
+        ...(calls.length && { calls }),
+        ...(expectCalls !== undefined && { expectCalls }),
+        owner: this.workerId,
+        leaseExpiresAt: Date.now() + this.leaseMs,
+      }),
+      saved: () =>
+        this.events.emit('checkpoint.saved', {
+          kind: cp.kind,
+          runId: cp.runId,
+          flow: cp.flow,
+          step: cp.step,
+          status: cp.status,
+          // A loop's stage: the node that just ran ('model' | 'tools'), else why it was saved.
+          ...(cp.kind === 'loop' && { stage: stage ?? cp.reason }),
+          ...rest,
+        }),
+    };
   }
 
   private result<S extends object>(

@@ -60,7 +60,10 @@ class CountFlow {
     return { value: s.value + 1 };
   }
 
-  @Node({ route: { pick: 'again', targets: ['loop', 'finish'] } })
+  @Node({
+    route: { pick: 'again', targets: ['loop', 'finish'] },
+    callsFirst: true,
+  })
   loop(s: Counter): Partial<Counter> {
     return { value: s.value + 1 };
   }
@@ -118,6 +121,9 @@ describe('DurableExplorer', () => {
       expect(found!.flow).toBeInstanceOf(CoreFlow);
       expect(found!.cls).toBe(CountFlow);
       expect(found!.flow.digest).toBe(builderTwin().digest);
+      const nodes = found!.flow.compile().nodes;
+      expect(nodes.get('loop')!.callsFirst).toBe(true);
+      expect(nodes.get('begin')!.callsFirst).toBe(false);
       expect(explorer.findFlow(CountFlow)).toBe(found);
       expect(explorer.findFlow('count')).toBe(found);
       expect(explorer.findFlow('other')).toBeUndefined();

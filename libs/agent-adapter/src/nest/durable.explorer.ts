@@ -196,6 +196,9 @@ export class DurableExplorer implements OnModuleInit {
             ...(options.maxVisits !== undefined && {
               maxVisits: options.maxVisits,
             }),
+            ...(options.callsFirst !== undefined && {
+              callsFirst: options.callsFirst,
+            }),
           },
         );
       }

@@ -2,7 +2,9 @@ import { CheckpointStoreCorrupt } from '../../errors';
 import { Messages } from '../../errors/messages';
 import type {
   CallRecord,
+  CheckpointRecord,
   CheckpointStore,
+  SaveOptions,
 } from '../checkpoints/checkpoint-store';
 import type { KeyRing } from './key-ring';
 import { sealCall, type CallDraft } from './records';
@@ -16,6 +18,11 @@ import { sealCall, type CallDraft } from './records';
  * buffered and goes out with the next write: another call's `started`, the superstep's checkpoint
  * (one round trip for both), or a flush scheduled right after the current tick, whichever comes
  * first — so the window in which a finished call still looks in doubt stays one tick long.
+ *
+ * A superstep's checkpoint can also be handed over (`saveWith`): it goes out with the next write,
+ * which is the next superstep's first `started` record when that node reaches its first call
+ * before the microtask queue empties, and is otherwise the checkpoint alone, written right then.
+ * So a superstep with one call costs one round trip, not two.
  */
 export class CallLog {
   private superstep = -1;
@@ -24,6 +31,8 @@ export class CallLog {
   private chain: Promise<void> = Promise.resolve();
   private flushScheduled = false;
   private startedFlush?: Promise<void>;
+  /** A checkpoint handed over by `saveWith`, not yet sent. */
+  private checkpoint?: DeferredCheckpoint;
   /** The first write this log had refused or lost; every later write fails with it. */
   failure?: Error;
 
@@ -62,6 +71,24 @@ export class CallLog {
     return this.startedFlush;
   }
 
+  /**
+   * Hands over a superstep's checkpoint and the call records `drain` returned with it: they go out
+   * with this log's next write, at the latest once the microtask queue is empty (see the class
+   * comment). `options` is read when the write is made (the lease counts from then); `saved` runs
+   * once it is stored. A refused or lost write is kept in `failure`, like a call write's: the
+   * next superstep's calls and its `drain` fail with it, so nothing runs on an unsaved checkpoint.
+   */
+  saveWith(
+    record: CheckpointRecord,
+    calls: CallRecord[],
+    options: () => SaveOptions,
+    saved: () => void,
+  ): void {
+    this.checkpoint = { record, options, saved };
+    this.buffer = [...calls, ...this.buffer];
+    this.flushStarted().catch(() => undefined);
+  }
+
   /** Logs a result; stored with the next write (see the class comment). */
   finished(superstep: number, content: CallDraft): void {
     this.add(superstep, content);
@@ -78,18 +105,21 @@ export class CallLog {
 
   /** Waits for every queued write, then hands over what is still buffered (for the checkpoint). */
   async drain(): Promise<CallRecord[]> {
-    // A scheduled flush may queue a write while we wait: wait until nothing is pending and the
-    // chain is quiet.
-    for (;;) {
-      const [pending, seen] = [this.startedFlush, this.chain];
-      await pending?.catch(() => undefined);
-      await seen;
-      if (pending === this.startedFlush && seen === this.chain) break;
-    }
+    await this.settled();
     if (this.failure !== undefined) throw this.failure;
     const records = this.buffer;
     this.buffer = [];
     return records;
+  }
+
+  /** Resolves once no write is pending or in flight (a scheduled flush may queue one meanwhile). */
+  async settled(): Promise<void> {
+    for (;;) {
+      const [pending, seen] = [this.startedFlush, this.chain];
+      await pending?.catch(() => undefined);
+      await seen;
+      if (pending === this.startedFlush && seen === this.chain) return;
+    }
   }
 
   private add(superstep: number, content: CallDraft): void {
@@ -112,11 +142,20 @@ export class CallLog {
   private flush(): Promise<void> {
     const job = this.chain.then(async () => {
       if (this.failure !== undefined) throw this.failure;
-      const records = this.buffer;
-      if (records.length === 0) return;
+      const [records, checkpoint] = [this.buffer, this.checkpoint];
+      if (records.length === 0 && !checkpoint) return;
       this.buffer = [];
+      this.checkpoint = undefined;
       try {
-        await this.store.recordCall(this.runId, this.segment, records);
+        if (checkpoint) {
+          await this.store.save(checkpoint.record, {
+            ...checkpoint.options(),
+            ...(records.length && { calls: records }),
+          });
+          checkpoint.saved();
+        } else {
+          await this.store.recordCall(this.runId, this.segment, records);
+        }
       } catch (error) {
         this.failure =
           error instanceof Error ? error : new Error(String(error));
@@ -126,6 +165,12 @@ export class CallLog {
     this.chain = job.catch(() => undefined);
     return job;
   }
+}
+
+interface DeferredCheckpoint {
+  record: CheckpointRecord;
+  options: () => SaveOptions;
+  saved: () => void;
 }
 
 /**

@@ -27,4 +27,10 @@ export interface NodeOptions {
   route?: NodeRouteOptions;
   /** How many times this node may run in one run. @default the flow's maxVisits */
   maxVisits?: number;
+  /**
+   * The method does no I/O of its own before its first tool call (it only computes the call's
+   * arguments): its superstep then saves the previous checkpoint together with that call's
+   * `started` record, in one store round trip. See `FlowNodeOptions.callsFirst`. @default false
+   */
+  callsFirst?: boolean;
 }
