@@ -1096,6 +1096,41 @@ describe('Durable protocol (DESIGN.md)', () => {
     ]);
   });
 
+  it('an event listener that throws after a checkpoint that carried a started record does not leave that call in doubt', async () => {
+    const store = new MemoryCheckpointStore();
+    const ran: string[] = [];
+    const registry = () =>
+      new ToolRegistry()
+        .register('step', () => (ran.push('step'), 's'), { idempotent: true })
+        .register('charge', () => (ran.push('charge'), 'c'));
+    const flow = () =>
+      new Flow('listener')
+        .node('a', Call('step'))
+        .node('b', Call('charge'))
+        .edge('a', 'b')
+        .end('b');
+    // Its error reporter is down too: the listener's error escapes the events object.
+    const events = new DurableEvents(() => {
+      throw new Error('error reporter down');
+    });
+    events.on('checkpoint.saved', (e) => {
+      if (e.step === 1) throw new Error('listener');
+    });
+    const warn = jest.spyOn(console, 'warn').mockImplementation(() => {});
+    const result = await new FlowRunner(new Executor(registry()), {
+      checkpoints: store,
+      checkpointKey: KEY,
+      events,
+    }).run(flow(), {}, { runId: 'l1' });
+    expect(warn).toHaveBeenCalledWith(
+      'agent-adapter: a checkpoint.saved listener failed',
+      expect.any(Error),
+    );
+    warn.mockRestore();
+    expect(result.status).toBe('done');
+    expect(ran).toEqual(['step', 'charge']);
+  });
+
   it('run ids are 128-bit random unless the caller gives one', async () => {
     const w = worker([], new MemoryCheckpointStore());
     const a = await w.run(ticketsFlow(), input);

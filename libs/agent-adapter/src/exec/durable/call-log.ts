@@ -152,7 +152,6 @@ export class CallLog {
             ...checkpoint.options(),
             ...(records.length && { calls: records }),
           });
-          checkpoint.saved();
         } else {
           await this.store.recordCall(this.runId, this.segment, records);
         }
@@ -160,6 +159,16 @@ export class CallLog {
         this.failure =
           error instanceof Error ? error : new Error(String(error));
         throw this.failure;
+      }
+      // Stored: whatever the event's listeners do now is not this write's failure (it would fail
+      // the `started` records it carried, leaving calls in doubt that never ran).
+      try {
+        checkpoint?.saved();
+      } catch (error) {
+        console.warn(
+          'agent-adapter: a checkpoint.saved listener failed',
+          error,
+        );
       }
     });
     this.chain = job.catch(() => undefined);
