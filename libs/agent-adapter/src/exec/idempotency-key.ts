@@ -1,4 +1,3 @@
-import { createHmac } from 'node:crypto';
 import { Messages } from '../errors/messages';
 import { DurableError } from '../errors';
 import { canonicalJson } from './durable/canonical-json';
@@ -30,8 +29,9 @@ export function deriveIdempotencyKey(
   id: CallIdentity,
   purpose = 'agent-adapter idempotency',
 ): string {
-  return createHmac('sha256', ring.get(kid).hmacKey)
-    .update(
+  return ring
+    .get(kid)
+    .mac.digest(
       canonicalJson([
         purpose,
         runId,
@@ -41,6 +41,5 @@ export function deriveIdempotencyKey(
         id.index,
         id.tool,
       ]),
-    )
-    .digest('base64url');
+    );
 }

@@ -1,12 +1,8 @@
-import {
-  createHmac,
-  createSecretKey,
-  randomBytes,
-  type KeyObject,
-} from 'node:crypto';
+import { createHmac, randomBytes } from 'node:crypto';
 import { CheckpointKeyError } from '../../errors';
 import { Messages } from '../../errors/messages';
 import { PayloadCipher } from './encryption';
+import { HmacSha256 } from './hmac';
 
 /** A secret of at least 32 bytes: a Buffer, or a string (used as UTF-8 bytes). */
 export type KeyMaterial = string | Uint8Array;
@@ -28,8 +24,8 @@ export type CheckpointKey = KeyMaterial | KeyRingOptions | KeyRing;
 interface Key {
   id: string;
   secret: Buffer;
-  /** The secret as a key object, made once: HMACs with it skip importing the key each time. */
-  hmacKey: KeyObject;
+  /** HMAC-SHA256 under the secret, its pad states made once: records and idempotency keys. */
+  mac: HmacSha256;
 }
 
 const MIN_KEY_BYTES = 32;
@@ -112,5 +108,9 @@ function toKey(
       `Key id "${id}" may only contain letters, digits, "_" and "-".`,
     );
   }
-  return { id, secret, hmacKey: createSecretKey(secret) };
+  return {
+    id,
+    secret,
+    mac: new HmacSha256(secret),
+  };
 }

@@ -1,5 +1,6 @@
-import { createHmac, timingSafeEqual, type KeyObject } from 'node:crypto';
+import { timingSafeEqual } from 'node:crypto';
 import { canonicalJson, type Encodable } from './canonical-json';
+import type { HmacSha256 } from './hmac';
 import type { KeyRing } from './key-ring';
 
 /**
@@ -27,7 +28,7 @@ export function seal(
 ): string {
   const body = canonicalJson(content);
   const key = ring.current;
-  return `${VERSION}.${key.id}.${mac(key.hmacKey, coords, body)}.${body}`;
+  return `${VERSION}.${key.id}.${mac(key.mac, coords, body)}.${body}`;
 }
 
 export type Opened =
@@ -63,7 +64,7 @@ export function open(
   }
   // Compare the text, not decoded bytes: base64url's last character has padding bits a decoder
   // ignores, so comparing bytes would accept several spellings of one signature.
-  const expected = Buffer.from(mac(ring.get(kid).hmacKey, coords, body));
+  const expected = Buffer.from(mac(ring.get(kid).mac, coords, body));
   const given = Buffer.from(sig);
   if (given.length !== expected.length || !timingSafeEqual(given, expected)) {
     return { ok: false, why: 'signature', detail: 'signature mismatch' };
@@ -79,9 +80,6 @@ export function open(
   }
 }
 
-function mac(key: KeyObject, coords: Coordinates, body: string): string {
-  return createHmac('sha256', key)
-    .update(`${VERSION}\n${canonicalJson(coords)}\n`)
-    .update(body)
-    .digest('base64url');
+function mac(key: HmacSha256, coords: Coordinates, body: string): string {
+  return key.digest(`${VERSION}\n${canonicalJson(coords)}\n`, body);
 }
