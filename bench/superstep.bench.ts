@@ -177,49 +177,61 @@ function cpuMs(start: NodeJS.CpuUsage): number {
   return (d.user + d.system) / 1000;
 }
 
+/** Wall and CPU milliseconds per superstep of one timed pass. */
+interface Timing {
+  ms: number;
+  cpu: number;
+}
+
+/** One timed pass of a measurement (SUPERSTEPS supersteps, or their raw writes). */
+type Pass = () => Promise<Timing>;
+
+/** Times `work`, spread over `per` supersteps. */
+async function timed(per: number, work: () => Promise<void>): Promise<Timing> {
+  const c0 = process.cpuUsage();
+  const t0 = process.hrtime.bigint();
+  await work();
+  return {
+    ms: Number(process.hrtime.bigint() - t0) / 1e6 / per,
+    cpu: cpuMs(c0) / per,
+  };
+}
+
 /**
- * Milliseconds (wall and CPU) per superstep of the durable flow of `shape` on `store` (medians of
- * ROUNDS runs), the sizes of the records one superstep writes (its calls' records in order, then
- * the checkpoint) and the store writes per superstep.
+ * The durable flow of `shape` on `store`: a whole warm-up run (which also gives the sizes of the
+ * records one superstep writes, its calls' records in order and then the checkpoint, and the store
+ * writes per superstep), and a pass that is one more run.
  */
 async function durable(
   raw: CheckpointStore,
-  shape: Shape = SHAPES.one!,
-): Promise<{ ms: number; cpu: number; sizes: number[]; writes: number }> {
-  let count = 0;
-  const writes = () => count;
-  const runner = benchRunner(onWrite(raw, () => count++));
+  shape: Shape,
+): Promise<{ pass: Pass; sizes: number[]; writes: number; close(): void }> {
+  let writes = 0;
+  const runner = benchRunner(onWrite(raw, () => writes++));
   const flow = shape.flow();
   // A whole run first: the first shape measured in a process ran up to 2x slower after a warm-up
   // of a few supersteps (JIT and heap still settling), whichever shape it was.
-  await runner.run(flow, shape.initial(0), { runId: `warm-${suffix()}` });
-  const times: number[] = [];
-  const cpu: number[] = [];
-  let sizes: number[] = [];
-  let perSuperstep = 0;
-  for (let r = 0; r < ROUNDS; r++) {
-    const runId = `bench-${suffix()}`;
-    const w0 = writes();
-    const c0 = process.cpuUsage();
-    const t0 = process.hrtime.bigint();
-    await runner.run(flow, shape.initial(0), { runId });
-    times.push(Number(process.hrtime.bigint() - t0) / 1e6 / (SUPERSTEPS + 1));
-    cpu.push(cpuMs(c0) / (SUPERSTEPS + 1));
-    if (r === 0) {
-      perSuperstep = (writes() - w0) / (SUPERSTEPS + 1);
-      // A superstep in the middle of the run: its call records, then its checkpoint.
-      const h = await raw.history(runId);
-      const mid = 2;
-      sizes = [
-        ...h.calls
-          .filter((c) => c.superstep === mid)
-          .map((c) => c.sealed.length),
-        h.checkpoints.find((c) => c.step === mid + 1)!.sealed.length,
-      ];
-    }
-  }
-  runner.close();
-  return { ms: median(times), cpu: median(cpu), sizes, writes: perSuperstep };
+  const warm = `warm-${suffix()}`;
+  await runner.run(flow, shape.initial(0), { runId: warm });
+  const perSuperstep = writes / (SUPERSTEPS + 1);
+  // A superstep in the middle of the run: its call records, then its checkpoint.
+  const h = await raw.history(warm);
+  const mid = 2;
+  const sizes = [
+    ...h.calls.filter((c) => c.superstep === mid).map((c) => c.sealed.length),
+    h.checkpoints.find((c) => c.step === mid + 1)!.sealed.length,
+  ];
+  return {
+    pass: () =>
+      timed(SUPERSTEPS + 1, async () => {
+        await runner.run(flow, shape.initial(0), {
+          runId: `bench-${suffix()}`,
+        });
+      }),
+    sizes,
+    writes: perSuperstep,
+    close: () => runner.close(),
+  };
 }
 
 /**
@@ -270,16 +282,16 @@ async function cpuOnly(): Promise<void> {
 }
 
 /**
- * Milliseconds for the store's own part of a superstep, without the runner, with sealed texts of
- * the sizes the flow produced: the writes the runner makes. For a callsFirst node, one: the
- * checkpoint carrying this superstep's `done` record and the next superstep's `started`. For a
- * plain node, two: the `started` record, then the checkpoint carrying the `done` record.
+ * The store's own part of a superstep, without the runner, with sealed texts of the sizes the flow
+ * produced: the writes the runner makes. For a callsFirst node, one: the checkpoint carrying this
+ * superstep's `done` record and the next superstep's `started`. For a plain node, two: the
+ * `started` record, then the checkpoint carrying the `done` record. A pass is SUPERSTEPS of them.
  */
 async function storeOnly(
   store: CheckpointStore,
   sizes: number[],
   plain: boolean,
-): Promise<{ ms: number; cpu: number }> {
+): Promise<Pass> {
   const [started, done, checkpoint] = sizes.map((n) => 'x'.repeat(n)) as [
     string,
     string,
@@ -306,55 +318,46 @@ async function storeOnly(
     { owner: 'bench' },
   );
   if (!plain) await store.recordCall(runId, segment, [call(1, 1, started)]);
-  const times: number[] = [];
-  const cpu: number[] = [];
   let step = 0;
-  for (let r = 0; r < ROUNDS; r++) {
-    const c0 = process.cpuUsage();
-    const t0 = process.hrtime.bigint();
-    for (let i = 0; i < SUPERSTEPS; i++) {
-      step++;
-      if (plain)
-        await store.recordCall(runId, segment, [call(step, 1, started)]);
-      await store.save(
-        {
-          runId,
-          step,
-          flow: 'ops',
-          status: 'running',
-          segment,
-          sealed: checkpoint,
-        },
-        {
-          calls: plain
-            ? [call(step, 2, done)]
-            : [call(step, 2, done), call(step + 1, 1, started)],
-          owner: 'bench',
-          leaseExpiresAt: Date.now() + 15_000,
-        },
-      );
-    }
-    times.push(Number(process.hrtime.bigint() - t0) / 1e6 / SUPERSTEPS);
-    cpu.push(cpuMs(c0) / SUPERSTEPS);
-  }
-  return { ms: median(times), cpu: median(cpu) };
+  return () =>
+    timed(SUPERSTEPS, async () => {
+      for (let i = 0; i < SUPERSTEPS; i++) {
+        step++;
+        if (plain)
+          await store.recordCall(runId, segment, [call(step, 1, started)]);
+        await store.save(
+          {
+            runId,
+            step,
+            flow: 'ops',
+            status: 'running',
+            segment,
+            sealed: checkpoint,
+          },
+          {
+            calls: plain
+              ? [call(step, 2, done)]
+              : [call(step, 2, done), call(step + 1, 1, started)],
+            owner: 'bench',
+            leaseExpiresAt: Date.now() + 15_000,
+          },
+        );
+      }
+    });
 }
 
-/** Milliseconds for three raw single-row writes of the given sizes (median of ROUNDS rounds). */
+/** The floor: one raw single-row write per record, of the given sizes; a pass is SUPERSTEPS of them. */
 async function floor(
   write: (payload: string, i: number) => Promise<void>,
   sizes: number[],
-): Promise<number> {
+): Promise<Pass> {
   const payloads = sizes.map((n) => 'x'.repeat(n));
   for (let i = 0; i < 20; i++) await write(payloads[i % 3]!, i);
-  const times: number[] = [];
-  for (let r = 0; r < ROUNDS; r++) {
-    const t0 = process.hrtime.bigint();
-    for (let i = 0; i < SUPERSTEPS; i++)
-      for (const p of payloads) await write(p, i);
-    times.push(Number(process.hrtime.bigint() - t0) / 1e6 / SUPERSTEPS);
-  }
-  return median(times);
+  return () =>
+    timed(SUPERSTEPS, async () => {
+      for (let i = 0; i < SUPERSTEPS; i++)
+        for (const p of payloads) await write(p, i);
+    });
 }
 
 /** A store to measure, the raw single-row write of its floor, and its cleanup. */
@@ -468,48 +471,74 @@ interface Row {
   storeMs?: number;
   storeCpuMs?: number;
   floorMs: number;
+  /** Median over the rounds of each round's superstep / floor (and store / floor). */
+  ratio: number;
+  storeRatio?: number;
   /** Server busy µs per superstep and per floor (three raw writes), where the server tells. */
   serverUs?: number;
   floorServerUs?: number;
   target?: number;
 }
 
+/**
+ * One shape on one backend. The rounds interleave: each makes one pass of the flow, of the
+ * store's writes alone and of the floor, back to back, and the ratios are the medians of each
+ * round's own ratios. On a shared VM whose speed drifts over minutes, measuring all of one side
+ * before the other moved a ratio by 30% or more between runs.
+ */
 async function measure(name: string, backend: Backend): Promise<Row[]> {
   const rows: Row[] = [];
   for (const shapeName of SHAPE_NAMES) {
     const shape = SHAPES[shapeName]!;
-    const busy0 = await backend.serverUs?.();
-    const { ms, cpu, sizes, writes } = await durable(backend.store, shape);
-    const busy1 = await backend.serverUs?.();
+    const flow = await durable(backend.store, shape);
+    const { sizes } = flow;
     const only =
       shape.name === 'one' || shape.name === 'plain'
         ? await storeOnly(backend.store, sizes, shape.name === 'plain')
         : undefined;
-    const busy2 = await backend.serverUs?.();
-    const floorMs = backend.rawWrite
+    const raw = backend.rawWrite
       ? await floor(backend.rawWrite, sizes)
-      : Number.NaN;
-    const busy3 = await backend.serverUs?.();
-    // durable(): ROUNDS runs plus a warm-up run, all as long; floor(): ROUNDS rounds plus 20
-    // warm-up writes. The server's figure counts every client's commands: a quiet server only.
-    const server =
-      busy0 !== undefined && busy3 !== undefined
-        ? {
-            serverUs: (busy1! - busy0) / ((ROUNDS + 1) * (SUPERSTEPS + 1)),
-            floorServerUs:
-              (busy3 - busy2!) / (ROUNDS * SUPERSTEPS + 20 / sizes.length),
-          }
-        : {};
+      : undefined;
+    const runs: Timing[] = [];
+    const alone: Timing[] = [];
+    const floors: Timing[] = [];
+    // The server's figure counts every client's commands: meaningful on a quiet server only.
+    let [flowBusy, floorBusy] = [0, 0];
+    const busy = async (pass: Pass, add: (us: number) => void) => {
+      const before = await backend.serverUs?.();
+      const t = await pass();
+      const after = await backend.serverUs?.();
+      if (before !== undefined && after !== undefined) add(after - before);
+      return t;
+    };
+    for (let r = 0; r < ROUNDS; r++) {
+      runs.push(await busy(flow.pass, (us) => (flowBusy += us)));
+      if (only) alone.push(await only());
+      if (raw) floors.push(await busy(raw, (us) => (floorBusy += us)));
+    }
+    flow.close();
+    const ms = (ts: Timing[]) => median(ts.map((t) => t.ms));
+    const cpu = (ts: Timing[]) => median(ts.map((t) => t.cpu));
+    const ratios = (ts: Timing[]) =>
+      raw ? median(ts.map((t, i) => t.ms / floors[i]!.ms)) : Number.NaN;
     rows.push({
       store: name,
       shape: shape.name,
-      superstepMs: ms,
-      cpuMs: cpu,
-      writes,
+      superstepMs: ms(runs),
+      cpuMs: cpu(runs),
+      writes: flow.writes,
       records: sizes.length,
-      ...(only && { storeMs: only.ms, storeCpuMs: only.cpu }),
-      floorMs,
-      ...server,
+      ...(only && {
+        storeMs: ms(alone),
+        storeCpuMs: cpu(alone),
+        storeRatio: ratios(alone),
+      }),
+      floorMs: raw ? ms(floors) : Number.NaN,
+      ratio: ratios(runs),
+      ...(backend.serverUs && {
+        serverUs: flowBusy / (ROUNDS * (SUPERSTEPS + 1)),
+        floorServerUs: floorBusy / (ROUNDS * SUPERSTEPS),
+      }),
       ...(backend.target !== undefined &&
         shape.name === 'one' && { target: backend.target }),
     });
@@ -599,8 +628,11 @@ async function napCpu(napUs: number): Promise<number> {
     if (napUs > 0) Atomics.wait(cell, 0, 0, napUs / 1000);
   };
   const napping = onWrite(new MemoryCheckpointStore(), nap);
-  const { cpu } = await durable(napping);
-  return cpu;
+  const flow = await durable(napping, SHAPES.one!);
+  const cpu: number[] = [];
+  for (let r = 0; r < ROUNDS; r++) cpu.push((await flow.pass()).cpu);
+  flow.close();
+  return median(cpu);
 }
 
 async function main(): Promise<void> {
@@ -633,13 +665,13 @@ async function main(): Promise<void> {
     try {
       for (const r of await measure(name, backend)) {
         rows.push(r);
-        const ratio = r.superstepMs / r.floorMs;
+        const ratio = r.ratio;
         const verdict =
           r.target === undefined
             ? ''
             : `<= ${r.target}x ${ratio <= r.target ? 'met' : 'NOT MET'}`;
         console.log(
-          `${r.store.padEnd(10)} ${r.shape.padEnd(10)} ${f(r.superstepMs, 14)} ${f(r.cpuMs, 8)} ${f(r.storeMs, 10)} ${f(r.storeCpuMs, 8)} ${f(r.writes, 8, 2)} ${f(r.floorMs, 10)} (${r.records}) ${f(ratio, 16, 2)}x ${f(r.storeMs === undefined ? undefined : r.storeMs / r.floorMs, 12, 2)}x   ${verdict}`,
+          `${r.store.padEnd(10)} ${r.shape.padEnd(10)} ${f(r.superstepMs, 14)} ${f(r.cpuMs, 8)} ${f(r.storeMs, 10)} ${f(r.storeCpuMs, 8)} ${f(r.writes, 8, 2)} ${f(r.floorMs, 10)} (${r.records}) ${f(ratio, 16, 2)}x ${f(r.storeRatio, 12, 2)}x   ${verdict}`,
         );
       }
     } finally {
@@ -661,18 +693,18 @@ async function main(): Promise<void> {
             ? 'superstep / floor (end to end)'
             : `superstep / floor: ${label}`,
         store: r.store,
-        value: r.superstepMs / r.floorMs,
+        value: r.ratio,
         unit: 'x',
         ...(r.target !== undefined && { target: r.target }),
       });
-    if (r.storeMs !== undefined && !Number.isNaN(r.floorMs))
+    if (r.storeRatio !== undefined && !Number.isNaN(r.storeRatio))
       measures.push({
         measure:
           r.shape === 'one'
             ? 'store writes / floor'
             : `store writes / floor: ${label}`,
         store: r.store,
-        value: r.storeMs / r.floorMs,
+        value: r.storeRatio,
         unit: 'x',
         ...(r.target !== undefined && { target: r.target }),
       });
