@@ -295,6 +295,44 @@ export function checkpointStoreConformance(fixture: StoreFixture): void {
         ]);
       });
 
+      it("a save carries records of its superstep and the next (a callsFirst node's started record)", async () => {
+        const store = await make();
+        const id = uid();
+        await store.save(cp(id, 0));
+        await store.recordCall(id, 1, [call(id, 1)]);
+        await store.save(cp(id, 1), {
+          calls: [call(id, 2), call(id, 1, { superstep: 1 })],
+        });
+        expect((await store.calls(id, 0)).map((c) => c.seq)).toEqual([1, 2]);
+        expect((await store.calls(id, 1)).map((c) => c.seq)).toEqual([1]);
+        expect((await store.head(id))?.calls).toBe(3);
+      });
+
+      it('batches of thousands of records: written whole, or refused whole for a duplicate at the end', async () => {
+        const store = await make();
+        const id = uid();
+        await store.save(cp(id, 0));
+        const batch = (from: number, count: number, superstep = 0) =>
+          Array.from({ length: count }, (_, i) =>
+            call(id, from + i, { superstep }),
+          );
+        await store.recordCall(id, 1, batch(1, 2500));
+        await store.save(cp(id, 1), { calls: batch(1, 1200, 1) });
+        expect(await store.calls(id, 0)).toHaveLength(2500);
+        expect((await store.calls(id, 1)).map((c) => c.seq)).toEqual(
+          batch(1, 1200).map((c) => c.seq),
+        );
+        // Its last record is already stored: nothing of the batch is written.
+        await expect(
+          store.recordCall(id, 1, [
+            ...batch(1201, 1500, 1),
+            call(id, 1200, { superstep: 1 }),
+          ]),
+        ).rejects.toBeInstanceOf(CheckpointConflict);
+        expect(await store.calls(id, 1)).toHaveLength(1200);
+        expect((await store.head(id))?.calls).toBe(3700);
+      });
+
       it('no call is recorded for an unknown, paused or ended run', async () => {
         const store = await make();
         await expect(

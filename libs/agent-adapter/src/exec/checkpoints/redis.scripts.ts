@@ -35,31 +35,50 @@ local function touch(status, ttl)
 end
 
 -- Fencing and uniqueness of a call batch (ARGV[at] = count, then segment, superstep, seq, sealed
--- per call), checked before anything is written. Returns a refusal or nil.
+-- per call), checked before anything is written. Returns a refusal or nil. The stored records are
+-- looked up with one HMGET (in chunks: unpack takes a few thousand values at most), not one call
+-- per record: each redis.call costs far more than the Lua around it.
 local function check_calls(segment, current, status, foreign, at)
   if tonumber(segment) ~= tonumber(current) or status ~= 'running' then
     return {'fenced', segment, current}
   end
-  local seen = {}
-  for i = 1, tonumber(ARGV[at]) do
+  local n = tonumber(ARGV[at])
+  local seen, fields = {}, {}
+  for i = 1, n do
     local o = at + (i - 1) * 4
     local seg, superstep, seq = ARGV[o + 1], ARGV[o + 2], ARGV[o + 3]
     if i == foreign or tonumber(seg) ~= tonumber(current) then return {'fenced', seg, current} end
     local field = superstep .. ':' .. seg .. ':' .. seq
-    if seen[field] or redis.call('HEXISTS', KEYS[3], field) == 1 then
-      return {'duplicate', seg, superstep, seq}
-    end
+    if seen[field] then return {'duplicate', seg, superstep, seq} end
     seen[field] = true
+    fields[i] = field
+  end
+  for s = 1, n, 1000 do
+    local stored = redis.call('HMGET', KEYS[3], unpack(fields, s, math.min(s + 999, n)))
+    for j = 1, #stored do
+      if stored[j] then
+        local o = at + (s + j - 2) * 4
+        return {'duplicate', ARGV[o + 1], ARGV[o + 2], ARGV[o + 3]}
+      end
+    end
   end
 end
 
+-- The batch's records in one HSET and their index entries in one ZADD (per chunk of 500).
 local function write_calls(at)
   local n = tonumber(ARGV[at])
-  for i = 1, n do
-    local o = at + (i - 1) * 4
-    local field = ARGV[o + 2] .. ':' .. ARGV[o + 1] .. ':' .. ARGV[o + 3]
-    redis.call('HSET', KEYS[3], field, ARGV[o + 4])
-    redis.call('ZADD', KEYS[4], ARGV[o + 2], field)
+  for s = 1, n, 500 do
+    local records, index = {}, {}
+    for i = s, math.min(s + 499, n) do
+      local o = at + (i - 1) * 4
+      local field = ARGV[o + 2] .. ':' .. ARGV[o + 1] .. ':' .. ARGV[o + 3]
+      records[#records + 1] = field
+      records[#records + 1] = ARGV[o + 4]
+      index[#index + 1] = ARGV[o + 2]
+      index[#index + 1] = field
+    end
+    redis.call('HSET', KEYS[3], unpack(records))
+    redis.call('ZADD', KEYS[4], unpack(index))
   end
   return n
 end
