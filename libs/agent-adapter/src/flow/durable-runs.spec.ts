@@ -885,18 +885,7 @@ describe('Durable runs (spec sentences)', () => {
 
 describe('Durable protocol (DESIGN.md)', () => {
   it('a superstep makes two store writes however many calls its nodes make at once: the started records together, then the done records with the checkpoint', async () => {
-    const store = new MemoryCheckpointStore();
-    const writes: string[] = [];
-    const recordCall = store.recordCall.bind(store);
-    const save = store.save.bind(store);
-    jest.spyOn(store, 'recordCall').mockImplementation(async (...a) => {
-      writes.push(`recordCall ${a[2].length}`);
-      return recordCall(...a);
-    });
-    jest.spyOn(store, 'save').mockImplementation(async (...a) => {
-      writes.push(`save +${a[1]?.calls?.length ?? 0}`);
-      return save(...a);
-    });
+    const { store, writes } = countingStore();
     const registry = new ToolRegistry()
       .register('lookup', async (a: { n: number }) => a.n * 2, {
         readOnly: true,

@@ -921,11 +921,7 @@ export class FlowRunner {
   private async save(
     cp: Checkpoint,
     calls: SaveOptions['calls'] = [],
-    extra: {
-      unreplayed?: SuperstepScope['unreplayed'];
-      /** The node(s) whose superstep this checkpoint closes (or pauses). */
-      stage?: string;
-    } = {},
+    extra: SavedExtra = {},
     expectCalls?: number,
   ) {
     const write = this.checkpointWrite(cp, calls, extra, expectCalls);
@@ -937,10 +933,7 @@ export class FlowRunner {
   private checkpointWrite(
     cp: Checkpoint,
     calls: SaveOptions['calls'] = [],
-    extra: {
-      unreplayed?: SuperstepScope['unreplayed'];
-      stage?: string;
-    } = {},
+    extra: SavedExtra = {},
     expectCalls?: number,
   ) {
     const { stage, ...rest } = extra;
@@ -1018,6 +1011,13 @@ export class FlowRunner {
       this.renewing = false;
     }
   }
+}
+
+/** What a saved checkpoint's event says besides the checkpoint itself. */
+interface SavedExtra {
+  unreplayed?: SuperstepScope['unreplayed'];
+  /** The node(s) whose superstep this checkpoint closes (or pauses). */
+  stage?: string;
 }
 
 function sealError(error: unknown, node?: string): SealedError {
