@@ -5,7 +5,7 @@
  *
  *   npm run bench -- --suite throughput [--stores postgres,redis[,sqlite]] [--runs 160]
  *       [--concurrency 1,4,16,64] [--processes 1,2,4] [--steps 4] [--tool-ms 0]
- *       [--no-floor] [--pool N] [--profile DIR] [--timeout 600]
+ *       [--no-floor] [--pool N] [--profile DIR] [--timeout 600] [--calls-first]
  *
  * A run is a small support-ticket flow through `FlowRunner.run`, from start to its end: `intake`
  * (one tool call), `kb` + `orders` in parallel (two calls in one superstep), `steps - 3` supersteps
@@ -13,6 +13,8 @@
  * tool calls, 9 store writes (the start checkpoint, then per superstep the `started` record(s) and
  * the checkpoint carrying the `done` records). Tools answer at once unless `--tool-ms` gives them
  * a latency, so the default measures what the library and the store cost, nothing else.
+ * `--calls-first` marks the nodes `callsFirst` (they only make their calls): each checkpoint then
+ * goes out with the next superstep's `started` records, and a run makes 6 store writes, not 9.
  *
  * A cell is (store, p processes, c runs in flight), skipped when p > c. Its `--runs` runs (at least
  * c) are split over the p worker processes, each of which keeps its share of the c runs in flight
@@ -102,42 +104,59 @@ interface Ticket {
 }
 
 /** intake → kb + orders (parallel) → draft × (steps - 3) → send. */
-function supportFlow(steps: number): Flow<Ticket> {
+function supportFlow(steps: number, callsFirst = false): Flow<Ticket> {
   const drafts = steps - 3;
+  const options = { callsFirst };
   const flow = new Flow<Ticket>('bench-support', { maxVisits: steps + 1 })
     .node('intake', async (t, ctx) => ({
       customer: await ctx.call<string>('lookup_customer', {
         ticket: t.ticket,
       }),
     }))
-    .node('kb', async (t, ctx) => ({
-      kb: await ctx.call<string>('search_kb', { q: t.ticket, top: 3 }),
-    }))
-    .node('orders', async (t, ctx) => ({
-      orders: await ctx.call<string>('recent_orders', {
-        customer: t.customer,
+    .node(
+      'kb',
+      async (t, ctx) => ({
+        kb: await ctx.call<string>('search_kb', { q: t.ticket, top: 3 }),
       }),
-    }))
-    .node('send', async (t, ctx) => ({
-      sent: await ctx.call<string>('send_reply', {
-        customer: t.customer,
-        body: t.reply,
+      options,
+    )
+    .node(
+      'orders',
+      async (t, ctx) => ({
+        orders: await ctx.call<string>('recent_orders', {
+          customer: t.customer,
+        }),
       }),
-    }))
+      options,
+    )
+    .node(
+      'send',
+      async (t, ctx) => ({
+        sent: await ctx.call<string>('send_reply', {
+          customer: t.customer,
+          body: t.reply,
+        }),
+      }),
+      options,
+    )
     .edge('intake', 'kb')
     .edge('intake', 'orders')
     .end('send');
   if (drafts === 0) return flow.edge('kb', 'send').edge('orders', 'send');
   return flow
-    .node('draft', async (t, ctx) => ({
-      drafts: t.drafts + 1,
-      reply: await ctx.call<string>('draft_reply', {
-        ticket: t.ticket,
-        kb: t.kb,
-        orders: t.orders,
-        revision: t.drafts + 1,
+    .node(
+      'draft',
+      async (t, ctx) => ({
+        drafts: t.drafts + 1,
+        reply: await ctx.call<string>('draft_reply', {
+          ticket: t.ticket,
+          kb: t.kb,
+          orders: t.orders,
+          revision: t.drafts + 1,
+        }),
       }),
-    }))
+      options,
+    )
     .edge('kb', 'draft')
     .edge('orders', 'draft')
     .route('draft', (t) => (t.drafts < drafts ? 'draft' : 'send'), [
@@ -212,6 +231,7 @@ interface WorkerConfig {
   workerId: string;
   steps: number;
   toolMs: number;
+  callsFirst: boolean;
 }
 
 /**
@@ -386,7 +406,7 @@ async function worker(config: WorkerConfig): Promise<void> {
     checkpointKey: KEY,
     workerId: config.workerId,
   });
-  const flow = supportFlow(config.steps);
+  const flow = supportFlow(config.steps, config.callsFirst);
   let n = 0;
   const runOne = async (): Promise<number> => {
     const i = n++;
@@ -851,6 +871,7 @@ interface Settings {
   processes: number[];
   steps: number;
   toolMs: number;
+  callsFirst: boolean;
   /** Measure the store's writes alone and the raw-write floor too (at c=1 and c=16). */
   floor: boolean;
   /** Postgres pool size of every worker; default: its runs in flight + 1. */
@@ -885,6 +906,7 @@ async function measureStore(
             workerId: `tput-${kind}-p${p}-w${i}-${suffix()}`,
             steps: s.steps,
             toolMs: s.toolMs,
+            callsFirst: s.callsFirst,
           }),
       );
       const ready = await Promise.all(workers.map((w) => w.receive('ready')));
@@ -987,6 +1009,7 @@ async function main(): Promise<void> {
     processes: list('processes', '1,2,4'),
     steps: Number(arg('steps', '4')),
     toolMs: Number(arg('tool-ms', '0')),
+    callsFirst: process.argv.includes('--calls-first'),
     floor: !process.argv.includes('--no-floor'),
     ...(arg('pool', '') && { pool: Number(arg('pool', '')) }),
   };
@@ -1002,7 +1025,7 @@ async function main(): Promise<void> {
     throw new Error('--pool must be a positive integer');
 
   console.log(
-    `throughput: ${settings.runs} runs per cell (at least c), each ${settings.steps} supersteps with ${settings.steps + 1} tool calls (tool latency ${settings.toolMs} ms); ${cpus().length} cores\n`,
+    `throughput: ${settings.runs} runs per cell (at least c), each ${settings.steps} supersteps with ${settings.steps + 1} tool calls (tool latency ${settings.toolMs} ms${settings.callsFirst ? '; callsFirst nodes' : ''}); ${cpus().length} cores\n`,
   );
   const all: Cell[] = [];
   let shown = '';
