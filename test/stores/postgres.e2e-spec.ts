@@ -5,6 +5,7 @@ import {
   agentAdapterMigrations,
   type CheckpointStore,
 } from 'agent-adapter';
+import { createCheckpointStore } from 'agent-adapter/nest';
 import { DataSource } from 'typeorm';
 import { checkpointStoreConformance } from './checkpoint-store.conformance';
 import { sqlRaw } from './sql.fixtures';
@@ -200,6 +201,45 @@ describeWithService('postgres', 'SQLCheckpointStore on Postgres', () => {
       });
       await store.close();
       await expect(store.latest('o')).rejects.toThrow(/closed/);
+    });
+
+    it('a store descriptor with a url sizes its pool (poolSize) and can turn prepared statements off', async () => {
+      const schema = suiteId('aa_pool');
+      schemas.push(schema);
+      const { store } = createCheckpointStore({
+        type: 'postgres',
+        url: DATABASE_URL,
+        schema,
+        poolSize: 3,
+        preparedStatements: false,
+      });
+      try {
+        await store.save({
+          runId: 'p',
+          step: 0,
+          flow: 'f',
+          status: 'running',
+          segment: 1,
+          sealed: 'x',
+        });
+        // The pool the store's DataSource made: pg's Pool with `max` from poolSize.
+        const { dataSource } = await (
+          store as unknown as {
+            open(): Promise<{ dataSource: { driver: unknown } }>;
+          }
+        ).open();
+        const pool = (
+          dataSource.driver as { master: { options: { max: number } } }
+        ).master;
+        expect(pool.options.max).toBe(3);
+        // Without prepared statements the writes still work (a pooler in transaction mode).
+        await store.recordCall('p', 1, [
+          { runId: 'p', segment: 1, superstep: 0, seq: 1, sealed: 'c' },
+        ]);
+        expect((await store.head('p'))?.calls).toBe(1);
+      } finally {
+        await store.close();
+      }
     });
 
     it('names a missing driver package with the npm command', () => {

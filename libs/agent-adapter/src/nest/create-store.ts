@@ -4,6 +4,7 @@
 import { CheckpointStore } from '../exec/checkpoints/checkpoint-store';
 import {
   openCheckpointStore,
+  STORE_TYPES,
   StoreDescriptorError,
 } from '../exec/checkpoints/create-store';
 import { DurableSetupError } from './errors/durable-setup.error';
@@ -14,12 +15,8 @@ import type {
 } from './interfaces/durable-module-options.interface';
 
 /** Every `type` a store descriptor may have. @publicApi */
-export const CHECKPOINT_STORE_TYPES: readonly CheckpointStoreType[] = [
-  'memory',
-  'sqlite',
-  'postgres',
-  'redis',
-];
+export const CHECKPOINT_STORE_TYPES: readonly CheckpointStoreType[] =
+  STORE_TYPES;
 
 /** A store and whether its creator must close it. */
 export interface CreatedStore {

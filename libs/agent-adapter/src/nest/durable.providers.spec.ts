@@ -81,6 +81,25 @@ describe('createCheckpointStore', () => {
       /exactly one of "dataSource" .* or "url"/,
     ],
     [
+      'a postgres poolSize that is not a positive integer',
+      { type: 'postgres', url: 'postgres://x', poolSize: 0 },
+      /"poolSize" must be a positive integer, got 0/,
+    ],
+    [
+      'a postgres poolSize beside a DataSource (it sizes its own pool)',
+      {
+        type: 'postgres',
+        poolSize: 4,
+        dataSource: { options: { type: 'postgres' } },
+      },
+      /"poolSize" sizes the pool of a store made from "url"/,
+    ],
+    [
+      'postgres preparedStatements that is not a boolean',
+      { type: 'postgres', url: 'postgres://x', preparedStatements: 'no' },
+      /"preparedStatements" must be true or false, got "no"/,
+    ],
+    [
       'redis with url and client',
       { type: 'redis', url: 'redis://x', client: () => ({}) },
       /"url" or "client", not both/,

@@ -35,6 +35,18 @@ export interface PostgresStoreDescriptor {
   dataSource?: DataSourceLike;
   /** A connection URL, for a DataSource the store creates and closes. */
   url?: string;
+  /**
+   * Connections in the pool of the DataSource made from `url` (pg's `max`). Each run in flight
+   * holds one only while a write is on its way; lease renewal needs one. With `dataSource`, size
+   * that DataSource's own pool instead. @default 10 (pg's default)
+   */
+  poolSize?: number;
+  /**
+   * Name the hot-path statements so the server plans them once per connection. Turn off behind a
+   * pooler that cannot keep prepared statements (PgBouncer in transaction mode before 1.21).
+   * @default true
+   */
+  preparedStatements?: boolean;
   /** Schema holding the tables (a tenant). @default the connection's */
   schema?: string;
   /** Prefix of every table name (a tenant). @default 'aa_' */
@@ -133,7 +145,32 @@ export function openCheckpointStore(descriptor: StoreDescriptor): OpenedStore {
           'give exactly one of "dataSource" (your TypeORM DataSource) or "url"',
         );
       }
+      const { poolSize, preparedStatements } = descriptor;
+      if (poolSize !== undefined) {
+        if (dataSource !== undefined) {
+          throw new StoreDescriptorError(
+            'postgres',
+            '"poolSize" sizes the pool of a store made from "url"; give your DataSource its poolSize in its own options',
+          );
+        }
+        if (!Number.isSafeInteger(poolSize) || poolSize < 1) {
+          throw new StoreDescriptorError(
+            'postgres',
+            `"poolSize" must be a positive integer, got ${JSON.stringify(poolSize)}`,
+          );
+        }
+      }
+      if (
+        preparedStatements !== undefined &&
+        typeof preparedStatements !== 'boolean'
+      ) {
+        throw new StoreDescriptorError(
+          'postgres',
+          `"preparedStatements" must be true or false, got ${JSON.stringify(preparedStatements)}`,
+        );
+      }
       const options = {
+        ...(preparedStatements !== undefined && { preparedStatements }),
         ...(descriptor.schema !== undefined && { schema: descriptor.schema }),
         ...(descriptor.tablePrefix !== undefined && {
           tablePrefix: descriptor.tablePrefix,
@@ -151,7 +188,14 @@ export function openCheckpointStore(descriptor: StoreDescriptor): OpenedStore {
       }
       requireInstalled('SQLCheckpointStore (Postgres)', 'typeorm', 'pg');
       return {
-        store: new SQLCheckpointStore({ type: 'postgres', url }, options),
+        store: new SQLCheckpointStore(
+          {
+            type: 'postgres',
+            url,
+            ...(poolSize !== undefined && { poolSize }),
+          },
+          options,
+        ),
         owned: true,
       };
     }

@@ -1,61 +1,28 @@
 import type { CanActivate, Type } from '@nestjs/common';
 import type { CheckpointStore } from '../../exec/checkpoints/checkpoint-store';
-import type { RedisClientLike } from '../../exec/checkpoints/redis.store';
-import type { DataSourceLike } from '../../exec/checkpoints/sql.store';
 import type { CheckpointKey } from '../../exec/durable/key-ring';
 
-/** A store in this process only: runs do not survive a restart. For tests and demos. @publicApi */
-export interface MemoryStoreDescriptor {
-  type: 'memory';
-}
+// One definition of the store descriptors, shared with the operator CLI's store URLs: the module
+// creates the store a descriptor names (and closes it on shutdown). With `@nestjs/typeorm`, give
+// Postgres your DataSource: `forRootAsync({ inject: [DataSource], useFactory: (dataSource) =>
+// ({ store: { type: 'postgres', dataSource }, key }) })`.
+import type {
+  MemoryStoreDescriptor,
+  PostgresStoreDescriptor,
+  RedisStoreDescriptor,
+  SqliteStoreDescriptor,
+  StoreDescriptor,
+} from '../../exec/checkpoints/create-store';
 
-/** One SQLite file (WAL), shared by every process on one host. Needs `typeorm` + `better-sqlite3`. @publicApi */
-export interface SqliteStoreDescriptor {
-  type: 'sqlite';
-  /** The database file; its folder must exist. */
-  path: string;
-  /** Prefix of every table name (a tenant). @default 'aa_' */
-  tablePrefix?: string;
-}
-
-/**
- * Postgres through TypeORM. Give your application's `DataSource` (with `@nestjs/typeorm`:
- * `forRootAsync({ inject: [DataSource], useFactory: (dataSource) => ({ store: { type: 'postgres',
- * dataSource }, key }) })`) or a `url` for a connection the module opens and closes. Needs
- * `typeorm` + `pg`.
- * @publicApi
- */
-export interface PostgresStoreDescriptor {
-  type: 'postgres';
-  /** A TypeORM DataSource the application owns (it is not closed by the module). */
-  dataSource?: DataSourceLike;
-  /** A connection URL, for a DataSource the module creates and closes. */
-  url?: string;
-  /** Schema holding the tables (a tenant); created if missing. @default the connection's */
-  schema?: string;
-  /** Prefix of every table name (a tenant). @default 'aa_' */
-  tablePrefix?: string;
-}
-
-/** Redis (one server or a Cluster). Needs `ioredis` unless `client` is given. @publicApi */
-export interface RedisStoreDescriptor {
-  type: 'redis';
-  /** Connection URL for a client the module creates. @default ioredis' default (127.0.0.1:6379) */
-  url?: string;
-  /** Creates the client instead (`() => new Redis(url)` or `() => new Cluster(nodes)`). */
-  client?: () => RedisClientLike;
-  /** Key namespace (a tenant). @default 'aa' */
-  prefix?: string;
-  /** Keys of a run expire this long after its last write (never while paused). @default no expiry */
-  ttlSeconds?: number;
-}
+export type {
+  MemoryStoreDescriptor,
+  PostgresStoreDescriptor,
+  RedisStoreDescriptor,
+  SqliteStoreDescriptor,
+};
 
 /** A store the module creates (and closes on shutdown). @publicApi */
-export type CheckpointStoreDescriptor =
-  | MemoryStoreDescriptor
-  | SqliteStoreDescriptor
-  | PostgresStoreDescriptor
-  | RedisStoreDescriptor;
+export type CheckpointStoreDescriptor = StoreDescriptor;
 
 /** The store types a descriptor may name. @publicApi */
 export type CheckpointStoreType = CheckpointStoreDescriptor['type'];
