@@ -3,7 +3,12 @@ import { CheckpointConflict, CheckpointStoreCorrupt } from '../../errors';
 import { MemoryCheckpointStore } from '../checkpoints/memory.store';
 import { assertNoGaps, CallLog } from './call-log';
 import { KeyRing } from './key-ring';
-import { openCall, sealCheckpoint, type CallContent } from './records';
+import {
+  openCall,
+  sealCheckpoint,
+  type CallContent,
+  type CheckpointContent,
+} from './records';
 
 const ring = new KeyRing({ current: 'call-log-spec-secret-0123456789abc' });
 const RUN = 'run-1';
@@ -27,29 +32,36 @@ function content(
   };
 }
 
+/** A sealed checkpoint of RUN (running, superstep 0) at `step`, in `segment`. */
+function checkpoint(
+  step: number,
+  segment = 1,
+  reason: CheckpointContent['reason'] = 'start',
+) {
+  return sealCheckpoint(ring, {
+    runId: RUN,
+    step,
+    flow: 'f',
+    status: 'running',
+    segment,
+    kind: 'flow',
+    superstep: 0,
+    state: {},
+    frontier: ['n'],
+    visits: {},
+    digest: 'd',
+    identity: {},
+    idemKid: ring.current.id,
+    incarnation: 1,
+    logBefore: 0,
+    reason,
+  });
+}
+
 /** A memory store holding step 0 of RUN (segment 1, running). */
 async function storeWithRun(): Promise<MemoryCheckpointStore> {
   const store = new MemoryCheckpointStore();
-  await store.save(
-    sealCheckpoint(ring, {
-      runId: RUN,
-      step: 0,
-      flow: 'f',
-      status: 'running',
-      segment: 1,
-      kind: 'flow',
-      superstep: 0,
-      state: {},
-      frontier: ['n'],
-      visits: {},
-      digest: 'd',
-      identity: {},
-      idemKid: ring.current.id,
-      incarnation: 1,
-      logBefore: 0,
-      reason: 'start',
-    }),
-  );
+  await store.save(checkpoint(0));
   return store;
 }
 
@@ -363,31 +375,68 @@ describe('CallLog', () => {
     expect(await store.calls(RUN, 0)).toEqual([]);
   });
 
+  describe('saveWith (a checkpoint handed over for the next write)', () => {
+    const options = () => ({ owner: 'w' });
+
+    it("goes out with the next superstep's first started record, in one save", async () => {
+      const store = await storeWithRun();
+      const [save, record] = [
+        jest.spyOn(store, 'save'),
+        jest.spyOn(store, 'recordCall'),
+      ];
+      const log = new CallLog(store, ring, RUN, 1);
+      await log.started(0, content('started', 0));
+      log.finished(0, content('done', 0));
+      const saved = jest.fn();
+      log.saveWith(checkpoint(1), await log.drain(), options, saved);
+      expect(saved).not.toHaveBeenCalled();
+      await log.started(1, content('started', 0));
+      expect(saved).toHaveBeenCalledTimes(1);
+      expect(record).toHaveBeenCalledTimes(1); // superstep 0's started only
+      expect(save).toHaveBeenCalledTimes(1);
+      expect(save.mock.calls[0]![1]).toMatchObject({ owner: 'w' });
+      expect((await store.latest(RUN))?.step).toBe(1);
+      expect((await stored(store, 0)).map((r) => r.phase)).toEqual([
+        'started',
+        'done',
+      ]);
+      expect((await stored(store, 1)).map((r) => r.phase)).toEqual(['started']);
+    });
+
+    it('goes out alone once the microtask queue is empty, and drain() waits for it', async () => {
+      const store = await storeWithRun();
+      const log = new CallLog(store, ring, RUN, 1);
+      const saved = jest.fn();
+      log.saveWith(checkpoint(1), [], options, saved);
+      expect(await log.drain()).toEqual([]);
+      expect(saved).toHaveBeenCalledTimes(1);
+      expect((await store.latest(RUN))?.step).toBe(1);
+    });
+
+    it('a refused save fails the started record it carried and every later write; nothing is stored', async () => {
+      const store = await storeWithRun();
+      await store.save(checkpoint(1, 2, 'claim')); // another worker claimed the run
+      const log = new CallLog(store, ring, RUN, 1);
+      const saved = jest.fn();
+      log.saveWith(checkpoint(2), [], options, saved);
+      const refused = await log
+        .started(1, content('started', 0))
+        .catch((e: unknown) => e);
+      expect(refused).toBeInstanceOf(CheckpointConflict);
+      expect(log.failure).toBe(refused);
+      await expect(log.drain()).rejects.toBe(refused);
+      expect(saved).not.toHaveBeenCalled();
+      expect((await store.latest(RUN))?.segment).toBe(2);
+      expect(await store.calls(RUN, 1)).toEqual([]);
+    });
+  });
+
   it('keeps the failure of a background flush for the next write', async () => {
     const store = await storeWithRun();
     const log = new CallLog(store, ring, RUN, 1);
     await log.started(0, content('started', 0));
     // Another worker claims the run: segment 1 is cut off.
-    await store.save(
-      sealCheckpoint(ring, {
-        runId: RUN,
-        step: 1,
-        flow: 'f',
-        status: 'running',
-        segment: 2,
-        kind: 'flow',
-        superstep: 0,
-        state: {},
-        frontier: ['n'],
-        visits: {},
-        digest: 'd',
-        identity: {},
-        idemKid: ring.current.id,
-        incarnation: 1,
-        logBefore: 0,
-        reason: 'claim',
-      }),
-    );
+    await store.save(checkpoint(1, 2, 'claim'));
     log.finished(0, content('done', 0));
     await tick();
     await tick();
