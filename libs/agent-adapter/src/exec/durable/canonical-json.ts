@@ -158,7 +158,7 @@ function encode(
     const record = v as Record<string, unknown>;
     s = '{';
     let first = true;
-    for (const key of Object.keys(record).sort()) {
+    for (const key of sortedKeys(record)) {
       const item = record[key];
       if (item === undefined) continue;
       if (!first) s += ',';
@@ -171,6 +171,17 @@ function encode(
   }
   ancestors.pop();
   return s;
+}
+
+/**
+ * The object's own keys in UTF-16 code unit order. The engine builds its records with their keys in
+ * that order already, and sorting allocates even when there is nothing to move: check first.
+ */
+function sortedKeys(record: object): string[] {
+  const keys = Object.keys(record);
+  for (let i = 1; i < keys.length; i++)
+    if (keys[i - 1]! > keys[i]!) return keys.sort();
+  return keys;
 }
 
 function fail(root: string, at: Array<string | number>, why: string): never {

@@ -188,13 +188,14 @@ export type CallDraft = Omit<CallContent, 'args' | 'outcome'> & {
 };
 
 function checkpointCoords(r: Omit<CheckpointRecord, 'sealed'>) {
+  // Keys in canonical (sorted) order, as in callCoords: the encoder then has nothing to sort.
   return {
+    flow: r.flow,
     kind: 'checkpoint' as const,
     runId: r.runId,
-    step: r.step,
-    flow: r.flow,
-    status: r.status,
     segment: r.segment,
+    status: r.status,
+    step: r.step,
   };
 }
 
