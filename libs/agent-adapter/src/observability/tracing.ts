@@ -19,17 +19,20 @@ export interface SpanLike {
   end(): void;
 }
 
+interface Tracer {
+  startActiveSpan<T>(
+    name: string,
+    options: { attributes?: SpanAttributes },
+    fn: (span: SpanLike) => T,
+  ): T;
+}
+
 interface OtelApi {
   trace: {
-    getTracer(
-      name: string,
-      version?: string,
-    ): {
-      startActiveSpan<T>(
-        name: string,
-        options: { attributes?: SpanAttributes },
-        fn: (span: SpanLike) => T,
-      ): T;
+    getTracerProvider(): {
+      getTracer(name: string): Tracer;
+      /** On the API's global proxy provider: the registered SDK's tracer, undefined without one. */
+      getDelegateTracer?(name: string): Tracer | undefined;
     };
     getActiveSpan(): SpanLike | undefined;
   };
@@ -63,26 +66,38 @@ export function traced<T>(
   fn: (span: SpanLike | undefined) => Promise<T>,
   isError: (error: unknown) => boolean = () => true,
 ): Promise<T> {
-  const o = otel();
-  if (!o) return fn(undefined);
-  return o.trace
-    .getTracer('agent-adapter')
-    .startActiveSpan(name, { attributes }, async (span) => {
-      try {
-        return await fn(span);
-      } catch (error) {
-        if (isError(error)) {
-          if (error instanceof Error) span.recordException(error);
-          span.setStatus({
-            code: ERROR,
-            message: error instanceof Error ? error.message : String(error),
-          });
-        }
-        throw error;
-      } finally {
-        span.end();
+  const tracer = activeTracer();
+  if (!tracer) return fn(undefined);
+  return tracer.startActiveSpan(name, { attributes }, async (span) => {
+    try {
+      return await fn(span);
+    } catch (error) {
+      if (isError(error)) {
+        if (error instanceof Error) span.recordException(error);
+        span.setStatus({
+          code: ERROR,
+          message: error instanceof Error ? error.message : String(error),
+        });
       }
-    });
+      throw error;
+    } finally {
+      span.end();
+    }
+  });
+}
+
+/**
+ * The tracer spans go to, or undefined when they would go nowhere: the API is not installed, or no
+ * SDK has registered a provider behind the API's global proxy. Every superstep and tool call asks,
+ * and a no-op span still costs a tracer, a span, a context switch and two closures on that path.
+ * Asked each time, so an SDK registered after the module loaded is used from then on.
+ */
+function activeTracer(): Tracer | undefined {
+  const provider = otel()?.trace.getTracerProvider();
+  if (!provider) return undefined;
+  return provider.getDelegateTracer
+    ? provider.getDelegateTracer('agent-adapter')
+    : provider.getTracer('agent-adapter');
 }
 
 /** An event on the active span, if there is one. */
