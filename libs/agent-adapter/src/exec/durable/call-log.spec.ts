@@ -278,12 +278,18 @@ describe('CallLog', () => {
     const store = await storeWithRun();
     const log = new CallLog(store, ring, RUN, 1);
     const write = jest.spyOn(store, 'recordCall');
+    const immediates = () =>
+      process.getActiveResourcesInfo().filter((r) => r === 'Immediate').length;
+    const before = immediates();
     await log.started(0, content('started', 0));
     log.finished(0, content('done', 0));
+    expect(immediates()).toBe(before + 1);
     const drained = await log.drain();
     expect(drained.map((r) => openCall(ring, r))).toMatchObject([
       { seq: 2, phase: 'done', superstep: 0, segment: 1 },
     ]);
+    // The result flush had nothing left to write: cancelled, not left to spin the event loop.
+    expect(immediates()).toBe(before);
     await tick();
     await tick();
     expect(write).toHaveBeenCalledTimes(1);

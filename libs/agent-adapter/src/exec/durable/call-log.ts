@@ -29,7 +29,8 @@ export class CallLog {
   private nextSeq = 1;
   private buffer: CallRecord[] = [];
   private chain: Promise<void> = Promise.resolve();
-  private flushScheduled = false;
+  /** The flush `finished` scheduled; cancelled when another write takes the buffer first. */
+  private resultFlush?: NodeJS.Immediate;
   private startedFlush?: Promise<void>;
   /** A checkpoint handed over by `saveWith`, not yet sent. */
   private checkpoint?: DeferredCheckpoint;
@@ -92,12 +93,8 @@ export class CallLog {
   /** Logs a result; stored with the next write (see the class comment). */
   finished(superstep: number, content: CallDraft): void {
     this.add(superstep, content);
-    if (this.flushScheduled) return;
-    this.flushScheduled = true;
-    setImmediate(() => {
-      this.flushScheduled = false;
-      // Nothing left to write (the checkpoint or a `started` took it): no write to queue.
-      if (this.buffer.length === 0) return;
+    this.resultFlush ??= setImmediate(() => {
+      this.resultFlush = undefined;
       // A failure here is kept in `failure`; the superstep rethrows it before saving.
       this.flush().catch(() => undefined);
     });
@@ -107,8 +104,21 @@ export class CallLog {
   async drain(): Promise<CallRecord[]> {
     await this.settled();
     if (this.failure !== undefined) throw this.failure;
+    return this.take();
+  }
+
+  /**
+   * Empties the buffer for a write. The result flush `finished` scheduled has nothing left to do
+   * then: cancelled, so a superstep whose result rides with its checkpoint (the usual case) costs
+   * no extra turn of the event loop (a pending immediate makes the loop poll without waiting).
+   */
+  private take(): CallRecord[] {
     const records = this.buffer;
     this.buffer = [];
+    if (this.resultFlush) {
+      clearImmediate(this.resultFlush);
+      this.resultFlush = undefined;
+    }
     return records;
   }
 
@@ -142,9 +152,8 @@ export class CallLog {
   private flush(): Promise<void> {
     const job = this.chain.then(async () => {
       if (this.failure !== undefined) throw this.failure;
-      const [records, checkpoint] = [this.buffer, this.checkpoint];
-      if (records.length === 0 && !checkpoint) return;
-      this.buffer = [];
+      if (this.buffer.length === 0 && !this.checkpoint) return;
+      const [records, checkpoint] = [this.take(), this.checkpoint];
       this.checkpoint = undefined;
       try {
         if (checkpoint) {
