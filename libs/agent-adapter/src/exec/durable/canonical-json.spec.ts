@@ -220,6 +220,22 @@ describe('canonicalJson against the canonicalize package (RFC 8785 reference)', 
     );
   });
 
+  it('agrees on objects of any width (few keys are sorted in place, many by sort())', () => {
+    fc.assert(
+      fc.property(
+        fc.dictionary(
+          fc.oneof(fc.string(), fc.string({ unit: 'binary' })),
+          fc.integer(),
+          { minKeys: 0, maxKeys: 80 },
+        ),
+        (value) => {
+          expect(canonicalJson(value)).toBe(canonicalize(value));
+        },
+      ),
+      { numRuns: 300 },
+    );
+  });
+
   it('agrees on keys that sort differently by code unit than by code point', () => {
     const value = {
       '\u{1F600}': 1,

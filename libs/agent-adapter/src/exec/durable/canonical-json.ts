@@ -96,13 +96,13 @@ export function canonicalObject(
 ): CanonicalText {
   const own = new Map<string, CanonicalText>();
   let s = '{';
-  for (const key of [...members.keys()].sort()) {
+  for (const key of inOrder([...members.keys()])) {
     const member = members.get(key)!;
     const text = CanonicalText.textOf(member);
     if (text === undefined)
       throw new TypeError(`member "${key}" is not a CanonicalText`);
     if (own.size > 0) s += ',';
-    s += JSON.stringify(key) + ':' + text;
+    s += memberPrefix(key) + text;
     own.set(key, member);
   }
   return CanonicalText.make(MAKER, s + '}', own);
@@ -158,13 +158,13 @@ function encode(
     const record = v as Record<string, unknown>;
     s = '{';
     let first = true;
-    for (const key of sortedKeys(record)) {
+    for (const key of inOrder(Object.keys(record))) {
       const item = record[key];
       if (item === undefined) continue;
       if (!first) s += ',';
       first = false;
       at.push(key);
-      s += JSON.stringify(key) + ':' + encode(item, at, ancestors, root);
+      s += memberPrefix(key) + encode(item, at, ancestors, root);
       at.pop();
     }
     s += '}';
@@ -174,14 +174,37 @@ function encode(
 }
 
 /**
- * The object's own keys in UTF-16 code unit order. The engine builds its records with their keys in
- * that order already, and sorting allocates even when there is nothing to move: check first.
+ * `keys` sorted in place by UTF-16 code units (as `sort()` does; keys are distinct). Objects have
+ * few keys, mostly in order already (the engine builds its records that way): an insertion sort
+ * then costs one comparison per key and allocates nothing, where `sort()` allocates every time.
  */
-function sortedKeys(record: object): string[] {
-  const keys = Object.keys(record);
-  for (let i = 1; i < keys.length; i++)
-    if (keys[i - 1]! > keys[i]!) return keys.sort();
+function inOrder(keys: string[]): string[] {
+  if (keys.length > 32) return keys.sort();
+  for (let i = 1; i < keys.length; i++) {
+    const key = keys[i]!;
+    let j = i - 1;
+    while (j >= 0 && keys[j]! > key) {
+      keys[j + 1] = keys[j]!;
+      j--;
+    }
+    keys[j + 1] = key;
+  }
   return keys;
+}
+
+/**
+ * `"key":` of keys met before. Records, checkpoints and states repeat the same few keys every
+ * superstep; quoting them again was a good part of what the encoder allocates. Bounded: keys of
+ * user data beyond the first thousand short ones are quoted each time.
+ */
+const prefixes = new Map<string, string>();
+function memberPrefix(key: string): string {
+  let prefix = prefixes.get(key);
+  if (prefix === undefined) {
+    prefix = JSON.stringify(key) + ':';
+    if (prefixes.size < 1024 && key.length <= 64) prefixes.set(key, prefix);
+  }
+  return prefix;
 }
 
 function fail(root: string, at: Array<string | number>, why: string): never {
