@@ -457,6 +457,16 @@ async function floorOps(
     const redis = new Redis(REDIS_URL);
     const index = `{${ns}}:unfinished:${FLOW}`;
     const tag = (id: string) => `{${ns}:${id}}`;
+    const HEAD = [
+      'step',
+      'flow',
+      'status',
+      'segment',
+      'updatedAt',
+      'calls',
+      'owner',
+      'lease',
+    ];
     return {
       list: async (after) => {
         const ids = await redis.zrangebylex(
@@ -467,13 +477,17 @@ async function floorOps(
           0,
           PAGE,
         );
-        await Promise.all(ids.map((id) => redis.hgetall(`${tag(id)}:head`)));
+        await Promise.all(
+          ids.map((id) => redis.hmget(`${tag(id)}:run`, ...HEAD)),
+        );
         return ids;
       },
+      // Three reads of the run hash: the head, the latest checkpoint, and every value (the call
+      // records among them; a raw read cannot pick one superstep's without the index script).
       read: async (id) => {
-        const head = await redis.hgetall(`${tag(id)}:head`);
-        await redis.hget(`${tag(id)}:cps`, String(head.step ?? 0));
-        await redis.hvals(`${tag(id)}:calls`);
+        const [step] = await redis.hmget(`${tag(id)}:run`, ...HEAD);
+        await redis.hget(`${tag(id)}:run`, `cp:${step ?? 0}`);
+        await redis.hvals(`${tag(id)}:run`);
       },
       write: async (id, k, payload) => {
         await redis.set(`${ns}:floor:${id}:${k}`, payload);

@@ -470,8 +470,8 @@ describeWithService('redis', 'agent-adapter CLI on Redis', () => {
         new RedisCheckpointStore(() => new Redis(REDIS_URL), { prefix }),
       rewriteCall: async (runId, k, sealed) => {
         await admin.hset(
-          `{${prefix}:${runId}}:calls`,
-          `${k.superstep}:${k.segment}:${k.seq}`,
+          `{${prefix}:${runId}}:run`,
+          `call:${k.superstep}:${k.segment}:${k.seq}`,
           sealed,
         );
       },

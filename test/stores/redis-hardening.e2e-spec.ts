@@ -84,11 +84,11 @@ describeWithService('redis', 'Redis hardening', () => {
       w1.run(ticketsFlow(), { show: 'E', seats: 1 }, { runId }),
     ).rejects.toBeInstanceOf(SimulatedCrash);
     await settle();
-    // email_tickets (superstep 2) is logged `started`: in doubt. The run's calls hash is evicted
+    // email_tickets (superstep 2) is logged `started`: in doubt. The run's call index is evicted
     // (maxmemory-policy volatile-lru/allkeys-lru evicts per key; the run keys all carry a TTL).
-    // The head's `calls` counter still says 5 records exist; none can be read.
-    expect(await admin.hget(`{${prefix}:${runId}}:head`, 'calls')).toBe('5');
-    expect(await admin.del(`{${prefix}:${runId}}:calls`)).toBe(1);
+    // The head's `calls` counter still says 5 records exist; none can be found.
+    expect(await admin.hget(`{${prefix}:${runId}}:run`, 'calls')).toBe('5');
+    expect(await admin.del(`{${prefix}:${runId}}:callindex`)).toBe(1);
 
     const w2 = new FlowRunner(executorFor(ledger, 'w2'), {
       checkpoints: store,

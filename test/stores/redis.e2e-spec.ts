@@ -56,20 +56,20 @@ describeWithService('redis', 'RedisCheckpointStore', () => {
     raw: {
       rewriteCall: async (store, runId, k, sealed) => {
         await admin.hset(
-          `${tag(store, runId)}:calls`,
-          `${k.superstep}:${k.segment}:${k.seq}`,
+          `${tag(store, runId)}:run`,
+          `call:${k.superstep}:${k.segment}:${k.seq}`,
           sealed,
         );
       },
       // The record only: its index entry stays, as after a partial loss.
       deleteCall: async (store, runId, k) => {
         await admin.hdel(
-          `${tag(store, runId)}:calls`,
-          `${k.superstep}:${k.segment}:${k.seq}`,
+          `${tag(store, runId)}:run`,
+          `call:${k.superstep}:${k.segment}:${k.seq}`,
         );
       },
       rewriteCheckpoint: async (store, runId, step, sealed) => {
-        await admin.hset(`${tag(store, runId)}:cps`, String(step), sealed);
+        await admin.hset(`${tag(store, runId)}:run`, `cp:${step}`, sealed);
       },
     },
   });
@@ -119,9 +119,7 @@ describeWithService('redis', 'RedisCheckpointStore', () => {
       await store.recordCall(id, 1, [call(id, 1, { superstep: 1 })]);
       const keys = await runKeys(store, id);
       expect(keys.sort()).toEqual(
-        ['callindex', 'calls', 'cps', 'head'].map(
-          (k) => `${tag(store, id)}:${k}`,
-        ),
+        ['callindex', 'run'].map((k) => `${tag(store, id)}:${k}`),
       );
       for (const ttl of await ttls(keys)) expect(ttl).toBeGreaterThan(0);
 
@@ -134,7 +132,7 @@ describeWithService('redis', 'RedisCheckpointStore', () => {
       for (const ttl of await ttls(keys)) expect(ttl).toBeGreaterThan(50);
     });
 
-    it('a long run keeps four keys, so a write refreshes a fixed number of TTLs; each lives ttl after the last write', async () => {
+    it('a long run keeps two keys, so a write refreshes a fixed number of TTLs; each lives ttl after the last write', async () => {
       const { store } = make({ ttlSeconds: 3600 });
       const id = uid();
       await store.save(cp(id, 0));
@@ -145,7 +143,7 @@ describeWithService('redis', 'RedisCheckpointStore', () => {
         });
       }
       const keys = await runKeys(store, id);
-      expect(keys.length).toBe(4);
+      expect(keys.length).toBe(2);
       // Not one key left with the TTL of an earlier write (EXPIRE rounds down to whole seconds).
       for (const ttl of await ttls(keys)) expect(ttl).toBeGreaterThan(3590);
       // Each superstep's records are still read on their own, first and last alike.
@@ -163,7 +161,7 @@ describeWithService('redis', 'RedisCheckpointStore', () => {
       await store.save(cp(id, 0));
       await store.recordCall(id, 1, [call(id, 1)]);
       const keys = await runKeys(store, id);
-      expect(keys.length).toBe(4);
+      expect(keys.length).toBe(2);
       expect(await ttls(keys)).toEqual(keys.map(() => -1));
     });
 
@@ -195,7 +193,7 @@ describeWithService('redis', 'RedisCheckpointStore', () => {
         call(id, 2, { superstep: 3 }),
       ]);
       const keys = await runKeys(store, id);
-      expect(keys.length).toBe(4);
+      expect(keys.length).toBe(2);
       expect(new Set(keys.map((k) => calculateSlot(k))).size).toBe(1);
       const index = await scan(`{${prefix}}:*`);
       expect(index.length).toBeGreaterThanOrEqual(4);
@@ -220,6 +218,27 @@ describeWithService('redis', 'RedisCheckpointStore', () => {
       // b no longer driven by w1: its lease falls back to the one saved with its checkpoint.
       expect(await store.renewLeases('w1', 70_000, [])).toBe(0);
       expect((await store.head(b))?.leaseExpiresAt).toBe(1_000);
+    });
+
+    it('a run stored in the earlier four-key layout is refused by name, and its index entry is kept', async () => {
+      const { store, prefix } = make();
+      const flow = uid('flow');
+      const unfinished = `{${prefix}}:unfinished:${flow}`;
+      const id = uid('old');
+      // What an earlier build left: a head hash (and cps/calls), indexed long ago.
+      await admin.hset(`{${prefix}:${id}}:head`, 'step', 3, 'flow', flow);
+      await admin.zadd(unfinished, 0, id);
+      await admin.zadd(`{${prefix}}:runs`, 1, id);
+      await admin.hset(`{${prefix}}:born`, id, Date.now() - 120_000);
+
+      await expect(store.listUnfinished(flow)).rejects.toThrow(
+        `run "${id}" (prefix "${prefix}") is stored in the key layout of an earlier agent-adapter build`,
+      );
+      await expect(store.list({ flow })).rejects.toThrow(
+        'earlier agent-adapter build',
+      );
+      expect(await admin.zrange(unfinished, 0, -1)).toEqual([id]);
+      expect(await admin.hget(`{${prefix}}:born`, id)).not.toBeNull();
     });
 
     it('listUnfinished keeps an index entry whose step 0 may be in flight, and cleans stale ones', async () => {

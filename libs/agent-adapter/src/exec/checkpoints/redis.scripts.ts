@@ -1,10 +1,13 @@
 /**
  * Lua for RedisCheckpointStore. Two families, each touching ONE hash slot (Redis Cluster safe):
  *
- * - run scripts: KEYS = the run's four keys, all tagged `{prefix:runId}`: 1 head, 2 cps,
- *   3 calls (one hash for every call record of the run, field `superstep:segment:seq`), 4 the
- *   calls' index (sorted set of those fields, score = superstep, so one superstep's records are a
- *   range read). A run has these four keys however long it runs: refreshing its TTL is O(1).
+ * - run scripts: KEYS = the run's two keys, both tagged `{prefix:runId}`: 1 the run hash, 2 the
+ *   calls' index. The run hash holds the head's fields (`step`, `status`, `segment`, `flow`,
+ *   `updatedAt`, `calls`, `w`, `created`, `owner`, `lease`), every checkpoint (`cp:<step>` → sealed,
+ *   `cols:<step>` → its columns) and every call record (`call:<superstep>:<segment>:<seq>` →
+ *   sealed). The index is a sorted set of those `<superstep>:<segment>:<seq>` by superstep, so one
+ *   superstep's records are a range read. One hash, so a save reads what it checks with one HMGET
+ *   and writes everything with one HSET; two keys however long the run, so a TTL refresh is O(1).
  * - index scripts: KEYS tagged `{prefix}` (unfinished index per flow, list index, creation times).
  *
  * Refusals are replies, not errors: `{code, ...details}`; the TypeScript side builds the message.
@@ -22,65 +25,84 @@ end
 const RUN = `
 ${NOW}
 local function delete_run()
-  return redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4])
+  return redis.call('DEL', KEYS[1], KEYS[2])
 end
 
--- Every key of the run lives ttl seconds after its last write, never while it is paused. The run
--- has four keys whatever its length: this costs the same at superstep 1 and superstep 10000.
+-- Both keys of the run live ttl seconds after its last write, never while it is paused.
 local function touch(status, ttl)
   if ttl <= 0 then return end
-  for i = 1, 4 do
+  for i = 1, 2 do
     if status == 'paused' then redis.call('PERSIST', KEYS[i]) else redis.call('EXPIRE', KEYS[i], ttl) end
   end
 end
 
--- Fencing and uniqueness of a call batch (ARGV[at] = count, then segment, superstep, seq, sealed
--- per call), checked before anything is written. Returns a refusal or nil. The stored records are
--- looked up with one HMGET (in chunks: unpack takes a few thousand values at most), not one call
--- per record: each redis.call costs far more than the Lua around it.
-local function check_calls(segment, current, status, foreign, at)
+-- A call batch is ARGV[at] = count, then segment, superstep, seq, sealed per call. Its index
+-- members ('superstep:segment:seq') and its records' fields in the run hash ('call:' .. member),
+-- made once per script: string building is most of the Lua a save runs.
+local function batch(at)
+  local members, fields = {}, {}
+  for i = 1, tonumber(ARGV[at]) do
+    local o = at + (i - 1) * 4
+    local m = ARGV[o + 2] .. ':' .. ARGV[o + 1] .. ':' .. ARGV[o + 3]
+    members[i] = m
+    fields[i] = 'call:' .. m
+  end
+  return members, fields
+end
+
+-- The run hash's \`head\` fields and the batch's record fields, in one HMGET (in chunks: unpack
+-- takes a few thousand values at most): each redis.call costs far more than the Lua around it.
+-- Returns the values of \`head\` and the index of the first call whose record is already stored.
+local function read(head, fields)
+  local h = #head
+  for i = 1, #fields do head[h + i] = fields[i] end
+  local values, stored = {}, nil
+  for s = 1, #head, 1000 do
+    local got = redis.call('HMGET', KEYS[1], unpack(head, s, math.min(s + 999, #head)))
+    for j = 1, #got do
+      local k = s + j - 1
+      if k <= h then values[k] = got[j] elseif got[j] and not stored then stored = k - h end
+    end
+  end
+  return values, stored
+end
+
+-- Fencing and uniqueness of the batch (\`stored\`: what read() found), checked before anything is
+-- written. Returns a refusal or nil.
+local function check_calls(segment, current, status, foreign, at, members, stored)
   if tonumber(segment) ~= tonumber(current) or status ~= 'running' then
     return {'fenced', segment, current}
   end
-  local n = tonumber(ARGV[at])
-  local seen, fields = {}, {}
-  for i = 1, n do
+  local seen = {}
+  for i = 1, #members do
     local o = at + (i - 1) * 4
-    local seg, superstep, seq = ARGV[o + 1], ARGV[o + 2], ARGV[o + 3]
+    local seg = ARGV[o + 1]
     if i == foreign or tonumber(seg) ~= tonumber(current) then return {'fenced', seg, current} end
-    local field = superstep .. ':' .. seg .. ':' .. seq
-    if seen[field] then return {'duplicate', seg, superstep, seq} end
-    seen[field] = true
-    fields[i] = field
+    if seen[members[i]] then return {'duplicate', seg, ARGV[o + 2], ARGV[o + 3]} end
+    seen[members[i]] = true
   end
-  for s = 1, n, 1000 do
-    local stored = redis.call('HMGET', KEYS[3], unpack(fields, s, math.min(s + 999, n)))
-    for j = 1, #stored do
-      if stored[j] then
-        local o = at + (s + j - 2) * 4
-        return {'duplicate', ARGV[o + 1], ARGV[o + 2], ARGV[o + 3]}
-      end
-    end
+  if stored then
+    local o = at + (stored - 1) * 4
+    return {'duplicate', ARGV[o + 1], ARGV[o + 2], ARGV[o + 3]}
   end
 end
 
--- The batch's records in one HSET and their index entries in one ZADD (per chunk of 500).
-local function write_calls(at)
-  local n = tonumber(ARGV[at])
-  for s = 1, n, 500 do
-    local records, index = {}, {}
-    for i = s, math.min(s + 499, n) do
-      local o = at + (i - 1) * 4
-      local field = ARGV[o + 2] .. ':' .. ARGV[o + 1] .. ':' .. ARGV[o + 3]
-      records[#records + 1] = field
-      records[#records + 1] = ARGV[o + 4]
-      index[#index + 1] = ARGV[o + 2]
-      index[#index + 1] = field
-    end
-    redis.call('HSET', KEYS[3], unpack(records))
-    redis.call('ZADD', KEYS[4], unpack(index))
+-- \`head\` (field/value pairs of the run hash) and the batch's records in one HSET, their index
+-- entries in one ZADD (more in chunks).
+local function write(head, at, members, fields)
+  local index = {}
+  for i = 1, #members do
+    head[#head + 1] = fields[i]
+    head[#head + 1] = ARGV[at + i * 4]
+    index[#index + 1] = ARGV[at + (i - 1) * 4 + 2]
+    index[#index + 1] = members[i]
   end
-  return n
+  for s = 1, #head, 2000 do
+    redis.call('HSET', KEYS[1], unpack(head, s, math.min(s + 1999, #head)))
+  end
+  for s = 1, #index, 1000 do
+    redis.call('ZADD', KEYS[2], unpack(index, s, math.min(s + 999, #index)))
+  end
 end
 `;
 
@@ -90,7 +112,8 @@ end
  * ms, 15 foreign call index, 16 call count, 17.. calls ('' = absent).
  */
 export const SAVE_LUA = `${RUN}
-local head = redis.call('HMGET', KEYS[1], 'step', 'status', 'segment', 'calls', 'w')
+local members, calls = batch(16)
+local head, stored = read({'step', 'status', 'segment', 'calls', 'w'}, calls)
 -- Our own write, resent by the client after its reply was lost: it is already applied.
 if head[5] == ARGV[1] then return {'ok'} end
 local step = tonumber(ARGV[3])
@@ -99,9 +122,11 @@ if step == 0 then
   -- The index entry was written at ARGV[13]; an index cleaner only drops entries whose head is
   -- still missing long after that, so a creation must not land late.
   if now_ms() - tonumber(ARGV[13]) > tonumber(ARGV[14]) then return {'late'} end
-  -- Leftovers of an expired incarnation (keys expire one by one) must not leak into the new run.
+  -- Leftovers of an expired incarnation (keys expire one by one) must not leak into the new run:
+  -- deleted, so what read() found of them does not count.
   delete_run()
-  local refused = check_calls(ARGV[5], ARGV[5], 'running', tonumber(ARGV[15]), 16)
+  head = {}
+  local refused = check_calls(ARGV[5], ARGV[5], 'running', tonumber(ARGV[15]), 16, members, nil)
   if refused then return refused end
 else
   if not head[1] or tonumber(head[1]) ~= step - 1 then return {'step', head[1]} end
@@ -112,20 +137,20 @@ else
   if seg ~= cur and seg ~= cur + 1 then return {'fenced', ARGV[5], head[3]} end
   if ARGV[11] ~= '' and tonumber(head[4] or 0) ~= tonumber(ARGV[11]) then return {'moved'} end
   if tonumber(ARGV[16]) > 0 then
-    local refused = check_calls(head[3], head[3], head[2], tonumber(ARGV[15]), 16)
+    local refused = check_calls(head[3], head[3], head[2], tonumber(ARGV[15]), 16, members, stored)
     if refused then return refused end
   end
 end
-local calls = tonumber(head[4] or 0) + write_calls(16)
-redis.call('HSET', KEYS[2], ARGV[3], ARGV[7], ARGV[3] .. ':cols', ARGV[8])
--- One HSET (and an HDEL only when the run loses its owner or lease): each redis.call costs.
+-- The head, the checkpoint and the call records: one HSET (and an HDEL only when the run loses
+-- its owner or lease).
 local fields = {'step', ARGV[3], 'status', ARGV[4], 'segment', ARGV[5], 'flow', ARGV[6],
-  'updatedAt', now_ms(), 'calls', calls, 'w', ARGV[1]}
+  'updatedAt', now_ms(), 'calls', tonumber(head[4] or 0) + tonumber(ARGV[16]), 'w', ARGV[1],
+  'cp:' .. ARGV[3], ARGV[7], 'cols:' .. ARGV[3], ARGV[8]}
 local gone = {}
 if step == 0 then fields[#fields + 1] = 'created'; fields[#fields + 1] = ARGV[12] end
 if ARGV[9] ~= '' then fields[#fields + 1] = 'owner'; fields[#fields + 1] = ARGV[9] else gone[#gone + 1] = 'owner' end
 if ARGV[10] ~= '' then fields[#fields + 1] = 'lease'; fields[#fields + 1] = ARGV[10] else gone[#gone + 1] = 'lease' end
-redis.call('HSET', KEYS[1], unpack(fields))
+write(fields, 16, members, calls)
 if #gone > 0 then redis.call('HDEL', KEYS[1], unpack(gone)) end
 touch(ARGV[4], tonumber(ARGV[2]))
 return {'ok'}
@@ -133,14 +158,15 @@ return {'ok'}
 
 /** ARGV: 1 write token, 2 ttl, 3 segment, 4 foreign call index, 5 count, 6.. calls. */
 export const RECORD_LUA = `${RUN}
-local head = redis.call('HMGET', KEYS[1], 'segment', 'status', 'calls', 'w')
+local members, calls = batch(5)
+local head, stored = read({'segment', 'status', 'calls', 'w'}, calls)
 if head[4] == ARGV[1] then return {'ok'} end
 if not head[1] then return {'fenced', ARGV[3], false} end
-local refused = check_calls(ARGV[3], head[1], head[2], tonumber(ARGV[4]), 5)
+local refused = check_calls(ARGV[3], head[1], head[2], tonumber(ARGV[4]), 5, members, stored)
 if refused then return refused end
-local n = write_calls(5)
+local n = #members
 if n > 0 then
-  redis.call('HSET', KEYS[1], 'calls', tonumber(head[3] or 0) + n, 'w', ARGV[1])
+  write({'calls', tonumber(head[3] or 0) + n, 'w', ARGV[1]}, 5, members, calls)
   touch(head[2], tonumber(ARGV[2]))
 end
 return {'ok'}
@@ -154,18 +180,22 @@ return 1
 `;
 
 /**
- * One superstep's call records: {field, sealed, field, sealed, ...}. ARGV: 1 superstep. Reads only
- * that superstep's entries (a range of the index), however long the run's history.
+ * One superstep's call records: {member, sealed, member, sealed, ...}. ARGV: 1 superstep. Reads
+ * only that superstep's entries (a range of the index), however long the run's history.
  */
 export const CALLS_LUA = `
-local fields = redis.call('ZRANGEBYSCORE', KEYS[4], ARGV[1], ARGV[1])
+local members = redis.call('ZRANGEBYSCORE', KEYS[2], ARGV[1], ARGV[1])
 local out = {}
-for _, f in ipairs(fields) do
-  -- A record lost from the hash (eviction) is left out; the head's call count tells it is missing.
-  local sealed = redis.call('HGET', KEYS[3], f)
-  if sealed then
-    out[#out + 1] = f
-    out[#out + 1] = sealed
+for s = 1, #members, 1000 do
+  local fields = {}
+  for i = s, math.min(s + 999, #members) do fields[#fields + 1] = 'call:' .. members[i] end
+  local got = redis.call('HMGET', KEYS[1], unpack(fields))
+  for j = 1, #got do
+    -- A record lost from the hash is left out; the head's call count tells it is missing.
+    if got[j] then
+      out[#out + 1] = members[s + j - 1]
+      out[#out + 1] = got[j]
+    end
   end
 end
 return out
@@ -175,12 +205,12 @@ return out
 export const LATEST_LUA = `
 local h = redis.call('HMGET', KEYS[1], 'step', 'flow', 'status', 'segment')
 if not h[1] then return false end
-return {h[1], h[2], h[3], h[4], redis.call('HGET', KEYS[2], h[1])}
+return {h[1], h[2], h[3], h[4], redis.call('HGET', KEYS[1], 'cp:' .. h[1])}
 `;
 
-/** Every checkpoint and call record of a run: {cps fields, calls fields}. */
+/** Every field of the run hash: the head, every checkpoint and every call record. */
 export const HISTORY_LUA = `
-return {redis.call('HGETALL', KEYS[2]), redis.call('HGETALL', KEYS[3])}
+return redis.call('HGETALL', KEYS[1])
 `;
 
 /** Deletes every key of the run; returns {deleted count, flow, owner} for the index cleanup. */

@@ -52,6 +52,17 @@ type Cols = [flow: string, status: RunStatus, segment: number];
 const CREATE_WINDOW_MS = 60_000;
 /** How late a step-0 save may land after its index entry (the save script's ARGV[14]). */
 const HALF_CREATE_WINDOW = String(CREATE_WINDOW_MS / 2);
+/** The run hash's head fields (the rest of the hash is checkpoints and call records). */
+const HEAD_FIELDS = [
+  'step',
+  'flow',
+  'status',
+  'segment',
+  'updatedAt',
+  'calls',
+  'owner',
+  'lease',
+] as const;
 /** Owner lease keys and owned-run sets outlive the lease they carry by this much. */
 const OWNER_KEEP_MS = 24 * 3600_000;
 
@@ -59,10 +70,13 @@ const OWNER_KEEP_MS = 24 * 3600_000;
  * Runs in Redis (one server or a Cluster), shared by any number of workers.
  *
  * Key layout (P = prefix):
- * - `{P:runId}:head` hash, `{P:runId}:cps` hash (step → sealed, `step:cols` → columns),
- *   `{P:runId}:calls` hash (`superstep:segment:seq` → sealed) and `{P:runId}:callindex` sorted
- *   set (those fields by superstep): one slot per run, so every write is one Lua script; four
- *   keys per run however long it runs, so a TTL refresh costs the same on every write.
+ * - `{P:runId}:run` hash: the head's fields (`step`, `status`, `segment`, `flow`, `updatedAt`,
+ *   `calls`, `owner`, `lease`, ...), every checkpoint (`cp:<step>` → sealed, `cols:<step>` → its
+ *   columns) and every call record (`call:<superstep>:<segment>:<seq>` → sealed); and
+ *   `{P:runId}:callindex`, a sorted set of those `<superstep>:<segment>:<seq>` by superstep. One
+ *   slot per run, so every write is one Lua script, which reads what it checks with one HMGET and
+ *   writes with one HSET; two keys however long the run, so a TTL refresh costs the same on every
+ *   write.
  * - `{P}:unfinished:<flow>` sorted set (score 0, paged by run id), `{P}:runs` sorted set (by a
  *   creation sequence, `{P}:seq`), `{P}:born` hash (run id → when its step 0 was announced).
  * - `{P:owner:<owner>}:leases` sorted set (run id → lease expiry ms) of the runs an owner drives:
@@ -175,10 +189,7 @@ export class RedisCheckpointStore extends CheckpointStore {
   }
 
   async head(runId: string): Promise<RunHead | undefined> {
-    const head = toHead(
-      runId,
-      await this.client.hgetall(this.runKeys(runId).head),
-    );
+    const [head] = await this.readHeadFields([runId]);
     // A second round trip only for an owned, unfinished run: its owner's lease key may be later.
     return head && (await this.withLeases([head]))[0];
   }
@@ -192,19 +203,18 @@ export class RedisCheckpointStore extends CheckpointStore {
 
   async history(runId: string): Promise<HistoryPage> {
     const keys = this.runKeys(runId);
-    const [cps = [], callFields = []] = (await this.script(
-      'aaHistory',
-      keys.list,
-      [],
-    )) as string[][];
-    const fields = new Map(pairs(cps));
+    const flat = (await this.script('aaHistory', keys.list, [])) as string[];
+    const fields = new Map(pairs(flat));
     const checkpoints: CheckpointRecord[] = [];
+    const callFields: Array<[string, string]> = [];
     for (const [field, sealed] of fields) {
-      if (field.includes(':')) continue;
-      const cols = JSON.parse(fields.get(`${field}:cols`) ?? '[]') as Cols;
-      checkpoints.push(toCheckpoint(runId, field, cols, sealed));
+      if (field.startsWith('call:')) callFields.push([field.slice(5), sealed]);
+      if (!field.startsWith('cp:')) continue;
+      const step = field.slice(3);
+      const cols = JSON.parse(fields.get(`cols:${step}`) ?? '[]') as Cols;
+      checkpoints.push(toCheckpoint(runId, step, cols, sealed));
     }
-    const calls = toCalls(runId, pairs(callFields));
+    const calls = toCalls(runId, callFields);
     checkpoints.sort((a, b) => a.step - b.step);
     return { checkpoints, calls: calls.sort(byCallKey) };
   }
@@ -338,7 +348,7 @@ export class RedisCheckpointStore extends CheckpointStore {
       tx.exec(),
       Promise.all(
         runIds.map((id) =>
-          this.client.hmget(this.runKeys(id).head, 'owner', 'status'),
+          this.client.hmget(this.runKeys(id).run, 'owner', 'status'),
         ),
       ),
       ...(this.ttl > 0
@@ -385,12 +395,9 @@ export class RedisCheckpointStore extends CheckpointStore {
       );
     }
     const tag = `{${this.prefix}:${runId}}`;
-    const head = `${tag}:head`;
+    const run = `${tag}:run`;
     // The order the scripts' KEYS follow (see redis.scripts.ts).
-    return {
-      head,
-      list: [head, `${tag}:cps`, `${tag}:calls`, `${tag}:callindex`],
-    };
+    return { run, list: [run, `${tag}:callindex`] };
   }
 
   private unfinishedKey(flow: string): string {
@@ -442,16 +449,52 @@ export class RedisCheckpointStore extends CheckpointStore {
    * the (runId, born) entries whose head is missing and old enough to remove.
    */
   private async readHeads([now, , born]: Scan, ids: string[]) {
-    const raw = await Promise.all(
-      ids.map((id) => this.client.hgetall(this.runKeys(id).head)),
-    );
-    const heads = raw.map((fields, i) => toHead(ids[i]!, fields));
+    const heads = await this.readHeadFields(ids);
     const gone = ids.flatMap((id, i) => {
       const at = born[i];
       const old = at == null || now - Number(at) >= CREATE_WINDOW_MS;
       return heads[i] === undefined && old ? [id, at ?? ''] : [];
     });
+    await this.refuseEarlierLayout(gone.filter((_, i) => i % 2 === 0));
     return { heads, gone };
+  }
+
+  /**
+   * Earlier builds kept a run in four keys (`{P:id}:head`, `:cps`, `:calls`, `:callindex`).
+   * Such a run has no run hash, so its index entries would look abandoned and be cleaned away:
+   * recovery would lose it without a word. Checked only for entries about to be removed.
+   */
+  private async refuseEarlierLayout(ids: string[]): Promise<void> {
+    if (ids.length === 0) return;
+    const found = await Promise.all(
+      ids.map((id) => this.client.exists(`{${this.prefix}:${id}}:head`)),
+    );
+    const id = ids.find((_, i) => found[i]);
+    if (id !== undefined) {
+      throw new Error(
+        `RedisCheckpointStore: run "${id}" (prefix "${this.prefix}") is stored in the key layout of an earlier agent-adapter build ({${this.prefix}:${id}}:head); this version cannot read it and has changed nothing. Finish or delete such runs with the build that wrote them, or use another prefix.`,
+      );
+    }
+  }
+
+  /**
+   * The heads of `ids`, sent together (one round trip, across Cluster nodes too): only the head's
+   * fields of each run hash, which also holds the run's checkpoints and call records.
+   */
+  private async readHeadFields(
+    ids: readonly string[],
+  ): Promise<Array<RunHead | undefined>> {
+    const raw = await Promise.all(
+      ids.map((id) => this.client.hmget(this.runKeys(id).run, ...HEAD_FIELDS)),
+    );
+    return raw.map((values, i) => {
+      const fields: Record<string, string> = {};
+      HEAD_FIELDS.forEach((name, k) => {
+        const value = values[k];
+        if (value != null) fields[name] = value;
+      });
+      return toHead(ids[i]!, fields);
+    });
   }
 
   /**
