@@ -88,7 +88,7 @@ describeWithService('redis', 'Redis hardening', () => {
     // (maxmemory-policy volatile-lru/allkeys-lru evicts per key; the run keys all carry a TTL).
     // The head's `calls` counter still says 5 records exist; none can be found.
     expect(await admin.hget(`{${prefix}:${runId}}:run`, 'calls')).toBe('5');
-    expect(await admin.del(`{${prefix}:${runId}}:callindex`)).toBe(1);
+    expect(await admin.del(`{${prefix}:${runId}}:index`)).toBe(1);
 
     const w2 = new FlowRunner(executorFor(ledger, 'w2'), {
       checkpoints: store,

@@ -2,7 +2,8 @@
  * Lua for RedisCheckpointStore. Two families, each touching ONE hash slot (Redis Cluster safe):
  *
  * - run scripts: KEYS = the run's two keys, both tagged `{prefix:runId}`: 1 the run hash, 2 the
- *   calls' index. The run hash holds the head's fields (`step`, `status`, `segment`, `flow`,
+ *   calls' index; save, latest and delete also get 3, the head key of the four-key layout of
+ *   earlier development builds, to refuse such a run instead of overwriting or hiding it. The run hash holds the head's fields (`step`, `status`, `segment`, `flow`,
  *   `updatedAt`, `calls`, `w`, `created`, `owner`, `lease`), every checkpoint (`cp:<step>` → sealed,
  *   `cols:<step>` → its columns) and every call record (`call:<superstep>:<segment>:<seq>` →
  *   sealed). The index is a sorted set of those `<superstep>:<segment>:<seq>` by superstep, so one
@@ -119,6 +120,8 @@ if head[5] == ARGV[1] then return {'ok'} end
 local step = tonumber(ARGV[3])
 if step == 0 then
   if head[1] then return {'step', head[1]} end
+  -- The id is taken by a run this version cannot read: starting it again would rerun its calls.
+  if redis.call('EXISTS', KEYS[3]) == 1 then return {'layout'} end
   -- The index entry was written at ARGV[13]; an index cleaner only drops entries whose head is
   -- still missing long after that, so a creation must not land late.
   if now_ms() - tonumber(ARGV[13]) > tonumber(ARGV[14]) then return {'late'} end
@@ -204,7 +207,10 @@ return out
 /** The latest checkpoint: head columns and the sealed text of the head's step, read together. */
 export const LATEST_LUA = `
 local h = redis.call('HMGET', KEYS[1], 'step', 'flow', 'status', 'segment')
-if not h[1] then return false end
+if not h[1] then
+  if redis.call('EXISTS', KEYS[3]) == 1 then return {'layout'} end
+  return false
+end
 return {h[1], h[2], h[3], h[4], redis.call('HGET', KEYS[1], 'cp:' .. h[1])}
 `;
 
@@ -215,6 +221,7 @@ return redis.call('HGETALL', KEYS[1])
 
 /** Deletes every key of the run; returns {deleted count, flow, owner} for the index cleanup. */
 export const DELETE_LUA = `${RUN}
+if redis.call('EXISTS', KEYS[3]) == 1 then return {'layout'} end
 local h = redis.call('HMGET', KEYS[1], 'flow', 'owner')
 return {delete_run(), h[1], h[2]}
 `;

@@ -73,7 +73,7 @@ const OWNER_KEEP_MS = 24 * 3600_000;
  * - `{P:runId}:run` hash: the head's fields (`step`, `status`, `segment`, `flow`, `updatedAt`,
  *   `calls`, `owner`, `lease`, ...), every checkpoint (`cp:<step>` → sealed, `cols:<step>` → its
  *   columns) and every call record (`call:<superstep>:<segment>:<seq>` → sealed); and
- *   `{P:runId}:callindex`, a sorted set of those `<superstep>:<segment>:<seq>` by superstep. One
+ *   `{P:runId}:index`, a sorted set of those `<superstep>:<segment>:<seq>` by superstep. One
  *   slot per run, so every write is one Lua script, which reads what it checks with one HMGET and
  *   writes with one HSET; two keys however long the run, so a TTL refresh costs the same on every
  *   write.
@@ -141,7 +141,7 @@ export class RedisCheckpointStore extends CheckpointStore {
         HALF_CREATE_WINDOW,
       ];
       pushCalls(args, runId, options.calls);
-      const reply = (await this.script('aaSave', keys.list, args)) as Reply;
+      const reply = (await this.script('aaSave', keys.guarded, args)) as Reply;
       if (reply[0] === 'late' && attempt < 3) continue;
       this.check(reply, runId, step);
       break;
@@ -176,8 +176,9 @@ export class RedisCheckpointStore extends CheckpointStore {
 
   async latest(runId: string): Promise<CheckpointRecord | undefined> {
     const keys = this.runKeys(runId);
-    const r = await this.script('aaLatest', keys.list, []);
+    const r = await this.script('aaLatest', keys.guarded, []);
     if (!r) return undefined;
+    if ((r as Reply)[0] === 'layout') throw this.earlierLayout(runId);
     const [step, flow, status, segment, sealed] = r as [
       string,
       string,
@@ -190,6 +191,8 @@ export class RedisCheckpointStore extends CheckpointStore {
 
   async head(runId: string): Promise<RunHead | undefined> {
     const [head] = await this.readHeadFields([runId]);
+    if (!head && (await this.earlierLayoutStatus([runId]))[0] !== null)
+      throw this.earlierLayout(runId);
     // A second round trip only for an owned, unfinished run: its owner's lease key may be later.
     return head && (await this.withLeases([head]))[0];
   }
@@ -221,11 +224,9 @@ export class RedisCheckpointStore extends CheckpointStore {
 
   async delete(runId: string): Promise<boolean> {
     const keys = this.runKeys(runId);
-    const [deleted, flow] = (await this.script(
-      'aaDelete',
-      keys.list,
-      [],
-    )) as Reply;
+    const reply = (await this.script('aaDelete', keys.guarded, [])) as Reply;
+    if (reply[0] === 'layout') throw this.earlierLayout(runId);
+    const [deleted, flow] = reply;
     if (!deleted) return false;
     const sets = [this.runs];
     if (flow != null) sets.push(this.unfinishedKey(String(flow)));
@@ -257,7 +258,11 @@ export class RedisCheckpointStore extends CheckpointStore {
       )) as Scan;
       const ids = scan[1];
       if (ids.length === 0) break;
-      const { heads, gone } = await this.readHeads(scan, ids);
+      const { heads, gone, earlier } = await this.readHeads(scan, ids);
+      // A run this version cannot read must not be left behind unrecovered without a word.
+      for (const [id, status] of earlier)
+        if (UNFINISHED.includes(status as RunStatus))
+          throw this.earlierLayout(id);
       const live: RunHead[] = [];
       const ended: string[] = [];
       heads.forEach((head, i) => {
@@ -396,8 +401,10 @@ export class RedisCheckpointStore extends CheckpointStore {
     }
     const tag = `{${this.prefix}:${runId}}`;
     const run = `${tag}:run`;
-    // The order the scripts' KEYS follow (see redis.scripts.ts).
-    return { run, list: [run, `${tag}:callindex`] };
+    const list = [run, `${tag}:index`];
+    // The order the scripts' KEYS follow (see redis.scripts.ts); `guarded` adds the head key of
+    // the earlier four-key layout, which save, latest and delete refuse.
+    return { run, list, guarded: [...list, `${tag}:head`] };
   }
 
   private unfinishedKey(flow: string): string {
@@ -455,26 +462,44 @@ export class RedisCheckpointStore extends CheckpointStore {
       const old = at == null || now - Number(at) >= CREATE_WINDOW_MS;
       return heads[i] === undefined && old ? [id, at ?? ''] : [];
     });
-    await this.refuseEarlierLayout(gone.filter((_, i) => i % 2 === 0));
-    return { heads, gone };
+    // An entry whose run is stored in the earlier layout is not abandoned: it stays.
+    const missing = gone.filter((_, i) => i % 2 === 0);
+    const statuses = await this.earlierLayoutStatus(missing);
+    const earlier = new Map<string, string>();
+    missing.forEach((id, i) => {
+      const status = statuses[i];
+      if (status != null) earlier.set(id, status);
+    });
+    return {
+      heads,
+      gone: gone.filter((_, i) => !earlier.has(gone[i - (i % 2)]!)),
+      earlier,
+    };
   }
 
   /**
-   * Earlier builds kept a run in four keys (`{P:id}:head`, `:cps`, `:calls`, `:callindex`).
-   * Such a run has no run hash, so its index entries would look abandoned and be cleaned away:
-   * recovery would lose it without a word. Checked only for entries about to be removed.
+   * Earlier development builds kept a run in four keys (`{P:id}:head`, `:cps`, `:calls`,
+   * `:callindex`). Such a run has no run hash: to this version it looks absent, and its index
+   * entries abandoned. For each id, the status in its earlier-layout head, or null when it has none.
    */
-  private async refuseEarlierLayout(ids: string[]): Promise<void> {
-    if (ids.length === 0) return;
+  private async earlierLayoutStatus(
+    ids: string[],
+  ): Promise<Array<string | null>> {
     const found = await Promise.all(
-      ids.map((id) => this.client.exists(`{${this.prefix}:${id}}:head`)),
+      ids.map((id) =>
+        this.client.hmget(`{${this.prefix}:${id}}:head`, 'step', 'status'),
+      ),
     );
-    const id = ids.find((_, i) => found[i]);
-    if (id !== undefined) {
-      throw new Error(
-        `RedisCheckpointStore: run "${id}" (prefix "${this.prefix}") is stored in the key layout of an earlier agent-adapter build ({${this.prefix}:${id}}:head); this version cannot read it and has changed nothing. Finish or delete such runs with the build that wrote them, or use another prefix.`,
-      );
-    }
+    // A head without a status is taken for a live run: refused, never skipped.
+    return found.map(([step, status]) =>
+      step == null ? null : (status ?? 'running'),
+    );
+  }
+
+  private earlierLayout(runId: string): Error {
+    return new Error(
+      `RedisCheckpointStore: run "${runId}" (prefix "${this.prefix}") is stored in the key layout of an earlier development build of agent-adapter ({${this.prefix}:${runId}}:head, :cps, :calls); this version cannot read it and has changed nothing. Finish or delete such runs with the build that wrote them, or give this version another prefix.`,
+    );
   }
 
   /**
@@ -523,6 +548,7 @@ export class RedisCheckpointStore extends CheckpointStore {
   /** Turns a script's refusal code into the CheckpointConflict the other stores throw. */
   private check([code, a, b, c]: Reply, runId: string, step = 0): void {
     if (code === 'ok') return;
+    if (code === 'layout') throw this.earlierLayout(runId);
     const num = (v: unknown) => (v == null ? undefined : Number(v));
     const refusals: Record<string, () => string> = {
       step: () => Messages.conflictStep(runId, step, num(a)),
