@@ -6,6 +6,7 @@
  */
 import {
   CheckpointConflict,
+  type CheckpointStore,
   Executor,
   Flow,
   FlowRunner,
@@ -61,16 +62,46 @@ function setup(ran: string[], options: { onRefund?: () => void } = {}) {
   return { registry, flow, executor: new Executor(registry) };
 }
 
+/**
+ * The refunds flow over a memory store (a fresh one unless given). `newRunner` makes a runner
+ * that seals with KEY into `checkpoints`: the store itself, or a crashing wrapper of it.
+ */
+function refunds(
+  options: { store?: MemoryCheckpointStore; onRefund?: () => void } = {},
+) {
+  const ran: string[] = [];
+  const store = options.store ?? new MemoryCheckpointStore();
+  const { flow, executor } = setup(ran, options);
+  const newRunner = (checkpoints: CheckpointStore = store) =>
+    new FlowRunner(executor, { checkpoints, checkpointKey: KEY });
+  return { ran, store, flow, executor, newRunner };
+}
+
+/** The refund runs recorded in `ran` (each one is a real run of the tool). */
+function refundRuns(ran: string[]) {
+  return ran.filter((x) => x.startsWith('refund'));
+}
+
+/**
+ * Runs `runId` until it pauses for the refund's approval, then resumes it approved through
+ * `dying`, which must crash.
+ */
+async function pauseThenCrashOnResume(
+  t: ReturnType<typeof refunds>,
+  dying: CheckpointStore,
+  amount: number,
+  runId: string,
+) {
+  await t.newRunner().run(t.flow, { amount }, { runId });
+  await expect(
+    t.newRunner(dying).resume(t.flow, runId, { approved: true }),
+  ).rejects.toBeInstanceOf(SimulatedCrash);
+}
+
 describe('Approvals', () => {
   it('a tool that needs approval pauses the run: checkpoint paused, call logged pending, nothing ran', async () => {
-    const ran: string[] = [];
-    const store = new MemoryCheckpointStore();
-    const { flow, executor } = setup(ran);
-    const runner = new FlowRunner(executor, {
-      checkpoints: store,
-      checkpointKey: KEY,
-    });
-    const r = await runner.run(flow, { amount: 30 }, { runId: 'p' });
+    const { ran, store, flow, newRunner } = refunds();
+    const r = await newRunner().run(flow, { amount: 30 }, { runId: 'p' });
     expect(r).toMatchObject({
       status: 'paused',
       step: 1,
@@ -94,17 +125,9 @@ describe('Approvals', () => {
   });
 
   it('"A run that was paused for an approval is not crashed: recover gives it back as a paused result"', async () => {
-    const ran: string[] = [];
-    const store = new MemoryCheckpointStore();
-    const { flow, executor } = setup(ran);
-    await new FlowRunner(executor, {
-      checkpoints: store,
-      checkpointKey: KEY,
-    }).run(flow, { amount: 5 }, { runId: 'p' });
-    const other = new FlowRunner(executor, {
-      checkpoints: store,
-      checkpointKey: KEY,
-    });
+    const { store, flow, newRunner } = refunds();
+    await newRunner().run(flow, { amount: 5 }, { runId: 'p' });
+    const other = newRunner();
     await expect(other.recover(flow, 'p')).resolves.toMatchObject({
       status: 'paused',
       pending: { tool: 'refund' },
@@ -116,20 +139,15 @@ describe('Approvals', () => {
   });
 
   it('resume approves: the decision is sealed into the next checkpoint, the call runs once, finished calls replay', async () => {
-    const ran: string[] = [];
-    const store = new MemoryCheckpointStore();
-    const { flow, executor } = setup(ran);
-    const runner = new FlowRunner(executor, {
-      checkpoints: store,
-      checkpointKey: KEY,
-    });
+    const { ran, store, flow, newRunner } = refunds();
+    const runner = newRunner();
     await runner.run(flow, { amount: 30 }, { runId: 'a' });
     const r = await runner.resume(flow, 'a', { approved: true, by: 'alice' });
     expect(r).toMatchObject({
       status: 'done',
       state: { quote: 'quote 30', note: 'refunded 30' },
     });
-    expect(ran.filter((x) => x.startsWith('refund'))).toHaveLength(1);
+    expect(refundRuns(ran)).toHaveLength(1);
     expect(ran.filter((x) => x === 'quote')).toHaveLength(1); // replayed, not rerun
     const resumed = (await store.history('a')).checkpoints.map((c) =>
       bodyOf(c.sealed),
@@ -145,13 +163,8 @@ describe('Approvals', () => {
   });
 
   it('resume denies: the node gets ToolDenied and can handle it; the tool does not run', async () => {
-    const ran: string[] = [];
-    const store = new MemoryCheckpointStore();
-    const { flow, executor } = setup(ran);
-    const runner = new FlowRunner(executor, {
-      checkpoints: store,
-      checkpointKey: KEY,
-    });
+    const { ran, flow, newRunner } = refunds();
+    const runner = newRunner();
     await runner.run(flow, { amount: 30 }, { runId: 'd' });
     const r = await runner.resume(flow, 'd', {
       approved: false,
@@ -161,7 +174,7 @@ describe('Approvals', () => {
     expect(r.state.note).toBe(
       'not refunded ("refund" was denied by bob: over limit)',
     );
-    expect(ran.some((x) => x.startsWith('refund'))).toBe(false);
+    expect(refundRuns(ran)).toEqual([]);
   });
 
   it('an unhandled denial fails the run with the reason', async () => {
@@ -186,125 +199,71 @@ describe('Approvals', () => {
   });
 
   it('two resumes at once: exactly one wins, the other gets CheckpointConflict; the call runs once', async () => {
-    const ran: string[] = [];
-    const store = new MemoryCheckpointStore();
-    const { flow, executor } = setup(ran);
-    await new FlowRunner(executor, {
-      checkpoints: store,
-      checkpointKey: KEY,
-    }).run(flow, { amount: 1 }, { runId: 'two' });
+    const { ran, flow, newRunner } = refunds();
+    await newRunner().run(flow, { amount: 1 }, { runId: 'two' });
+    // two runners, as two processes would be
     const results = await Promise.allSettled([
-      new FlowRunner(executor, {
-        checkpoints: store,
-        checkpointKey: KEY,
-      }).resume(flow, 'two', { approved: true }),
-      new FlowRunner(executor, {
-        checkpoints: store,
-        checkpointKey: KEY,
-      }).resume(flow, 'two', { approved: false }),
+      newRunner().resume(flow, 'two', { approved: true }),
+      newRunner().resume(flow, 'two', { approved: false }),
     ]);
     expect(results.filter((x) => x.status === 'fulfilled')).toHaveLength(1);
     expect(
       (results.find((x) => x.status === 'rejected') as PromiseRejectedResult)
         .reason,
     ).toBeInstanceOf(CheckpointConflict);
-    expect(
-      ran.filter((x) => x.startsWith('refund')).length,
-    ).toBeLessThanOrEqual(1);
+    expect(refundRuns(ran).length).toBeLessThanOrEqual(1);
   });
 
   it('"A crash before that save leaves the run paused and resumable"', async () => {
-    const ran: string[] = [];
-    const store = new MemoryCheckpointStore();
-    const { flow, executor } = setup(ran);
-    await new FlowRunner(executor, {
-      checkpoints: store,
-      checkpointKey: KEY,
-    }).run(flow, { amount: 9 }, { runId: 'b' });
+    const t = refunds();
     const dying = new CrashingStore(
-      store,
+      t.store,
       (w, m) => w.kind === 'save' && m === 'before',
     );
-    await expect(
-      new FlowRunner(executor, {
-        checkpoints: dying,
-        checkpointKey: KEY,
-      }).resume(flow, 'b', { approved: true }),
-    ).rejects.toBeInstanceOf(SimulatedCrash);
-    expect((await store.head('b'))?.status).toBe('paused');
-    const r = await new FlowRunner(executor, {
-      checkpoints: store,
-      checkpointKey: KEY,
-    }).resume(flow, 'b', { approved: true });
+    await pauseThenCrashOnResume(t, dying, 9, 'b');
+    expect((await t.store.head('b'))?.status).toBe('paused');
+    const r = await t.newRunner().resume(t.flow, 'b', { approved: true });
     expect(r.status).toBe('done');
-    expect(ran.filter((x) => x.startsWith('refund'))).toHaveLength(1);
+    expect(refundRuns(t.ran)).toHaveLength(1);
   });
 
   it('"a crash after it is recovered by spending the stored decision then" (the approved call runs once)', async () => {
-    const ran: string[] = [];
-    const store = new MemoryCheckpointStore();
+    const t = refunds();
     const dying = new CrashingStore(
-      store,
+      t.store,
       (w, m) =>
         w.kind === 'save' &&
         m === 'after' &&
         bodyOf(w.checkpoint.sealed).reason === 'resume',
     );
-    const { flow, executor } = setup(ran);
-    await new FlowRunner(executor, {
-      checkpoints: store,
-      checkpointKey: KEY,
-    }).run(flow, { amount: 7 }, { runId: 'c' });
-    await expect(
-      new FlowRunner(executor, {
-        checkpoints: dying,
-        checkpointKey: KEY,
-      }).resume(flow, 'c', { approved: true }),
-    ).rejects.toBeInstanceOf(SimulatedCrash);
+    await pauseThenCrashOnResume(t, dying, 7, 'c');
     await settle();
-    expect(ran.some((x) => x.startsWith('refund'))).toBe(false);
-    const r = await new FlowRunner(executor, {
-      checkpoints: store,
-      checkpointKey: KEY,
-    }).recover(flow, 'c');
+    expect(refundRuns(t.ran)).toEqual([]);
+    const r = await t.newRunner().recover(t.flow, 'c');
     expect(r).toMatchObject({ status: 'done', state: { note: 'refunded 7' } });
-    expect(ran.filter((x) => x.startsWith('refund'))).toHaveLength(1);
+    expect(refundRuns(t.ran)).toHaveLength(1);
   });
 
   it('a crash while the approved call runs leaves it in doubt (it needs a decision, like any call)', async () => {
-    const ran: string[] = [];
     const store = new MemoryCheckpointStore();
     const dying = new CrashingStore(store);
-    const { flow, executor } = setup(ran, { onRefund: () => dying.kill() });
-    await new FlowRunner(executor, {
-      checkpoints: store,
-      checkpointKey: KEY,
-    }).run(flow, { amount: 3 }, { runId: 'x' });
-    await expect(
-      new FlowRunner(executor, {
-        checkpoints: dying,
-        checkpointKey: KEY,
-      }).resume(flow, 'x', { approved: true }),
-    ).rejects.toBeInstanceOf(SimulatedCrash);
+    const t = refunds({ store, onRefund: () => dying.kill() });
+    await pauseThenCrashOnResume(t, dying, 3, 'x');
     await settle();
-    const { registry } = setup(ran);
+    // a fresh registry, without the hook that kills the store
+    const { registry } = setup(t.ran);
     const w = new FlowRunner(new Executor(registry), {
       checkpoints: store,
       checkpointKey: KEY,
     });
-    await expect(w.recover(flow, 'x')).rejects.toThrow(/refund/);
-    const r = await w.recover(flow, 'x', { rerunInDoubt: true });
+    await expect(w.recover(t.flow, 'x')).rejects.toThrow(/refund/);
+    const r = await w.recover(t.flow, 'x', { rerunInDoubt: true });
     expect(r.state.note).toBe('refunded 3');
   });
 
   it('resume of a run that is not paused is refused, and a ctx for someone else is refused', async () => {
-    const ran: string[] = [];
-    const store = new MemoryCheckpointStore();
-    const { flow, executor } = setup(ran);
-    const runner = new FlowRunner(executor, {
-      checkpoints: store,
-      checkpointKey: KEY,
-    });
+    const { flow, newRunner } = refunds();
+    const runner = newRunner();
     await runner.run(flow, { amount: 2 }, { runId: 'id', ctx: { user: 'u1' } });
     await expect(
       runner.resume(
