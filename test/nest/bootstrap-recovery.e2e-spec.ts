@@ -1,7 +1,11 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Injectable } from '@nestjs/common';
+import {
+  Injectable,
+  type INestApplication,
+  type ModuleMetadata,
+} from '@nestjs/common';
 import { EventEmitterModule, OnEvent } from '@nestjs/event-emitter';
 import {
   MemoryCheckpointStore,
@@ -43,23 +47,30 @@ describe('bootstrap recovery (e2e, SQLite)', () => {
   });
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
+  type Worker = { workerId: string; leaseMs?: number };
+
   /**
-   * Worker 1: an application whose store "dies" (every later read and write fails, like a killed
-   * process) inside `tool`, after the tool's side effect. Returns the run id and the file.
+   * Worker 1 (id "worker-1" unless given): an application whose store "dies" (every later read
+   * and write fails, like a killed process) inside `tool`, after the tool's side effect. Returns
+   * the run id, the file and the ledger both workers share.
    */
   async function crashIn(
     tool: string,
-    worker: { workerId: string; leaseMs?: number },
-    ledger: Ledger,
-    ctx?: RunIdentity,
-  ): Promise<{ runId: string; path: string }> {
+    { ctx, ...worker }: Partial<Worker> & { ctx?: RunIdentity } = {},
+  ): Promise<{ runId: string; path: string; ledger: Ledger }> {
+    const ledger = new Ledger();
     const path = join(dir, `runs-${++n}.db`);
     const inner = new SQLiteCheckpointStore(path);
     stores.push(inner);
     const crashing = new CrashingStore(inner);
     ledger.crashIn = { tool, kill: () => crashing.kill(`inside ${tool}`) };
     const app = await apps.boot([
-      DurableModule.forRoot({ store: crashing, key: KEY, ...worker }),
+      DurableModule.forRoot({
+        store: crashing,
+        key: KEY,
+        workerId: 'worker-1',
+        ...worker,
+      }),
       TicketsModule.with(ledger),
     ]);
     const runId = `order-${n}`;
@@ -74,54 +85,70 @@ describe('bootstrap recovery (e2e, SQLite)', () => {
     ).rejects.toThrow(SimulatedCrash);
     await settle();
     await apps.closeAll();
-    return { runId, path };
+    return { runId, path, ledger };
   }
 
-  /** Worker 2: a fresh application on the same file. */
-  function second(
+  /**
+   * Worker 2: a fresh application on the same file, returned once its boot recovery is over.
+   * `events` subscribes before the lifecycle hooks, so it sees what the boot recovery emits;
+   * `imports` come ahead of the durable module.
+   */
+  async function restart(
     path: string,
     ledger: Ledger,
-    worker: { workerId: string; leaseMs?: number },
-    hooks: { logger?: CaptureLogger; events?: (e: DurableEvents) => void } = {},
-  ) {
-    return apps.boot(
+    {
+      logger,
+      events,
+      imports = [],
+      providers,
+      ...options
+    }: Worker & {
+      recoverOnBoot?: boolean;
+      logger?: CaptureLogger;
+      events?: (e: DurableEvents) => void;
+      imports?: ModuleMetadata['imports'];
+      providers?: ModuleMetadata['providers'];
+    },
+  ): Promise<INestApplication> {
+    const app = await apps.boot(
       [
+        ...imports,
         DurableModule.forRoot({
           store: { type: 'sqlite', path },
           key: KEY,
-          ...worker,
+          ...options,
         }),
         TicketsModule.with(ledger),
       ],
       {
-        ...(hooks.logger && { logger: hooks.logger }),
-        beforeInit: (app) => hooks.events?.(app.get(DurableEvents)),
+        ...(logger && { logger }),
+        ...(providers && { providers }),
+        beforeInit: (app) => events?.(app.get(DurableEvents)),
       },
+    );
+    await app.get(RecoveryOrchestrator).waitUntilRecovered();
+    return app;
+  }
+
+  /** Asserts that some recovery line matches `pattern`. */
+  function expectRecoveryLine(logger: CaptureLogger, pattern: string): void {
+    expect(logger.of('DurableRecovery')).toEqual(
+      expect.arrayContaining([expect.stringMatching(new RegExp(pattern))]),
     );
   }
 
   it('finishes a run cut short inside an idempotent tool; no finished call runs twice', async () => {
-    const ledger = new Ledger();
-    const { runId, path } = await crashIn(
-      'email_tickets',
-      { workerId: 'worker-1' },
-      ledger,
-    );
+    const { runId, path, ledger } = await crashIn('email_tickets');
     expect(ledger.count('email_tickets')).toBe(1);
 
     // The restarted worker keeps its id: its own runs are taken back at once.
     const logger = new CaptureLogger();
     const recovered: RunRecoveredEvent[] = [];
-    const app = await second(
-      path,
-      ledger,
-      { workerId: 'worker-1' },
-      {
-        logger,
-        events: (e) => e.on('run.recovered', (r) => recovered.push(r)),
-      },
-    );
-    await app.get(RecoveryOrchestrator).waitUntilRecovered();
+    const app = await restart(path, ledger, {
+      workerId: 'worker-1',
+      logger,
+      events: (e) => e.on('run.recovered', (r) => recovered.push(r)),
+    });
 
     const run = await app.get(FlowRunner).get<Order>(runId);
     expect(run).toMatchObject({
@@ -150,21 +177,10 @@ describe('bootstrap recovery (e2e, SQLite)', () => {
   });
 
   it('logs a run cut short inside a non-idempotent tool as needing a decision, and starts anyway', async () => {
-    const ledger = new Ledger();
-    const { runId, path } = await crashIn(
-      'charge_card',
-      { workerId: 'worker-1' },
-      ledger,
-    );
+    const { runId, path, ledger } = await crashIn('charge_card');
     const logger = new CaptureLogger();
-    const app = await second(
-      path,
-      ledger,
-      { workerId: 'worker-2' },
-      { logger },
-    );
     // Lease of worker 1 (default 15 s) is live: without force nothing is taken yet.
-    await app.get(RecoveryOrchestrator).waitUntilRecovered();
+    const app = await restart(path, ledger, { workerId: 'worker-2', logger });
     expect(logger.of('DurableRecovery').join('\n')).toMatch(
       new RegExp(
         `Run "${runId}" of flow "tickets" is held by worker "worker-1"`,
@@ -189,30 +205,15 @@ describe('bootstrap recovery (e2e, SQLite)', () => {
   });
 
   it('logs "needs a decision" with the calls on bootstrap (same worker id)', async () => {
-    const ledger = new Ledger();
-    const { runId, path } = await crashIn(
-      'charge_card',
-      { workerId: 'worker-1' },
-      ledger,
-    );
+    const { runId, path, ledger } = await crashIn('charge_card');
     const logger = new CaptureLogger();
-    const app = await second(
-      path,
-      ledger,
-      { workerId: 'worker-1' },
-      { logger },
+    const app = await restart(path, ledger, { workerId: 'worker-1', logger });
+    expectRecoveryLine(
+      logger,
+      `^warn: Run "${runId}" of flow "tickets" needs a decision: call\\(s\\) in doubt charge_card \\(`,
     );
-    await app.get(RecoveryOrchestrator).waitUntilRecovered();
-    const lines = logger.of('DurableRecovery');
-    expect(lines).toEqual(
-      expect.arrayContaining([
-        expect.stringMatching(
-          new RegExp(
-            `^warn: Run "${runId}" of flow "tickets" needs a decision: call\\(s\\) in doubt charge_card \\(`,
-          ),
-        ),
-        'log: Bootstrap recovery done: 1 unfinished run(s) in 1 flow(s).',
-      ]),
+    expect(logger.of('DurableRecovery')).toContain(
+      'log: Bootstrap recovery done: 1 unfinished run(s) in 1 flow(s).',
     );
     expect(ledger.count('charge_card')).toBe(1);
     // The application is up and serves new runs.
@@ -224,22 +225,19 @@ describe('bootstrap recovery (e2e, SQLite)', () => {
   });
 
   it('looks again once a crashed worker’s lease expires (one unref’d re-sweep)', async () => {
-    const ledger = new Ledger();
-    const { runId, path } = await crashIn(
-      'email_tickets',
-      { workerId: 'worker-dead', leaseMs: 400 },
-      ledger,
-    );
+    const { runId, path, ledger } = await crashIn('email_tickets', {
+      workerId: 'worker-dead',
+      leaseMs: 400,
+    });
     const logger = new CaptureLogger();
     let done!: (r: RunRecoveredEvent) => void;
     const recovered = new Promise<RunRecoveredEvent>((r) => (done = r));
-    const app = await second(
-      path,
-      ledger,
-      { workerId: 'worker-2', leaseMs: 400 },
-      { logger, events: (e) => e.on('run.recovered', done) },
-    );
-    await app.get(RecoveryOrchestrator).waitUntilRecovered();
+    const app = await restart(path, ledger, {
+      workerId: 'worker-2',
+      leaseMs: 400,
+      logger,
+      events: (e) => e.on('run.recovered', done),
+    });
     const atBoot = logger.of('DurableRecovery').join('\n');
     expect(atBoot).toMatch(
       `Run "${runId}" of flow "tickets" is held by worker "worker-dead"`,
@@ -257,31 +255,13 @@ describe('bootstrap recovery (e2e, SQLite)', () => {
   });
 
   it('logs a run that acts with a principal as needing its ctx, and recovers it when given', async () => {
-    const ledger = new Ledger();
     const ctx = { user: 'u1', principal: 'svc-billing' };
-    const { runId, path } = await crashIn(
-      'email_tickets',
-      { workerId: 'worker-1' },
-      ledger,
-      ctx,
-    );
+    const { runId, path, ledger } = await crashIn('email_tickets', { ctx });
     const logger = new CaptureLogger();
-    const app = await second(
-      path,
-      ledger,
-      { workerId: 'worker-1' },
-      { logger },
-    );
-    const orchestrator = app.get(RecoveryOrchestrator);
-    await orchestrator.waitUntilRecovered();
-    expect(logger.of('DurableRecovery')).toEqual(
-      expect.arrayContaining([
-        expect.stringMatching(
-          new RegExp(
-            `^warn: Run "${runId}" of flow "tickets" was not recovered: .*principal`,
-          ),
-        ),
-      ]),
+    const app = await restart(path, ledger, { workerId: 'worker-1', logger });
+    expectRecoveryLine(
+      logger,
+      `^warn: Run "${runId}" of flow "tickets" was not recovered: .*principal`,
     );
     await expect(
       app.get(FlowRunner).recover(TicketsFlow, runId, { ctx }),
@@ -308,22 +288,11 @@ describe('bootstrap recovery (e2e, SQLite)', () => {
   });
 
   it('recoverOnBoot: false leaves unfinished runs alone', async () => {
-    const ledger = new Ledger();
-    const { runId, path } = await crashIn(
-      'email_tickets',
-      { workerId: 'worker-1' },
-      ledger,
-    );
-    const app = await apps.boot([
-      DurableModule.forRoot({
-        store: { type: 'sqlite', path },
-        key: KEY,
-        workerId: 'worker-1',
-        recoverOnBoot: false,
-      }),
-      TicketsModule.with(ledger),
-    ]);
-    await app.get(RecoveryOrchestrator).waitUntilRecovered();
+    const { runId, path, ledger } = await crashIn('email_tickets');
+    const app = await restart(path, ledger, {
+      workerId: 'worker-1',
+      recoverOnBoot: false,
+    });
     await expect(app.get(CheckpointStore).head(runId)).resolves.toMatchObject({
       status: 'running',
     });
@@ -334,25 +303,12 @@ describe('bootstrap recovery (e2e, SQLite)', () => {
   });
 
   it("@OnEvent listeners (@nestjs/event-emitter) get checkpoint.saved and the boot recovery's run.recovered", async () => {
-    const ledger = new Ledger();
-    const { runId, path } = await crashIn(
-      'email_tickets',
-      { workerId: 'worker-1' },
-      ledger,
-    );
-    const app = await apps.boot(
-      [
-        EventEmitterModule.forRoot(),
-        DurableModule.forRoot({
-          store: { type: 'sqlite', path },
-          key: KEY,
-          workerId: 'worker-1',
-        }),
-        TicketsModule.with(ledger),
-      ],
-      { providers: [RunAudit] },
-    );
-    await app.get(RecoveryOrchestrator).waitUntilRecovered();
+    const { runId, path, ledger } = await crashIn('email_tickets');
+    const app = await restart(path, ledger, {
+      workerId: 'worker-1',
+      imports: [EventEmitterModule.forRoot()],
+      providers: [RunAudit],
+    });
     const audit = app.get(RunAudit);
     // Listeners are attached in event-emitter's own bootstrap hook; recovery waited for them.
     expect(audit.recovered).toEqual([
