@@ -30,7 +30,11 @@ import {
   type CheckpointSavedEvent,
   type CheckpointStore,
   type ChatMessage,
+  type RecoverOptions,
+  type ResumeDecision,
   type RunRecoveredEvent,
+  type ToolLoopOptions,
+  type ToolLoopRunOptions,
 } from 'agent-adapter';
 import { DataSource } from 'typeorm';
 import {
@@ -82,6 +86,18 @@ const resultStored =
     m === 'after' &&
     w.kind === 'recordCall' &&
     w.calls.some((c) => c.phase === phase);
+
+/** Awaits work on a worker that must die (SimulatedCrash), then lets its last writes land. */
+async function dies(work: Promise<unknown>): Promise<void> {
+  await expect(work).rejects.toBeInstanceOf(SimulatedCrash);
+  await settle();
+}
+
+/** Expects a recovery refused with RecoveryNeedsDecision naming exactly these (tool, why) pairs. */
+function expectNeedsDecision(err: unknown, calls: unknown[]): void {
+  expect(err).toBeInstanceOf(RecoveryNeedsDecision);
+  expect((err as RecoveryNeedsDecision).calls).toEqual(calls);
+}
 
 /** `[tool, phase]` of every call record of a run, in order. */
 async function phases(store: CheckpointStore, runId: string) {
@@ -166,6 +182,20 @@ function specSuite(backend: Backend): void {
     ran
       .filter((r) => r.startsWith(`${tool}:`))
       .map((r) => r.slice(tool.length + 1));
+
+  /** Worker B resumes the paused `runId` and dies `moment` the save of the resume checkpoint. */
+  const resumeDiesOnB = (
+    view: () => CheckpointStore,
+    runId: string,
+    moment: 'before' | 'after',
+    decision: ResumeDecision,
+  ) =>
+    dies(
+      refundWorker(
+        'B',
+        new CrashingStore(view(), atSave('resume', moment)),
+      ).resume(refundFlow(), runId, decision),
+    );
 
   describe('Approvals', () => {
     it('"A run that was paused for an approval is not crashed: its checkpoint says paused, and recover gives it back as a paused result."', async () => {
@@ -273,13 +303,7 @@ function specSuite(backend: Backend): void {
 
     it('"and only then spends it. A crash before that save leaves the run paused and resumable"', async () => {
       const { store, view } = await pausedRefund('ap-5');
-      const dying = new CrashingStore(view(), atSave('resume', 'before'));
-      await expect(
-        refundWorker('B', dying).resume(refundFlow(), 'ap-5', {
-          approved: true,
-        }),
-      ).rejects.toBeInstanceOf(SimulatedCrash);
-      await settle();
+      await resumeDiesOnB(view, 'ap-5', 'before', { approved: true });
       expect(runsOf('refund')).toEqual([]); // not spent before the save
       expect((await store.latest('ap-5'))!.status).toBe('paused');
       const r = await refundWorker('C', view()).resume(refundFlow(), 'ap-5', {
@@ -291,14 +315,10 @@ function specSuite(backend: Backend): void {
 
     it('"a crash after it is recovered by spending the stored decision then" — once: a second resume or recover is refused', async () => {
       const { store, view } = await pausedRefund('ap-6');
-      const dying = new CrashingStore(view(), atSave('resume', 'after'));
-      await expect(
-        refundWorker('B', dying).resume(refundFlow(), 'ap-6', {
-          approved: true,
-          by: 'alice',
-        }),
-      ).rejects.toBeInstanceOf(SimulatedCrash);
-      await settle();
+      await resumeDiesOnB(view, 'ap-6', 'after', {
+        approved: true,
+        by: 'alice',
+      });
       expect(runsOf('refund')).toEqual([]); // died before spending it
       expect((await store.latest('ap-6'))!.status).toBe('running');
       const events = new DurableEvents();
@@ -325,15 +345,11 @@ function specSuite(backend: Backend): void {
 
     it('a deny: the node gets ToolDenied, the tool never runs, and a crash after the denial is stored recovers to the same denial', async () => {
       const { store, view } = await pausedRefund('ap-7');
-      const dying = new CrashingStore(view(), atSave('resume', 'after'));
-      await expect(
-        refundWorker('B', dying).resume(refundFlow(), 'ap-7', {
-          approved: false,
-          by: 'bob',
-          reason: 'over the limit',
-        }),
-      ).rejects.toBeInstanceOf(SimulatedCrash);
-      await settle();
+      await resumeDiesOnB(view, 'ap-7', 'after', {
+        approved: false,
+        by: 'bob',
+        reason: 'over the limit',
+      });
       const r = await refundWorker('C', view()).recover(refundFlow(), 'ap-7');
       expect(r).toMatchObject({
         status: 'done',
@@ -355,19 +371,15 @@ function specSuite(backend: Backend): void {
     it('a crash inside the approved call (after the decision was spent): the call is in doubt like any started call', async () => {
       const { view } = await pausedRefund('ap-8');
       const dying = new CrashingStore(view());
-      await expect(
+      await dies(
         refundWorker('B', dying, {
           inRefund: () => dying.kill('inside refund'),
         }).resume(refundFlow(), 'ap-8', { approved: true }),
-      ).rejects.toBeInstanceOf(SimulatedCrash);
-      await settle();
+      );
       const err = await refundWorker('C', view())
         .recover(refundFlow(), 'ap-8')
         .catch((e: unknown) => e);
-      expect(err).toBeInstanceOf(RecoveryNeedsDecision);
-      expect((err as RecoveryNeedsDecision).calls).toEqual([
-        ['refund', 'started, no result recorded'],
-      ]);
+      expectNeedsDecision(err, [['refund', 'started, no result recorded']]);
       const r = await refundWorker('C', view()).recover(refundFlow(), 'ap-8', {
         rerunInDoubt: true,
       });
@@ -408,16 +420,23 @@ function specSuite(backend: Backend): void {
       return { flow, runner };
     }
 
+    /** Worker A runs the one-call flow as `runId` and dies (inside the tool, or at a write of `store`). */
+    async function oneCallDies(
+      store: CheckpointStore,
+      runId: string,
+      tool: (a: { n: number }) => unknown,
+      options: Parameters<ToolRegistry['register']>[2] = {},
+    ) {
+      const w = oneCall(store, 'A', tool, options);
+      await dies(w.runner.run(w.flow, { n: 1 }, { runId }));
+    }
+
     it('"A call logged started with no result may or may not have run. Recovery fails closed:" a tool with idempotent=True runs again', async () => {
       const { store, view } = await backend.fresh();
       const a = new CrashingStore(store);
-      const w = oneCall(a, 'A', () => a.kill('inside act'), {
+      await oneCallDies(a, 'cd-1', () => a.kill('inside act'), {
         idempotent: true,
       });
-      await expect(
-        w.runner.run(w.flow, { n: 1 }, { runId: 'cd-1' }),
-      ).rejects.toBeInstanceOf(SimulatedCrash);
-      await settle();
       expect(await phases(store, 'cd-1')).toEqual([['act', 'started']]);
       const b = oneCall(view(), 'B', () => 'ok', { idempotent: true });
       const r = await b.runner.recover(b.flow, 'cd-1'); // no decision needed
@@ -428,20 +447,13 @@ function specSuite(backend: Backend): void {
     it('"anything else: RecoveryNeedsDecision, with .calls as (tool, why) pairs" — before anything is written', async () => {
       const { store, view } = await backend.fresh();
       const a = new CrashingStore(store);
-      const w = oneCall(a, 'A', () => a.kill('inside act'));
-      await expect(
-        w.runner.run(w.flow, { n: 1 }, { runId: 'cd-2' }),
-      ).rejects.toBeInstanceOf(SimulatedCrash);
-      await settle();
+      await oneCallDies(a, 'cd-2', () => a.kill('inside act'));
       const head = await store.head('cd-2');
       const b = oneCall(view(), 'B', () => 'ok');
       const err = await b.runner
         .recover(b.flow, 'cd-2')
         .catch((e: unknown) => e);
-      expect(err).toBeInstanceOf(RecoveryNeedsDecision);
-      expect((err as RecoveryNeedsDecision).calls).toEqual([
-        ['act', 'started, no result recorded'],
-      ]);
+      expectNeedsDecision(err, [['act', 'started, no result recorded']]);
       expect(await store.head('cd-2')).toEqual(head);
       expect(ran).toEqual([]);
       const all = await b.runner.recoverAll(b.flow, { force: true });
@@ -452,14 +464,10 @@ function specSuite(backend: Backend): void {
       const { store, view } = await backend.fresh();
       const a = new CrashingStore(store);
       let keyA = '';
-      const w = oneCall(a, 'A', () => {
+      await oneCallDies(a, 'cd-3', () => {
         keyA = idempotencyKey();
         a.kill('inside act');
       });
-      await expect(
-        w.runner.run(w.flow, { n: 1 }, { runId: 'cd-3' }),
-      ).rejects.toBeInstanceOf(SimulatedCrash);
-      await settle();
       let keyB = '';
       const b = oneCall(view(), 'B', () => {
         keyB = idempotencyKey();
@@ -475,11 +483,7 @@ function specSuite(backend: Backend): void {
       const { store, view } = await backend.fresh();
       // The call ran and returned a Date (not JSON); the worker dies once that is recorded.
       const a = new CrashingStore(store, resultStored('unrecordable'));
-      const w = oneCall(a, 'A', () => new Date(0));
-      await expect(
-        w.runner.run(w.flow, { n: 1 }, { runId: 'cd-4' }),
-      ).rejects.toBeInstanceOf(SimulatedCrash);
-      await settle();
+      await oneCallDies(a, 'cd-4', () => new Date(0));
       expect(await phases(store, 'cd-4')).toEqual([
         ['act', 'started'],
         ['act', 'unrecordable'],
@@ -488,8 +492,7 @@ function specSuite(backend: Backend): void {
       const err = await b.runner
         .recover(b.flow, 'cd-4')
         .catch((e: unknown) => e);
-      expect(err).toBeInstanceOf(RecoveryNeedsDecision);
-      expect((err as RecoveryNeedsDecision).calls).toEqual([
+      expectNeedsDecision(err, [
         [
           'act',
           expect.stringMatching(/^ran, but its result could not be recorded/),
@@ -508,14 +511,13 @@ function specSuite(backend: Backend): void {
           return a.kill('while the port waits');
         },
       };
-      await expect(
+      await dies(
         refundWorker('A', a, { approvals: dyingPort }).run(
           refundFlow(),
           { amount: 30 },
           { runId: 'cd-5' },
         ),
-      ).rejects.toBeInstanceOf(SimulatedCrash);
-      await settle();
+      );
       expect(await phases(store, 'cd-5')).toEqual([
         ['quote', 'started'],
         ['quote', 'done'],
@@ -530,8 +532,7 @@ function specSuite(backend: Backend): void {
       const err = await refundWorker('B', view(), { approvals: port })
         .recover(refundFlow(), 'cd-5')
         .catch((e: unknown) => e);
-      expect(err).toBeInstanceOf(RecoveryNeedsDecision);
-      expect((err as RecoveryNeedsDecision).calls).toEqual([
+      expectNeedsDecision(err, [
         [
           'refund',
           'was waiting for a synchronous approval, no decision recorded',
@@ -559,13 +560,12 @@ function specSuite(backend: Backend): void {
     it('a crash while the sync port waits, tool idempotent: it is asked again without a decision', async () => {
       const { store, view } = await backend.fresh();
       const a = new CrashingStore(store);
-      await expect(
+      await dies(
         refundWorker('A', a, {
           refundIdempotent: true,
           approvals: { decide: () => a.kill('while the port waits') },
         }).run(refundFlow(), { amount: 30 }, { runId: 'cd-6' }),
-      ).rejects.toBeInstanceOf(SimulatedCrash);
-      await settle();
+      );
       const r = await refundWorker('B', view(), {
         refundIdempotent: true,
         approvals: { decide: () => ({ approved: true }) },
@@ -579,19 +579,15 @@ function specSuite(backend: Backend): void {
       let tries = 0;
       // The call succeeds on its third attempt; the worker dies once that is recorded.
       const flaky = new CrashingStore(store, resultStored('done'));
-      const w = oneCall(
+      await oneCallDies(
         flaky,
-        'A',
+        'cd-7',
         () => {
           if (++tries < 3) throw new Error(`flaky ${tries}`);
           return 'ok';
         },
         { retry: { attempts: 3, backoff: 0 } },
       );
-      await expect(
-        w.runner.run(w.flow, { n: 1 }, { runId: 'cd-7' }),
-      ).rejects.toBeInstanceOf(SimulatedCrash);
-      await settle();
       const { calls } = await store.history('cd-7');
       expect(
         calls.map((c) => {
@@ -679,22 +675,62 @@ function specSuite(backend: Backend): void {
         );
     }
 
+    /** Worker A runs the loop on HELLO and dies where its store or one of its tools makes it. */
+    const loopDies = (
+      registry: ToolRegistry,
+      options: ToolLoopOptions & ToolLoopRunOptions,
+    ) =>
+      dies(
+        runToolLoop(model, registry, HELLO, { checkpointKey: KEY, ...options }),
+      );
+
+    /** Worker A runs scriptTwoTools' loop as `runId` and dies once the checkpoint of `step` is saved. */
+    const twoToolsDieAfterStep = (
+      store: CheckpointStore,
+      runId: string,
+      step: number,
+    ) => {
+      scriptTwoTools();
+      return loopDies(tickets('A'), {
+        runId,
+        checkpoints: new CrashingStore(store, afterStep(step)),
+      });
+    };
+
+    /** A worker recovers the loop `runId`. */
+    const recoverLoop = (
+      registry: ToolRegistry,
+      runId: string,
+      options: ToolLoopOptions & RecoverOptions,
+    ) =>
+      recoverToolLoop(model, registry, runId, {
+        checkpointKey: KEY,
+        ...options,
+      });
+
+    /** Worker A's tools for scriptTwoTools: hold_seats dies (on `a`) once charge_card's result is stored. */
+    function holdDiesAfterCharge(a: CrashingStore) {
+      let charged!: () => void;
+      const chargeDone = new Promise<void>((r) => (charged = r));
+      return tickets('A', {
+        inHold: async () => {
+          await chargeDone;
+          await settle();
+          a.kill('inside hold_seats');
+        },
+        inCharge: () => {
+          setImmediate(charged);
+        },
+      });
+    }
+
     it('"The history is saved after each model reply (so its tool calls are pinned)" — a crash after the reply: recovery runs its tool calls without asking the model again', async () => {
       const { view, store } = await backend.fresh();
-      scriptTwoTools();
-      await expect(
-        runToolLoop(model, tickets('A'), HELLO, {
-          runId: 'tl-1',
-          checkpoints: new CrashingStore(store, afterStep(1)),
-          checkpointKey: KEY,
-        }),
-      ).rejects.toBeInstanceOf(SimulatedCrash);
-      await settle();
+      await twoToolsDieAfterStep(store, 'tl-1', 1); // step 1: the model's reply
       expect(server.requests).toHaveLength(1);
       expect(ran).toEqual([]);
-      const r = await recoverToolLoop(model, tickets('B'), 'tl-1', {
+      const r = await recoverLoop(tickets('B'), 'tl-1', {
         checkpoints: view(),
-        checkpointKey: KEY,
       });
       expect(r).toMatchObject({ status: 'done', modelCalls: 2 });
       expect(server.requests).toHaveLength(2); // one more: the answer to the results, not the reply again
@@ -708,15 +744,7 @@ function specSuite(backend: Backend): void {
 
     it('"and after the tool results." — a crash after the results are saved: no tool runs again, the model is asked once for its answer', async () => {
       const { view, store } = await backend.fresh();
-      scriptTwoTools();
-      await expect(
-        runToolLoop(model, tickets('A'), HELLO, {
-          runId: 'tl-2',
-          checkpoints: new CrashingStore(store, afterStep(2)),
-          checkpointKey: KEY,
-        }),
-      ).rejects.toBeInstanceOf(SimulatedCrash);
-      await settle();
+      await twoToolsDieAfterStep(store, 'tl-2', 2); // step 2: the tool results
       expect(server.requests).toHaveLength(1);
       const saved = bodyOf((await store.latest('tl-2'))!.sealed).state as {
         messages: ChatMessage[];
@@ -727,9 +755,8 @@ function specSuite(backend: Backend): void {
         'tool',
         'tool',
       ]);
-      const r = await recoverToolLoop(model, tickets('B'), 'tl-2', {
+      const r = await recoverLoop(tickets('B'), 'tl-2', {
         checkpoints: view(),
-        checkpointKey: KEY,
       });
       expect(r).toMatchObject({ status: 'done', modelCalls: 2 });
       expect(r.reply?.content).toBe('results: {"h":"held 2","c":"charged 90"}');
@@ -742,36 +769,15 @@ function specSuite(backend: Backend): void {
       const { view, store } = await backend.fresh();
       scriptTwoTools();
       const a = new CrashingStore(store);
-      let charged!: () => void;
-      const chargeDone = new Promise<void>((r) => (charged = r));
-      await expect(
-        runToolLoop(
-          model,
-          tickets('A', {
-            // hold_seats dies once charge_card's result is stored.
-            inHold: async () => {
-              await chargeDone;
-              await settle();
-              a.kill('inside hold_seats');
-            },
-            inCharge: () => {
-              setImmediate(charged);
-            },
-          }),
-          HELLO,
-          { runId: 'tl-3', checkpoints: a, checkpointKey: KEY },
-        ),
-      ).rejects.toBeInstanceOf(SimulatedCrash);
-      await settle();
+      await loopDies(holdDiesAfterCharge(a), { runId: 'tl-3', checkpoints: a });
       expect(await phases(store, 'tl-3')).toEqual(
         expect.arrayContaining([
           ['charge_card', 'done'],
           ['hold_seats', 'started'],
         ]),
       );
-      const r = await recoverToolLoop(model, tickets('B'), 'tl-3', {
+      const r = await recoverLoop(tickets('B'), 'tl-3', {
         checkpoints: view(),
-        checkpointKey: KEY,
       });
       expect(r.status).toBe('done');
       expect(server.requests).toHaveLength(2);
@@ -784,37 +790,29 @@ function specSuite(backend: Backend): void {
       scriptTwoTools();
       const a = new CrashingStore(store);
       let keyA = '';
-      await expect(
-        runToolLoop(
-          model,
-          tickets('A', {
-            inCharge: () => {
-              keyA = idempotencyKey();
-              a.kill('inside charge_card');
-            },
-          }),
-          HELLO,
-          { runId: 'tl-4', checkpoints: a, checkpointKey: KEY },
-        ),
-      ).rejects.toBeInstanceOf(SimulatedCrash);
-      await settle();
+      await loopDies(
+        tickets('A', {
+          inCharge: () => {
+            keyA = idempotencyKey();
+            a.kill('inside charge_card');
+          },
+        }),
+        { runId: 'tl-4', checkpoints: a },
+      );
       const head = await store.head('tl-4');
-      const err = await recoverToolLoop(model, tickets('B'), 'tl-4', {
+      const err = await recoverLoop(tickets('B'), 'tl-4', {
         checkpoints: view(),
-        checkpointKey: KEY,
       }).catch((e: unknown) => e);
-      expect(err).toBeInstanceOf(RecoveryNeedsDecision);
-      expect((err as RecoveryNeedsDecision).calls).toEqual([
+      expectNeedsDecision(err, [
         ['charge_card', 'started, no result recorded'],
       ]);
       expect(await store.head('tl-4')).toEqual(head);
       expect(server.requests).toHaveLength(1);
       let keyB = '';
-      const r = await recoverToolLoop(
-        model,
+      const r = await recoverLoop(
         tickets('B', { inCharge: () => void (keyB = idempotencyKey()) }),
         'tl-4',
-        { checkpoints: view(), checkpointKey: KEY, rerunInDoubt: true },
+        { checkpoints: view(), rerunInDoubt: true },
       );
       expect(r.status).toBe('done');
       expect(keyB).toBe(keyA);
@@ -827,20 +825,15 @@ function specSuite(backend: Backend): void {
       const again = () =>
         callTools([{ name: 'hold_seats', arguments: { seats: 1 }, id: 'h' }]);
       server.script(again(), again(), again());
-      await expect(
-        runToolLoop(model, tickets('A'), HELLO, {
-          runId: 'tl-5',
-          maxSteps: 2,
-          checkpoints: new CrashingStore(store, afterStep(3)), // after the 2nd reply
-          checkpointKey: KEY,
-        }),
-      ).rejects.toBeInstanceOf(SimulatedCrash);
-      await settle();
+      await loopDies(tickets('A'), {
+        runId: 'tl-5',
+        maxSteps: 2,
+        checkpoints: new CrashingStore(store, afterStep(3)), // after the 2nd reply
+      });
       expect(server.requests).toHaveLength(2);
       // maxSteps is fixed when the run starts: the recoverer cannot raise it.
-      const r = await recoverToolLoop(model, tickets('B'), 'tl-5', {
+      const r = await recoverLoop(tickets('B'), 'tl-5', {
         checkpoints: view(),
-        checkpointKey: KEY,
       });
       expect(server.requests).toHaveLength(2);
       expect(r).toMatchObject({
@@ -864,14 +857,10 @@ function specSuite(backend: Backend): void {
         ]),
         summarize,
       );
-      await expect(
-        runToolLoop(model, tickets('A'), HELLO, {
-          runId: 'tl-6',
-          checkpoints: new CrashingStore(store, atSave('pause', 'after')),
-          checkpointKey: KEY,
-        }),
-      ).rejects.toBeInstanceOf(SimulatedCrash);
-      await settle();
+      await loopDies(tickets('A'), {
+        runId: 'tl-6',
+        checkpoints: new CrashingStore(store, atSave('pause', 'after')),
+      });
       const options = {
         checkpoints: view(),
         checkpointKey: KEY,
@@ -905,22 +894,20 @@ function specSuite(backend: Backend): void {
         summarize,
       );
       const a = new CrashingStore(store);
-      await expect(
+      await dies(
         new ToolLoop(model, tickets('A'), {
           checkpoints: a,
           checkpointKey: KEY,
           approvals: { decide: () => a.kill('while the port waits') },
         }).run(HELLO, { runId: 'tl-7' }),
-      ).rejects.toBeInstanceOf(SimulatedCrash);
-      await settle();
+      );
       const loop = new ToolLoop(model, tickets('B'), {
         checkpoints: view(),
         checkpointKey: KEY,
         approvals: { decide: () => ({ approved: true, by: 'cli' }) },
       });
       const err = await loop.recover('tl-7').catch((e: unknown) => e);
-      expect(err).toBeInstanceOf(RecoveryNeedsDecision);
-      expect((err as RecoveryNeedsDecision).calls).toEqual([
+      expectNeedsDecision(err, [
         [
           'refund',
           'was waiting for a synchronous approval, no decision recorded',
@@ -940,31 +927,11 @@ function specSuite(backend: Backend): void {
       const savedA: CheckpointSavedEvent[] = [];
       const eventsA = new DurableEvents();
       eventsA.on('checkpoint.saved', (e) => savedA.push(e));
-      let charged!: () => void;
-      const chargeDone = new Promise<void>((r) => (charged = r));
-      await expect(
-        runToolLoop(
-          model,
-          tickets('A', {
-            inHold: async () => {
-              await chargeDone;
-              await settle();
-              a.kill('inside hold_seats');
-            },
-            inCharge: () => {
-              setImmediate(charged);
-            },
-          }),
-          HELLO,
-          {
-            runId: 'tl-8',
-            checkpoints: a,
-            checkpointKey: KEY,
-            events: eventsA,
-          },
-        ),
-      ).rejects.toBeInstanceOf(SimulatedCrash);
-      await settle();
+      await loopDies(holdDiesAfterCharge(a), {
+        runId: 'tl-8',
+        checkpoints: a,
+        events: eventsA,
+      });
       expect(savedA.map((e) => [e.kind, e.step, e.stage])).toEqual([
         ['loop', 0, 'start'],
         ['loop', 1, 'model'],
@@ -974,11 +941,7 @@ function specSuite(backend: Backend): void {
       const recovered: RunRecoveredEvent[] = [];
       events.on('checkpoint.saved', (e) => saved.push(e));
       events.on('run.recovered', (e) => recovered.push(e));
-      await recoverToolLoop(model, tickets('B'), 'tl-8', {
-        checkpoints: view(),
-        checkpointKey: KEY,
-        events,
-      });
+      await recoverLoop(tickets('B'), 'tl-8', { checkpoints: view(), events });
       expect(saved.map((e) => [e.kind, e.step, e.status, e.stage])).toEqual([
         ['loop', 2, 'running', 'claim'],
         ['loop', 3, 'running', 'tools'],
