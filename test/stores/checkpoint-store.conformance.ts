@@ -19,6 +19,7 @@ import {
 } from 'agent-adapter';
 import { KeyRing } from 'agent-adapter';
 import { openCall, sealCall } from 'agent-adapter/exec/durable/records';
+import { Messages } from 'agent-adapter/errors/messages';
 import { CrashingStore, SimulatedCrash, settle } from '../utils/crashing-store';
 import { tamperFuzz } from './tamper.fuzz';
 import {
@@ -190,13 +191,17 @@ export function checkpointStoreConformance(fixture: StoreFixture): void {
         expect((await store.head(id))?.segment).toBe(501);
       });
 
-      it('a run that ended takes no further checkpoint', async () => {
+      it('a run that ended takes no further checkpoint, and every store says it ended (a stale segment too)', async () => {
         const store = await make();
         const id = uid();
         await store.save(cp(id, 0));
         await store.save(cp(id, 1, { status: 'done' }));
-        await expect(store.save(cp(id, 2))).rejects.toBeInstanceOf(
-          CheckpointConflict,
+        await expect(store.save(cp(id, 2))).rejects.toThrow(
+          new CheckpointConflict(Messages.ended(id, 'done'), id),
+        );
+        // A worker of a segment cut off long ago learns the run's end, not only that it was fenced.
+        await expect(store.save(cp(id, 2, { segment: 99 }))).rejects.toThrow(
+          Messages.ended(id, 'done'),
         );
       });
 

@@ -57,6 +57,13 @@ export class MemoryCheckpointStore extends CheckpointStore {
         checkpoint.runId,
       );
     }
+    // An ended run says so first, as the SQL and Redis stores do (a stale segment included).
+    if (run && !UNFINISHED.includes(run.head.status)) {
+      throw new CheckpointConflict(
+        Messages.ended(checkpoint.runId, run.head.status),
+        checkpoint.runId,
+      );
+    }
     if (
       run &&
       checkpoint.segment !== run.head.segment &&
@@ -64,12 +71,6 @@ export class MemoryCheckpointStore extends CheckpointStore {
     ) {
       throw new CheckpointConflict(
         Messages.fenced(checkpoint.runId, checkpoint.segment, run.head.segment),
-        checkpoint.runId,
-      );
-    }
-    if (run && !UNFINISHED.includes(run.head.status)) {
-      throw new CheckpointConflict(
-        Messages.ended(checkpoint.runId, run.head.status),
         checkpoint.runId,
       );
     }
