@@ -452,8 +452,9 @@ export class RedisCheckpointStore extends CheckpointStore {
   }
 
   /**
-   * Heads of a scanned index chunk, sent together (one round trip, across Cluster nodes too), and
-   * the (runId, born) entries whose head is missing and old enough to remove.
+   * Heads of a scanned index chunk, sent together (one round trip, across Cluster nodes too); the
+   * (runId, born) entries whose head is missing and old enough to remove; and, never among those,
+   * the runs stored in the earlier layout, with their status.
    */
   private async readHeads([now, , born]: Scan, ids: string[]) {
     const heads = await this.readHeadFields(ids);
