@@ -136,8 +136,8 @@ export class RedisCheckpointStore extends CheckpointStore {
       // prettier-ignore
       const args = [
         token, String(this.ttl), String(step), status, String(segment), flow, checkpoint.sealed,
-        JSON.stringify([flow, status, segment]), owner ?? '', lease === undefined ? '' : String(lease),
-        options.expectCalls === undefined ? '' : String(options.expectCalls), created, intent,
+        JSON.stringify([flow, status, segment]), owner ?? '', lease == null ? '' : String(lease),
+        options.expectCalls == null ? '' : String(options.expectCalls), created, intent,
         HALF_CREATE_WINDOW,
       ];
       pushCalls(args, runId, options.calls);
