@@ -7,7 +7,7 @@ import type {
   SaveOptions,
 } from '../checkpoints/checkpoint-store';
 import type { KeyRing } from './key-ring';
-import { sealCall, type CallDraft } from './records';
+import { sealCallAt, type CallDraft } from './records';
 
 /**
  * One worker's writer for one segment of a run's call log. Records are numbered in the order they
@@ -138,13 +138,16 @@ export class CallLog {
       this.nextSeq = 1;
     }
     // Seal before taking the number: a value that cannot be sealed must not leave a gap.
-    const record = sealCall(this.ring, {
-      ...content,
-      runId: this.runId,
-      segment: this.segment,
-      seq: this.nextSeq,
-      superstep,
-    });
+    const record = sealCallAt(
+      this.ring,
+      {
+        runId: this.runId,
+        segment: this.segment,
+        seq: this.nextSeq,
+        superstep,
+      },
+      content,
+    );
     this.nextSeq++;
     this.buffer.push(record);
   }

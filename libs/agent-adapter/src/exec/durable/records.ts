@@ -323,10 +323,25 @@ export function sealCall(
   call: CallDraft & Omit<Call, keyof CallContent>,
 ): CallRecord {
   const { runId, segment, seq, superstep, ...content } = call;
-  const columns = { runId, segment, seq, superstep };
+  return sealCallAt(ring, { runId, segment, seq, superstep }, content);
+}
+
+/**
+ * `sealCall` with the record's columns and its content given apart, as the call log has them: no
+ * object is merged only to be split again (this runs for every record of every superstep).
+ */
+export function sealCallAt(
+  ring: KeyRing,
+  columns: Omit<CallRecord, 'sealed'>,
+  content: CallDraft,
+): CallRecord {
   const body = hide(ring, content, CALL_SECRETS);
+  const { runId, segment, seq, superstep } = columns;
   return {
-    ...columns,
+    runId,
+    segment,
+    seq,
+    superstep,
     sealed: seal(ring, callCoords(columns), body),
   };
 }
