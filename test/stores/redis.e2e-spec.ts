@@ -270,7 +270,7 @@ describeWithService('redis', 'RedisCheckpointStore', () => {
       const after = await scan(`*${prefix}*`);
       const created = (k: string) => k.includes(fresh) || k.endsWith('}:seq');
       expect(after.filter((k) => !created(k)).sort()).toEqual(before.sort());
-      expect((await admin.zrange(unfinished, 0, -1)).sort()).toEqual(
+      expect((await admin.zrange(unfinished, 0, '-1')).sort()).toEqual(
         [live, ended, fresh].sort(),
       );
       expect(await admin.hget(`${old(live)}:head`, 'step')).toBe('3');
@@ -296,7 +296,7 @@ describeWithService('redis', 'RedisCheckpointStore', () => {
       expect((await store.listUnfinished(flow)).map((h) => h.runId)).toEqual([
         live,
       ]);
-      expect((await admin.zrange(unfinished, 0, -1)).sort()).toEqual(
+      expect((await admin.zrange(unfinished, 0, '-1')).sort()).toEqual(
         ['fresh', live].sort(),
       );
       // The creation that was in flight lands: recovery finds it.
