@@ -803,7 +803,7 @@ async function prepare(kind: StoreKind): Promise<Location> {
       const admin = new Redis(REDIS_URL);
       const config = async (name: string) => {
         try {
-          const reply = (await admin.config('GET', name)) as string[];
+          const reply = await admin.config('GET', name);
           return `${name}=${reply[1] ?? '?'}`;
         } catch {
           return `${name}=? (CONFIG GET refused)`;
