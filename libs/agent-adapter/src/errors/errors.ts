@@ -151,12 +151,49 @@ export class UnsealableValue extends DurableError {
 /** The checkpoint key is missing, too short or unknown. */
 export class CheckpointKeyError extends DurableError {}
 
-/** A store's driver package is not installed. The message gives the npm command. @publicApi */
+/** An optional package that a feature in use needs and that is not installed. @publicApi */
+export interface MissingPackage {
+  /** The package's name, as `require()` is given it. */
+  readonly name: string;
+  /** What `npm install` is given for it: the name, with a major where one matters (`better-sqlite3@12`). */
+  readonly install: string;
+  /** What needs it: the store, a flow's state class, a tool's arguments. */
+  readonly neededFor: readonly string[];
+}
+
+/**
+ * Optional packages that the features in use need are not installed (a store's driver, the
+ * validation packages of a state class, ...). One error names every missing package, and its
+ * message ends with the one npm command that installs them all.
+ * @publicApi
+ */
 export class DriverNotInstalledError extends DurableError {
-  constructor(store: string, pkg: string) {
-    super(
-      `${store} needs the "${pkg}" package, which is not installed. Install it: npm install ${pkg}`,
+  /** The missing packages' names. */
+  readonly packages: readonly string[];
+  /** Each missing package with what needs it. */
+  readonly missing: readonly MissingPackage[];
+  /** The command that installs every missing package: `npm install typeorm better-sqlite3@12`. */
+  readonly command: string;
+
+  /**
+   * `context` is what was being set up (`SQLiteCheckpointStore`, `DurableModule`); `missing` the
+   * package (or packages) it needs.
+   */
+  constructor(
+    context: string,
+    missing: string | ReadonlyArray<string | MissingPackage>,
+  ) {
+    const list = (typeof missing === 'string' ? [missing] : missing).map(
+      (pkg): MissingPackage =>
+        typeof pkg === 'string'
+          ? { name: pkg, install: pkg, neededFor: [] }
+          : pkg,
     );
+    const command = Messages.installCommand(list.map((pkg) => pkg.install));
+    super(Messages.packagesMissing(context, list, command));
+    this.packages = list.map((pkg) => pkg.name);
+    this.missing = list;
+    this.command = command;
   }
 }
 

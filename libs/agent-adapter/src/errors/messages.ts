@@ -65,6 +65,23 @@ export const Messages = {
     `idempotencyKey() was called outside a tool call. Call it inside a tool that a run executes (a function registered on the ToolRegistry and called through ctx.call or Call()).`,
   parked: (runId: string, recoveries: number, superstep: number) =>
     `Run "${runId}" was recovered ${recoveries} time(s) without completing superstep ${superstep} (maxRecoveryAttempts), so it was parked as failed instead of being recovered again. Find out why its workers stop there (npx agent-adapter runs inspect ${runId}), then fork it (runs fork ${runId} --from-step N) to run it again.`,
+  installCommand: (install: readonly string[]) =>
+    `npm install ${install.join(' ')}`,
+  packagesMissing: (
+    context: string,
+    missing: ReadonlyArray<{ name: string; neededFor: readonly string[] }>,
+    command: string,
+  ) => {
+    const each = missing.map(
+      ({ name, neededFor }) =>
+        `the "${name}" package${neededFor.length ? ` (for ${neededFor.join(', ')})` : ''}`,
+    );
+    const last = each.pop() ?? '';
+    const list = each.length ? `${each.join(', ')} and ${last}` : last;
+    return missing.length === 1
+      ? `${context} needs ${list}, which is not installed. Install it: ${command}`
+      : `${context} needs ${list}, which are not installed. Install them: ${command}`;
+  },
   unknownKeyId: (kid: string) =>
     `No key with id "${kid}" is in the checkpoint key ring. Add the old key to the ring's previous keys (checkpointKey: { current, previous: [old] }) so runs signed with it can still be verified.`,
 } as const;

@@ -1,4 +1,5 @@
 import { FlowError } from '../errors';
+import { requireFeatures } from '../peers/optional-packages';
 import type {
   FlowOptions,
   NodeFn,
@@ -59,10 +60,23 @@ export class Flow<S extends object = Record<string, unknown>> {
         `Flow "${name}": kind must be 'flow' or 'loop', got ${JSON.stringify(kind)}.`,
       );
     }
+    if (options.state !== undefined) {
+      // Checked here, when the flow is built (at start-up), not at its first run: a state class
+      // needs class-validator and class-transformer (resolved only; loaded at the first run).
+      requireFeatures(
+        [
+          {
+            feature: 'stateClass',
+            by: `its state class ${options.state.name || '(anonymous)'}`,
+          },
+        ],
+        `Flow "${name}"`,
+      );
+      this.stateClass = options.state;
+    }
     this.name = name;
     this.maxVisits = maxVisits;
     this.kind = kind;
-    if (options.state !== undefined) this.stateClass = options.state;
   }
 
   /** Adds a node. The first node added is the start unless `.start()` says otherwise. */

@@ -46,7 +46,11 @@ export type StateClass<S> = new () => S;
 
 /** @publicApi */
 export interface FlowOptions<S> {
-  /** Validates the input and gives nodes a typed instance. Without it the state is a plain object. */
+  /**
+   * Validates the input and gives nodes a typed instance. Without it the state is a plain object.
+   * Needs `class-validator` and `class-transformer`: `new Flow()` throws `DriverNotInstalledError`
+   * when either is missing.
+   */
   state?: StateClass<S>;
   /**
    * How many times one node may run in one run; a node about to run more often ends the run

@@ -6,26 +6,16 @@ import {
   canonicalObject,
   type Json,
 } from '../exec/durable/canonical-json';
+import { requirePackage } from '../peers/optional-packages';
 import type { StateClass } from './flow.interfaces';
 
-// class-transformer/class-validator are loaded only by flows that declare a state class.
-// Type-only imports are erased: these lines load nothing.
+// class-transformer/class-validator are loaded only by flows that declare a state class (checked
+// installed when the Flow is built). Type-only imports are erased: these lines load nothing.
 import type * as ClassTransformer from 'class-transformer';
 import type * as ClassValidator from 'class-validator';
 type Transformer = typeof ClassTransformer;
 type Validator = typeof ClassValidator;
 type ValidationError = ClassValidator.ValidationError;
-
-function load<T>(name: string): T {
-  try {
-    // eslint-disable-next-line @typescript-eslint/no-require-imports
-    return require(name) as T;
-  } catch {
-    throw new Error(
-      `A flow with a state class needs "${name}": npm install ${name}`,
-    );
-  }
-}
 
 /**
  * Converts between a flow's stored state (plain JSON) and what nodes see (an instance of the state
@@ -52,8 +42,8 @@ export class StateCodec<S> {
     let plain: unknown = input;
     if (this.cls) {
       const { plainToInstance, instanceToPlain } =
-        load<Transformer>('class-transformer');
-      const { validate } = load<Validator>('class-validator');
+        this.load<Transformer>('class-transformer');
+      const { validate } = this.load<Validator>('class-validator');
       const instance: object =
         input instanceof this.cls
           ? input
@@ -99,8 +89,12 @@ export class StateCodec<S> {
       state instanceof CanonicalText ? state.text : JSON.stringify(state),
     ) as object;
     if (!this.cls) return copy as S;
-    const { plainToInstance } = load<Transformer>('class-transformer');
+    const { plainToInstance } = this.load<Transformer>('class-transformer');
     return plainToInstance(this.cls, copy);
+  }
+
+  private load<T>(name: string): T {
+    return requirePackage<T>(name, 'stateClass', `Flow "${this.flow}"`);
   }
 }
 

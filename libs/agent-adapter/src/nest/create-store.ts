@@ -27,13 +27,13 @@ export interface CreatedStore {
 
 /**
  * Turns the `store` option into a store. A `CheckpointStore` instance is used as it is (the caller
- * keeps owning it); a descriptor creates one, loading only that store's driver (checked now, so
- * a missing package fails at bootstrap with the install command).
+ * keeps owning it); a descriptor creates one, loading only that store's driver (its packages are
+ * checked before, with every other package the application needs: DurablePackages).
  */
 export function createCheckpointStore(
   option: CheckpointStore | CheckpointStoreDescriptor | undefined,
 ): CreatedStore {
-  if (isStore(option)) return { store: option, owned: false };
+  if (isCheckpointStore(option)) return { store: option, owned: false };
   if (typeof option !== 'object' || option === null) {
     throw new DurableSetupError(NestMessages.noStore(CHECKPOINT_STORE_TYPES));
   }
@@ -50,7 +50,7 @@ export function createCheckpointStore(
 }
 
 /** A store instance, also from another copy of the package (duplicated in node_modules). */
-function isStore(value: unknown): value is CheckpointStore {
+export function isCheckpointStore(value: unknown): value is CheckpointStore {
   if (value instanceof CheckpointStore) return true;
   if (typeof value !== 'object' || value === null) return false;
   const store = value as Record<string, unknown>;

@@ -10,6 +10,7 @@ import {
   type DurableEventMap,
   type DurableEventName,
 } from '../events/durable.events';
+import { loadOptionalPackage } from '../peers/optional-packages';
 
 /** Every event the library emits (a record, so a new event name fails to compile until listed). */
 const BRIDGED: Record<DurableEventName, true> = {
@@ -96,10 +97,5 @@ export class DurableEventsBridge implements OnModuleInit, OnModuleDestroy {
 }
 
 function loadEventEmitter(): EventEmitterPackage | undefined {
-  try {
-    // eslint-disable-next-line @typescript-eslint/no-require-imports
-    return require('@nestjs/event-emitter') as EventEmitterPackage;
-  } catch {
-    return undefined;
-  }
+  return loadOptionalPackage<EventEmitterPackage>('@nestjs/event-emitter');
 }

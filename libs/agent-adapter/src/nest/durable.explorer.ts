@@ -2,6 +2,7 @@ import { Injectable, Logger, type OnModuleInit } from '@nestjs/common';
 import { DiscoveryService, MetadataScanner } from '@nestjs/core';
 import type { InstanceWrapper } from '@nestjs/core/injector/instance-wrapper';
 import { FlowError } from '../errors';
+import { requireFeatures } from '../peers/optional-packages';
 import { currentNodeScope } from '../exec/call-context';
 import { Executor } from '../exec/executor';
 import { ToolRegistry } from '../exec/tool.registry';
@@ -9,13 +10,17 @@ import { Flow as CoreFlow } from '../flow/flow.builder';
 import type { NodeContext, RouteFn } from '../flow/flow.interfaces';
 import { DurableMetadataAccessor } from './durable-metadata.accessor';
 import { NestMessages } from './durable.messages';
+import {
+  providerClass,
+  providerFeatures,
+  type AnyClass,
+} from './durable-packages';
 import { DurableSetupError } from './errors/durable-setup.error';
 import type { FlowMetadata } from './interfaces/flow-options.interface';
 import type { NodeOptions } from './interfaces/node-options.interface';
 import type { ToolDecoratorOptions } from './interfaces/tool-options.interface';
 import { ToolArgs } from './tool-args';
 
-type AnyClass = abstract new (...args: never[]) => unknown;
 type Method = (this: unknown, ...args: unknown[]) => unknown;
 type Instance = Record<string, unknown>;
 
@@ -79,9 +84,16 @@ export class DurableExplorer implements OnModuleInit {
     if (this.failure !== undefined) throw this.failure;
     const explored: Explored = { byName: new Map(), byClass: new Map() };
     try {
+      const wrappers = this.discovery.getProviders();
+      // DurablePackages checked the classes known before the store was made; factory providers
+      // made since count too. One error names every missing package, before anything is built.
+      requireFeatures(
+        providerFeatures(wrappers, this.scanner, this.accessor),
+        'DurableModule',
+      );
       // A `useExisting` alias points at a wrapper that is listed too: scanning both would
       // register every tool twice.
-      for (const wrapper of this.discovery.getProviders()) {
+      for (const wrapper of wrappers) {
         if (wrapper.isAlias) continue;
         this.scanWrapper(wrapper, explored);
       }
@@ -98,13 +110,7 @@ export class DurableExplorer implements OnModuleInit {
     if (typeof instance !== 'object' || instance === null) return;
     const proto = Object.getPrototypeOf(instance) as object | null;
     if (!proto || proto === Object.prototype) return;
-    // `useValue` providers have no metatype, and a `useFactory` provider's metatype is the
-    // factory function (with `inject` set): there the class is the instance's constructor.
-    const cls = (
-      !wrapper.metatype || wrapper.inject
-        ? (instance as { constructor: unknown }).constructor
-        : wrapper.metatype
-    ) as AnyClass;
+    const cls = providerClass(wrapper) as AnyClass; // the instance exists: never undefined
     const className = cls.name || String(wrapper.name);
     const moduleName = wrapper.host?.name ?? 'unknown module';
     const flowMeta = this.accessor.getFlowMetadata(cls);

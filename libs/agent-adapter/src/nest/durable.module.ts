@@ -7,6 +7,7 @@ import { ToolRegistry } from '../exec/tool.registry';
 import { DurableEventsBridge } from './durable-events.bridge';
 import { DurableFlowRunner } from './durable-flow.runner';
 import { DurableMetadataAccessor } from './durable-metadata.accessor';
+import { DurablePackages } from './durable-packages';
 import { DurableExplorer } from './durable.explorer';
 import { NestMessages } from './durable.messages';
 import {
@@ -36,6 +37,7 @@ import { ToolLoopRunner } from './tool-loop.runner';
   imports: [DiscoveryModule],
   providers: [
     ...createDurableProviders(),
+    DurablePackages,
     DurableMetadataAccessor,
     DurableExplorer,
     DurableFlowRunner,

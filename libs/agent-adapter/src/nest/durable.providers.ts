@@ -12,6 +12,7 @@ import {
 } from './durable.constants';
 import { NestMessages } from './durable.messages';
 import { DURABLE_MODULE_OPTIONS } from './durable.module-definition';
+import { DurablePackages } from './durable-packages';
 import { DurableSetupError } from './errors/durable-setup.error';
 import type { DurableModuleOptions } from './interfaces/durable-module-options.interface';
 
@@ -103,8 +104,17 @@ export function createDurableProviders(): Provider[] {
   return [
     {
       provide: DURABLE_RESOLVED_OPTIONS,
-      useFactory: resolveDurableOptions,
-      inject: [DURABLE_MODULE_OPTIONS],
+      // Every missing optional package (the store's, the state classes', the tool DTOs') is named
+      // in one error before the store is created: the application fails to start, not at the
+      // first request.
+      useFactory: (
+        options: DurableModuleOptions | undefined,
+        packages: DurablePackages,
+      ) => {
+        packages.check(options?.store);
+        return resolveDurableOptions(options);
+      },
+      inject: [DURABLE_MODULE_OPTIONS, DurablePackages],
     },
     {
       provide: CheckpointStore,

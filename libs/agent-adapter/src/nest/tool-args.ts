@@ -2,21 +2,15 @@ import type * as ClassTransformer from 'class-transformer';
 import type * as ClassValidator from 'class-validator';
 import type { StateViolation } from '../errors/errors';
 import type { JsonSchema } from '../exec/tool.registry';
+import {
+  loadOptionalPackage,
+  requirePackage,
+} from '../peers/optional-packages';
 import { InvalidToolArguments } from './errors/invalid-tool-arguments.error';
 import type { ToolArgsClass } from './interfaces/tool-options.interface';
 
-// class-validator/-transformer are optional peers, loaded only for tools that declare `args`.
-// The type-only imports above are erased.
-function load<T>(name: string): T {
-  try {
-    // eslint-disable-next-line @typescript-eslint/no-require-imports
-    return require(name) as T;
-  } catch {
-    throw new Error(
-      `@Tool({ args }) needs "${name}": npm install class-validator class-transformer`,
-    );
-  }
-}
+// class-validator/-transformer are optional peers, loaded only for tools that declare `args`
+// (DurableModule checks them installed at bootstrap). The type-only imports above are erased.
 
 /** The part of class-validator-jsonschema used here (an optional peer, loaded on demand). */
 interface JsonSchemaGenerator {
@@ -26,25 +20,27 @@ interface JsonSchemaGenerator {
 
 const REF_PREFIX = '#/definitions/';
 
-function loadOptional<T>(name: string): T | undefined {
-  try {
-    // eslint-disable-next-line @typescript-eslint/no-require-imports
-    return require(name) as T;
-  } catch {
-    return undefined;
-  }
-}
-
 /** Validates a tool's arguments against its DTO class; knows how to store and restore them. */
 export class ToolArgs {
-  private readonly transformer =
-    load<typeof ClassTransformer>('class-transformer');
-  private readonly validator = load<typeof ClassValidator>('class-validator');
+  private readonly transformer: typeof ClassTransformer;
+  private readonly validator: typeof ClassValidator;
 
   constructor(
     private readonly tool: string,
     private readonly dto: ToolArgsClass,
-  ) {}
+  ) {
+    const context = `@Tool "${tool}"`;
+    this.transformer = requirePackage<typeof ClassTransformer>(
+      'class-transformer',
+      'toolArguments',
+      context,
+    );
+    this.validator = requirePackage<typeof ClassValidator>(
+      'class-validator',
+      'toolArguments',
+      context,
+    );
+  }
 
   /**
    * The arguments as an instance of the DTO, checked (every violation named). Synchronous, so a
@@ -79,11 +75,11 @@ export class ToolArgs {
    * optional `class-validator-jsonschema` package is not installed.
    */
   schema(): JsonSchema | undefined {
-    const generator = loadOptional<JsonSchemaGenerator>(
+    const generator = loadOptionalPackage<JsonSchemaGenerator>(
       'class-validator-jsonschema',
     );
     if (!generator) return undefined;
-    const storage = loadOptional<{ defaultMetadataStorage?: object }>(
+    const storage = loadOptionalPackage<{ defaultMetadataStorage?: object }>(
       'class-transformer/cjs/storage',
     )?.defaultMetadataStorage;
     const options = {

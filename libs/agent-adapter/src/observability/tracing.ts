@@ -8,6 +8,8 @@
  * Attributes carry identifiers and flags only: never state, arguments or results.
  */
 
+import { loadOptionalPackage } from '../peers/optional-packages';
+
 export type SpanAttributes = Record<string, string | number | boolean>;
 
 /** The part of an OpenTelemetry span used here. */
@@ -46,10 +48,9 @@ let api: OtelApi | null | undefined;
 function otel(): OtelApi | null {
   if (api === undefined) {
     try {
-      // eslint-disable-next-line @typescript-eslint/no-require-imports
-      api = require('@opentelemetry/api') as OtelApi;
+      api = loadOptionalPackage<OtelApi>('@opentelemetry/api') ?? null; // not installed: no tracing
     } catch {
-      api = null; // not installed: no tracing
+      api = null; // installed but broken: no tracing either, never an error
     }
   }
   return api;

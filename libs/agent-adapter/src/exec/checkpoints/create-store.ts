@@ -1,5 +1,8 @@
-import { DriverNotInstalledError } from '../../errors';
 import { DurableError } from '../../errors/durable.error';
+import {
+  requirePackage,
+  type OptionalFeature,
+} from '../../peers/optional-packages';
 import type { CheckpointStore } from './checkpoint-store';
 import { MemoryCheckpointStore } from './memory.store';
 import { RedisCheckpointStore, type RedisClientLike } from './redis.store';
@@ -9,7 +12,8 @@ import { SQLiteCheckpointStore } from './sqlite.store';
 /*
  * Store descriptors → store instances, framework-free (DESIGN.md puts this file beside the stores).
  * The Nest module (nest/create-store.ts) and the operator CLI (cli/store-url.ts) both use it. Each
- * store's driver is loaded only when a descriptor of that type is opened (TypeORM's DriverFactory).
+ * store's driver is loaded only when a descriptor of that type is opened (TypeORM's DriverFactory),
+ * and checked installed when its store is created (the store constructors do it).
  */
 
 /** A store in this process only. @publicApi */
@@ -110,8 +114,26 @@ export interface OpenedStore {
 }
 
 /**
- * Creates the store a descriptor names, loading only that store's driver (checked now, so a
- * missing package fails at once with the install command). Connects lazily, on first use.
+ * The optional features (packages) the store a descriptor names needs: none for memory, a given
+ * DataSource or a given Redis client factory (the application has their packages).
+ */
+export function storeFeatures(descriptor: StoreDescriptor): OptionalFeature[] {
+  switch (descriptor.type) {
+    case 'sqlite':
+      return ['sqlite'];
+    case 'postgres':
+      return descriptor.dataSource === undefined ? ['postgres'] : [];
+    case 'redis':
+      return descriptor.client === undefined ? ['redis'] : [];
+    default:
+      return [];
+  }
+}
+
+/**
+ * Creates the store a descriptor names, loading only that store's driver. Every package the store
+ * needs is checked now (one error names them all, with the install command). Connects lazily, on
+ * first use.
  */
 export function openCheckpointStore(descriptor: StoreDescriptor): OpenedStore {
   switch (descriptor.type) {
@@ -124,7 +146,6 @@ export function openCheckpointStore(descriptor: StoreDescriptor): OpenedStore {
           'give "path", the database file (its folder must exist)',
         );
       }
-      requireInstalled('SQLiteCheckpointStore', 'typeorm', 'better-sqlite3');
       return {
         store: new SQLiteCheckpointStore(descriptor.path, {
           ...(descriptor.tablePrefix !== undefined && {
@@ -186,7 +207,6 @@ export function openCheckpointStore(descriptor: StoreDescriptor): OpenedStore {
           owned: false,
         };
       }
-      requireInstalled('SQLCheckpointStore (Postgres)', 'typeorm', 'pg');
       return {
         store: new SQLCheckpointStore(
           {
@@ -229,28 +249,16 @@ export function openCheckpointStore(descriptor: StoreDescriptor): OpenedStore {
   }
 }
 
-function requireInstalled(store: string, ...packages: string[]): void {
-  for (const name of packages) {
-    try {
-      require.resolve(name);
-    } catch {
-      throw new DriverNotInstalledError(store, name);
-    }
-  }
-}
-
 function newRedis(
   url: string | undefined,
   options: Record<string, unknown> = {},
 ): RedisClientLike {
-  requireInstalled('RedisCheckpointStore', 'ioredis');
-  // Loaded only for a Redis store made from a URL.
-  // eslint-disable-next-line @typescript-eslint/no-require-imports
-  const { Redis } = require('ioredis') as {
+  // Loaded only for a Redis store made from a URL (RedisCheckpointStore calls this at once).
+  const { Redis } = requirePackage<{
     Redis: new (
       url: string | Record<string, unknown>,
       options?: Record<string, unknown>,
     ) => RedisClientLike;
-  };
+  }>('ioredis', 'redis', 'RedisCheckpointStore');
   return url === undefined ? new Redis(options) : new Redis(url, options);
 }

@@ -1,10 +1,11 @@
 import { createHash } from 'node:crypto';
-import {
-  CheckpointConflict,
-  CheckpointStoreUnavailable,
-  DriverNotInstalledError,
-} from '../../errors';
+import { CheckpointConflict, CheckpointStoreUnavailable } from '../../errors';
 import { Messages } from '../../errors/messages';
+import {
+  requireFeatures,
+  requirePackage,
+  type OptionalFeature,
+} from '../../peers/optional-packages';
 import {
   CheckpointStore,
   type CallRecord,
@@ -171,6 +172,10 @@ export class SQLCheckpointStore extends CheckpointStore {
       );
     }
     sqlNames(type === 'postgres' ? 'postgres' : 'sqlite', options); // validates the names now
+    // A DataSource the store makes needs typeorm and the driver: checked now (resolved, not
+    // loaded; typeorm loads on first use), so a missing one fails here, not at the first run.
+    if (!isDataSource(source))
+      requireFeatures([feature(source)], new.target.name);
   }
 
   /** Connects (once) and makes sure the tables exist and are of this version. */
@@ -454,24 +459,17 @@ function isDataSource(
   return typeof (source as DataSourceLike).initialize === 'function';
 }
 
+/** The optional feature (typeorm and its driver) a DataSource made from `options` needs. */
+function feature(options: SqlConnectionOptions): OptionalFeature {
+  return options.type === 'postgres' ? 'postgres' : 'sqlite';
+}
+
 function createDataSource(options: SqlConnectionOptions): DataSourceLike {
-  const driver = options.type === 'postgres' ? 'pg' : 'better-sqlite3';
-  let typeorm: { DataSource: new (o: unknown) => DataSourceLike };
-  try {
-    require.resolve(driver);
-    // eslint-disable-next-line @typescript-eslint/no-require-imports
-    typeorm = require('typeorm') as typeof typeorm;
-  } catch {
-    const missing = (() => {
-      try {
-        require.resolve('typeorm');
-        return driver;
-      } catch {
-        return 'typeorm';
-      }
-    })();
-    throw new DriverNotInstalledError('SQLCheckpointStore', missing);
-  }
+  const context = 'SQLCheckpointStore';
+  requireFeatures([feature(options)], context); // the driver, which typeorm loads itself
+  const typeorm = requirePackage<{
+    DataSource: new (o: unknown) => DataSourceLike;
+  }>('typeorm', feature(options), context);
   return new typeorm.DataSource(options);
 }
 
