@@ -1,6 +1,6 @@
 import { execFile } from 'node:child_process';
-import { existsSync } from 'node:fs';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { existsSync, readFileSync, statSync } from 'node:fs';
+import { copyFile, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -9,7 +9,8 @@ import { promisify } from 'node:util';
  * The package as a user gets it: build the library, `npm pack` it, install the tarball into an
  * empty project (no Nest, no class-validator: the optional peers stay uninstalled), then run the
  * spec's tickets flow through a simulated worker crash from CommonJS and from ESM, and type-check
- * a consumer against the shipped typings.
+ * a consumer against the shipped typings. Also the bin in this repository itself: `npm ci` links
+ * it before anything is built, and after the build it runs the CLI.
  */
 jest.setTimeout(180_000);
 
@@ -69,6 +70,9 @@ async function shFail(
 }
 
 const CLI_HELP = 'npx agent-adapter runs --help';
+const REPO_BIN = 'node_modules/.bin/agent-adapter --help (in the repository)';
+const REPO_NPX = 'npx agent-adapter --help (in the repository)';
+const BIN = join(LIB, 'bin', 'agent-adapter.js');
 const CLI_LIST = 'npx agent-adapter runs list (sqlite, driver missing)';
 
 const NAMES = [
@@ -316,6 +320,15 @@ describe('agent-adapter as a packed npm package', () => {
     projectDir = await mkdtemp(join(tmpdir(), 'agent-adapter-consumer-'));
 
     await sh('npm', ['run', 'build:lib'], ROOT);
+    // The repository's own bin link, made by `npm ci` before anything was built, runs the build.
+    start(
+      REPO_BIN,
+      sh(join(ROOT, 'node_modules', '.bin', 'agent-adapter'), ['--help'], ROOT),
+    );
+    start(
+      REPO_NPX,
+      sh('npx', ['--no-install', 'agent-adapter', '--help'], ROOT),
+    );
     const json = await sh(
       'npm',
       ['pack', '--json', '--pack-destination', packDir],
@@ -498,7 +511,8 @@ describe('agent-adapter as a packed npm package', () => {
     expect(
       files.filter(
         (f) =>
-          !f.startsWith('dist/') && f !== 'package.json' && f !== 'README.md',
+          !f.startsWith('dist/') &&
+          !['package.json', 'README.md', 'bin/agent-adapter.js'].includes(f),
       ),
     ).toEqual([]);
     expect(
@@ -569,7 +583,9 @@ describe('agent-adapter as a packed npm package', () => {
 
   it('ships the operator CLI as the agent-adapter bin (npx agent-adapter)', async () => {
     const files = packed.files.map((f) => f.path);
-    expect(files).toContain('dist/cli/main.js');
+    expect(files).toEqual(
+      expect.arrayContaining(['bin/agent-adapter.js', 'dist/cli/main.js']),
+    );
     const help = await result(CLI_HELP);
     for (const command of [
       'list',
@@ -591,6 +607,49 @@ describe('agent-adapter as a packed npm package', () => {
       /needs the "typeorm" package.*npm install typeorm/,
     );
     expect(list.stderr).not.toMatch(/\n\s+at /);
+  });
+
+  describe('the bin in the repository (npm ci, then npm run build)', () => {
+    it('is a committed, executable shim, so npm ci links it before dist/ exists', () => {
+      const pkg = JSON.parse(
+        readFileSync(join(LIB, 'package.json'), 'utf8'),
+      ) as { bin: Record<string, string> };
+      expect(pkg.bin).toEqual({ 'agent-adapter': 'bin/agent-adapter.js' });
+      expect(statSync(BIN).mode & 0o111).toBe(0o111);
+      // npm ci links the bins the lockfile names, not package.json's.
+      const lock = JSON.parse(
+        readFileSync(join(ROOT, 'package-lock.json'), 'utf8'),
+      ) as { packages: Record<string, { bin?: Record<string, string> }> };
+      expect(lock.packages['libs/agent-adapter']?.bin).toEqual(pkg.bin);
+    });
+
+    it.each([REPO_BIN, REPO_NPX])('%s prints the usage', async (name) => {
+      const help = await result(name);
+      expect(help).toMatch(/^Usage: agent-adapter \[options\] \[command\]/);
+      expect(help).toContain('runs            operate on runs');
+    });
+
+    it('says to build the library when dist/ is missing', async () => {
+      const dir = await mkdtemp(join(tmpdir(), 'agent-adapter-unbuilt-'));
+      try {
+        await mkdir(join(dir, 'bin'));
+        await copyFile(BIN, join(dir, 'bin', 'agent-adapter.js'));
+        const out = JSON.parse(
+          await shFail(
+            process.execPath,
+            [join(dir, 'bin', 'agent-adapter.js'), '--help'],
+            dir,
+          ),
+        ) as { code: number; stderr: string };
+        expect(out).toEqual({
+          code: 1,
+          stderr:
+            'agent-adapter: the library is not built; run npm run build\n',
+        });
+      } finally {
+        await rm(dir, { recursive: true, force: true });
+      }
+    });
   });
 
   it.each(TSC_CHECKS)('the typings compile with %s', async (label) => {
