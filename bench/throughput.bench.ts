@@ -803,8 +803,12 @@ async function prepare(kind: StoreKind): Promise<Location> {
       const admin = new Redis(REDIS_URL);
       const config = async (name: string) => {
         try {
-          const reply = (await admin.config('GET', name)) as string[];
-          return `${name}=${reply[1] ?? '?'}`;
+          // Typed differently by ioredis 5 and 6 (6: string[]): read it the same way under both.
+          const reply: unknown = await admin.config('GET', name);
+          const value = Array.isArray(reply)
+            ? (reply as unknown[])[1]
+            : undefined;
+          return `${name}=${typeof value === 'string' ? value : '?'}`;
         } catch {
           return `${name}=? (CONFIG GET refused)`;
         }
