@@ -1,6 +1,13 @@
 import { execFile } from 'node:child_process';
-import { existsSync } from 'node:fs';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { existsSync, readFileSync, statSync } from 'node:fs';
+import {
+  copyFile,
+  mkdir,
+  mkdtemp,
+  readFile,
+  rm,
+  writeFile,
+} from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -9,7 +16,10 @@ import { promisify } from 'node:util';
  * The package as a user gets it: build the library, `npm pack` it, install the tarball into an
  * empty project (no Nest, no class-validator: the optional peers stay uninstalled), then run the
  * spec's tickets flow through a simulated worker crash from CommonJS and from ESM, and type-check
- * a consumer against the shipped typings.
+ * a consumer against the shipped typings. The tarball holds exactly the package's README, the
+ * repository's LICENSE and CHANGELOG, package.json, the bin and dist's .js/.d.ts/.js.map (each map
+ * with its sources). Also the bin in this repository itself: `npm ci` links
+ * it before anything is built, and after the build it runs the CLI.
  */
 jest.setTimeout(180_000);
 
@@ -69,6 +79,9 @@ async function shFail(
 }
 
 const CLI_HELP = 'npx agent-adapter runs --help';
+const REPO_BIN = 'node_modules/.bin/agent-adapter --help (in the repository)';
+const REPO_NPX = 'npx agent-adapter --help (in the repository)';
+const BIN = join(LIB, 'bin', 'agent-adapter.js');
 const CLI_LIST = 'npx agent-adapter runs list (sqlite, driver missing)';
 
 const NAMES = [
@@ -297,6 +310,7 @@ const TSC_CHECKS = [
 
 describe('agent-adapter as a packed npm package', () => {
   let packDir: string;
+  let unpacked: string; // the tarball extracted: unpacked/package/...
   let projectDir: string;
   let typeormDir: string;
   let packed: { filename: string; files: Array<{ path: string }> };
@@ -316,12 +330,24 @@ describe('agent-adapter as a packed npm package', () => {
     projectDir = await mkdtemp(join(tmpdir(), 'agent-adapter-consumer-'));
 
     await sh('npm', ['run', 'build:lib'], ROOT);
+    // The repository's own bin link, made by `npm ci` before anything was built, runs the build.
+    start(
+      REPO_BIN,
+      sh(join(ROOT, 'node_modules', '.bin', 'agent-adapter'), ['--help'], ROOT),
+    );
+    start(
+      REPO_NPX,
+      sh('npx', ['--no-install', 'agent-adapter', '--help'], ROOT),
+    );
+    // As the README says, from the repository's root: npm runs the package's prepack there too.
     const json = await sh(
       'npm',
-      ['pack', '--json', '--pack-destination', packDir],
-      LIB,
+      ['pack', './libs/agent-adapter', '--json', '--pack-destination', packDir],
+      ROOT,
     );
     [packed] = JSON.parse(json) as [typeof packed];
+    unpacked = await mkdtemp(join(tmpdir(), 'agent-adapter-unpacked-'));
+    await sh('tar', ['-xzf', join(packDir, packed.filename)], unpacked);
 
     // The typeorm entry's consumer: its own project, so the first one proves the root entry's
     // typings compile without typeorm installed.
@@ -480,30 +506,70 @@ describe('agent-adapter as a packed npm package', () => {
 
   afterAll(async () => {
     await Promise.allSettled(jobs.values());
-    for (const dir of [packDir, projectDir, typeormDir]) {
+    for (const dir of [packDir, unpacked, projectDir, typeormDir]) {
       if (dir) await rm(dir, { recursive: true, force: true });
     }
   });
 
-  it('ships the compiled entry and its typings, and no tests or sources', () => {
-    const files = packed.files.map((f) => f.path);
-    expect(files).toEqual(
+  it('ships the README, LICENSE, CHANGELOG, package.json, the bin and dist (.js, .d.ts, .js.map), nothing else', () => {
+    const files = packed.files.map((f) => f.path).sort();
+    expect(files.filter((f) => !f.startsWith('dist/'))).toEqual([
+      'CHANGELOG.md',
+      'LICENSE',
+      'README.md',
+      'bin/agent-adapter.js',
+      'package.json',
+    ]);
+    const dist = files.filter((f) => f.startsWith('dist/'));
+    // No specs, no sources, no tsconfig: compiled modules, their typings and their maps only.
+    expect(dist.filter((f) => !/\.(js|d\.ts|js\.map)$/.test(f))).toEqual([]);
+    expect(dist.filter((f) => /\.spec\./.test(f))).toEqual([]);
+    const stems = (ext: string) =>
+      dist.filter((f) => f.endsWith(ext)).map((f) => f.slice(0, -ext.length));
+    const modules = stems('.js');
+    expect(modules).toEqual(
       expect.arrayContaining([
-        'package.json',
-        'dist/index.js',
-        'dist/index.d.ts',
+        'dist/index',
+        'dist/nest/index',
+        'dist/cli/main',
       ]),
     );
-    expect(files.filter((f) => /\.spec\./.test(f))).toEqual([]);
-    expect(
-      files.filter(
-        (f) =>
-          !f.startsWith('dist/') && f !== 'package.json' && f !== 'README.md',
-      ),
-    ).toEqual([]);
-    expect(
-      files.filter((f) => f.endsWith('.ts') && !f.endsWith('.d.ts')),
-    ).toEqual([]);
+    expect(stems('.d.ts')).toEqual(modules);
+    expect(stems('.js.map')).toEqual(modules);
+  });
+
+  it("ships the package's own README and the repository's LICENSE and CHANGELOG, copied at pack time", async () => {
+    const shipped = (name: string) =>
+      readFile(join(unpacked, 'package', name), 'utf8');
+    const root = (name: string) => readFile(join(ROOT, name), 'utf8');
+    expect(await shipped('README.md')).toBe(
+      await readFile(join(LIB, 'README.md'), 'utf8'),
+    );
+    expect(await shipped('LICENSE')).toBe(await root('LICENSE'));
+    expect(await shipped('LICENSE')).toMatch(/^MIT License/);
+    expect(await shipped('CHANGELOG.md')).toBe(await root('CHANGELOG.md'));
+    // postpack removed the copies: one source of truth, at the root.
+    expect(existsSync(join(LIB, 'LICENSE'))).toBe(false);
+    expect(existsSync(join(LIB, 'CHANGELOG.md'))).toBe(false);
+  });
+
+  it('ships source maps that carry their sources (the .ts files are not shipped)', async () => {
+    const maps = packed.files
+      .map((f) => f.path)
+      .filter((f) => f.endsWith('.js.map'));
+    expect(maps.length).toBeGreaterThan(0);
+    const without: string[] = [];
+    for (const map of maps) {
+      const { sources, sourcesContent } = JSON.parse(
+        await readFile(join(unpacked, 'package', map), 'utf8'),
+      ) as { sources: string[]; sourcesContent?: unknown[] };
+      const complete =
+        Array.isArray(sourcesContent) &&
+        sourcesContent.length === sources.length &&
+        sourcesContent.every((c) => typeof c === 'string' && c.length > 0);
+      if (!complete) without.push(map);
+    }
+    expect(without).toEqual([]);
   });
 
   it('installs without any optional peer (no Nest, no class-validator)', () => {
@@ -569,7 +635,9 @@ describe('agent-adapter as a packed npm package', () => {
 
   it('ships the operator CLI as the agent-adapter bin (npx agent-adapter)', async () => {
     const files = packed.files.map((f) => f.path);
-    expect(files).toContain('dist/cli/main.js');
+    expect(files).toEqual(
+      expect.arrayContaining(['bin/agent-adapter.js', 'dist/cli/main.js']),
+    );
     const help = await result(CLI_HELP);
     for (const command of [
       'list',
@@ -591,6 +659,49 @@ describe('agent-adapter as a packed npm package', () => {
       /needs the "typeorm" package.*npm install typeorm/,
     );
     expect(list.stderr).not.toMatch(/\n\s+at /);
+  });
+
+  describe('the bin in the repository (npm ci, then npm run build)', () => {
+    it('is a committed, executable shim, so npm ci links it before dist/ exists', () => {
+      const pkg = JSON.parse(
+        readFileSync(join(LIB, 'package.json'), 'utf8'),
+      ) as { bin: Record<string, string> };
+      expect(pkg.bin).toEqual({ 'agent-adapter': 'bin/agent-adapter.js' });
+      expect(statSync(BIN).mode & 0o111).toBe(0o111);
+      // npm ci links the bins the lockfile names, not package.json's.
+      const lock = JSON.parse(
+        readFileSync(join(ROOT, 'package-lock.json'), 'utf8'),
+      ) as { packages: Record<string, { bin?: Record<string, string> }> };
+      expect(lock.packages['libs/agent-adapter']?.bin).toEqual(pkg.bin);
+    });
+
+    it.each([REPO_BIN, REPO_NPX])('%s prints the usage', async (name) => {
+      const help = await result(name);
+      expect(help).toMatch(/^Usage: agent-adapter \[options\] \[command\]/);
+      expect(help).toContain('runs            operate on runs');
+    });
+
+    it('says to build the library when dist/ is missing', async () => {
+      const dir = await mkdtemp(join(tmpdir(), 'agent-adapter-unbuilt-'));
+      try {
+        await mkdir(join(dir, 'bin'));
+        await copyFile(BIN, join(dir, 'bin', 'agent-adapter.js'));
+        const out = JSON.parse(
+          await shFail(
+            process.execPath,
+            [join(dir, 'bin', 'agent-adapter.js'), '--help'],
+            dir,
+          ),
+        ) as { code: number; stderr: string };
+        expect(out).toEqual({
+          code: 1,
+          stderr:
+            'agent-adapter: the library is not built; run npm run build\n',
+        });
+      } finally {
+        await rm(dir, { recursive: true, force: true });
+      }
+    });
   });
 
   it.each(TSC_CHECKS)('the typings compile with %s', async (label) => {

@@ -103,6 +103,9 @@ export {
   CheckpointKeyError,
   DriverNotInstalledError,
   CheckpointStoreUnavailable,
+  RecoveryAttemptsExceeded,
+  RunCancelled,
+  InvalidToolArguments,
 } from './errors';
 export type { StateViolation } from './errors';
 

@@ -9,6 +9,7 @@ import {
   FlowRunner,
   MemoryCheckpointStore,
   RecoveryNeedsDecision,
+  RunCancelled,
   ToolRegistry,
   type CheckpointStore,
 } from 'agent-adapter';
@@ -286,6 +287,10 @@ describe('runs cancel', () => {
         name: 'RunCancelled',
         message: 'cancelled by operator (op): customer called',
       },
+    });
+    expect(cp.error).toEqual({
+      name: RunCancelled.name,
+      message: new RunCancelled('c', 'op', 'customer called').message,
     });
     expect((await verifyRun(store, ring, 'c'))?.problems).toEqual([]);
     await expect(tickets(store).runner.recover(flow(), 'c')).rejects.toThrow(

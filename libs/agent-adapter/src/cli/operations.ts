@@ -4,6 +4,7 @@ import {
   CheckpointConflict,
   CheckpointNotFound,
   CheckpointStoreCorrupt,
+  RunCancelled,
 } from '../errors';
 import { Messages } from '../errors/messages';
 import type {
@@ -157,6 +158,7 @@ export async function cancelRun(
   options: { reason?: string; by?: string } = {},
 ): Promise<CancelResult> {
   const by = options.by ?? operatorId();
+  const cancelled = new RunCancelled(runId, by, options.reason);
   for (let attempt = 1; ; attempt++) {
     const head = await store.head(runId);
     const record = await store.latest(runId);
@@ -179,10 +181,7 @@ export async function cancelRun(
       status: 'failed',
       reason: 'cancel',
       pending: undefined,
-      error: {
-        name: 'RunCancelled',
-        message: `cancelled by operator (${by})${options.reason ? `: ${options.reason}` : ''}`,
-      },
+      error: { name: cancelled.name, message: cancelled.message },
     };
     try {
       await store.save(sealCheckpoint(ring, next), {

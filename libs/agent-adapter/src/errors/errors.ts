@@ -199,3 +199,59 @@ export class DriverNotInstalledError extends DurableError {
 
 /** A store cannot be reached, or its tables are not the ones this version uses. @publicApi */
 export class CheckpointStoreUnavailable extends DurableError {}
+
+/**
+ * A dead letter: the run was recovered `maxRecoveryAttempts` times without completing a
+ * superstep, so the next `recover` parked it as `failed` instead of claiming it again. Not thrown:
+ * it is the parked run's sealed `error` (`result.error.name === RecoveryAttemptsExceeded.name`).
+ * Find out why its workers stop there (`runs inspect`), then fork it (`runs fork`).
+ * @publicApi
+ */
+export class RecoveryAttemptsExceeded extends DurableError {
+  readonly recoveries: number;
+  readonly superstep: number;
+
+  constructor(runId: string, recoveries: number, superstep: number) {
+    super(Messages.parked(runId, recoveries, superstep), runId);
+    this.recoveries = recoveries;
+    this.superstep = superstep;
+  }
+}
+
+/**
+ * An operator cancelled the run (`npx agent-adapter runs cancel`): it ended `failed` with a sealed
+ * checkpoint that fences the worker driving it. Not thrown: it is the cancelled run's sealed
+ * `error` (`result.error.name === RunCancelled.name`).
+ * @publicApi
+ */
+export class RunCancelled extends DurableError {
+  readonly by: string;
+  readonly reason?: string;
+
+  constructor(runId: string, by: string, reason?: string) {
+    super(`cancelled by operator (${by})${reason ? `: ${reason}` : ''}`, runId);
+    this.by = by;
+    if (reason !== undefined) this.reason = reason;
+  }
+}
+
+/**
+ * A `@Tool({ args: Dto })` method was called with arguments its DTO refuses. The method did not
+ * run and nothing was logged. `violations` names every one. Thrown by the Nest layer; the class is
+ * framework-free, so both entries export it.
+ * @publicApi
+ */
+export class InvalidToolArguments extends DurableError {
+  readonly tool: string;
+  readonly violations: StateViolation[];
+
+  constructor(tool: string, violations: StateViolation[]) {
+    super(
+      `Invalid arguments for tool "${tool}": ${violations
+        .map((v) => `${v.path}: ${v.messages.join('; ')}`)
+        .join(' | ')}. The tool did not run.`,
+    );
+    this.tool = tool;
+    this.violations = violations;
+  }
+}

@@ -12,9 +12,11 @@ import {
   Flow,
   FlowRunner,
   MemoryCheckpointStore,
+  RecoveryAttemptsExceeded,
   SQLiteCheckpointStore,
   ToolRegistry,
   type CheckpointStore,
+  type RunResult,
 } from 'agent-adapter';
 import {
   CrashingStore,
@@ -145,6 +147,11 @@ describe.each(stores)('dead letters on the %s store', (_, make) => {
       },
     });
     expect(ran).toHaveLength(3); // the parking recover ran nothing
+    // The sealed error is the exported class's, message and all.
+    expect((parked as RunResult<unknown>).error).toEqual({
+      name: RecoveryAttemptsExceeded.name,
+      message: new RecoveryAttemptsExceeded('p1', 2, 0).message,
+    });
 
     // Stored as a sealed, final checkpoint in a new segment; the whole run still verifies.
     const ring = KeyRing.from(KEY);

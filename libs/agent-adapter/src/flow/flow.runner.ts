@@ -8,6 +8,7 @@ import {
   CheckpointStoreCorrupt,
   RunLeaseHeld,
   FlowError,
+  RecoveryAttemptsExceeded,
   RecoveryNeedsDecision,
   RunAccessDenied,
 } from '../errors';
@@ -322,10 +323,9 @@ export class FlowRunner {
       segment: cp.segment + 1,
       status: 'failed',
       reason: 'parked',
-      error: {
-        name: 'RecoveryAttemptsExceeded',
-        message: Messages.parked(cp.runId, recoveries, cp.superstep),
-      },
+      error: sealError(
+        new RecoveryAttemptsExceeded(cp.runId, recoveries, cp.superstep),
+      ),
     };
     await this.save(parked, [], {}, expectCalls);
     return this.result(compiled, parked);

@@ -1,0 +1,105 @@
+/**
+ * Every error the README names is one a user can import: each name in the first column of its
+ * `## Errors` table (cells like `ToolFailed` / `ToolDenied` split), and each error-like name in
+ * its prose, is a class exported by the root entry ('agent-adapter') that extends DurableError.
+ */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import * as api from 'agent-adapter';
+import { DurableError } from 'agent-adapter';
+
+const README = readFileSync(join(__dirname, '..', '..', 'README.md'), 'utf8');
+
+/** The names in the first column of the `## Errors` table. */
+function tableNames(readme: string): string[] {
+  const section = /^## Errors\n([\s\S]*?)(?=^## )/m.exec(readme);
+  if (!section) throw new Error('README.md has no "## Errors" section');
+  const rows = section[1]!
+    .split('\n')
+    .filter((line) => line.startsWith('|'))
+    .slice(2); // the header and the |---| line
+  return rows.flatMap((row) =>
+    row
+      .split('|')[1]!
+      .split('/')
+      .map((cell) => cell.trim().replace(/^`|`$/g, '')),
+  );
+}
+
+/** Backticked names in the prose that read as errors (`RunCancelled: cancelled by ...` too). */
+function proseNames(readme: string): string[] {
+  const names = [...readme.matchAll(/`([A-Z][A-Za-z]+)(?::[^`]*)?`/g)]
+    .map((m) => m[1]!)
+    .filter((name) =>
+      /(Error|Exceeded|Denied|Failed|Timeout|Held|Conflict|NotFound|Corrupt|Unavailable|Decision|Cancelled|Arguments|Paused|Value|State)$/.test(
+        name,
+      ),
+    )
+    .filter((name) => !(name in globalThis)); // TypeError, Error: JavaScript's own
+  return [...new Set(names)].sort();
+}
+
+/** Why `name` is not an exported DurableError class, or undefined when it is one. */
+function problem(name: string): string | undefined {
+  const value = (api as Record<string, unknown>)[name];
+  if (typeof value !== 'function') return `${name}: not exported`;
+  // Not `prototype instanceof DurableError`: DurableError's Symbol.hasInstance matches the brand
+  // its constructor puts on instances (so instanceof works across copies of the package), which a
+  // prototype does not carry. The prototype chain is what "extends DurableError" means.
+  const ctor = value as { prototype: object; name: string };
+  if (
+    !Object.prototype.isPrototypeOf.call(DurableError.prototype, ctor.prototype)
+  )
+    return `${name}: does not extend DurableError`;
+  // The class's own name is the sealed error's name (`result.error.name`).
+  if (ctor.name !== name) return `${name}: exported under another class's name`;
+  return undefined;
+}
+
+describe('the errors the README names', () => {
+  const table = tableNames(README);
+
+  it('reads the Errors table (the check is not vacuous)', () => {
+    expect(table).toEqual(
+      expect.arrayContaining([
+        'CheckpointNotFound',
+        'ToolFailed',
+        'ToolDenied',
+        'ToolTimeout',
+        'RecoveryAttemptsExceeded',
+        'RunCancelled',
+      ]),
+    );
+    expect(table.every((name) => /^[A-Z][A-Za-z]+$/.test(name))).toBe(true);
+  });
+
+  it.each(table)(
+    'the Errors table row %s is a DurableError class exported by agent-adapter',
+    (name) => {
+      expect(problem(name)).toBeUndefined();
+    },
+  );
+
+  it('every error named in the prose is exported by agent-adapter as a DurableError class', () => {
+    const names = proseNames(README);
+    expect(names).toEqual(
+      expect.arrayContaining([
+        'RecoveryAttemptsExceeded',
+        'RunCancelled',
+        'CheckpointKeyError',
+      ]),
+    );
+    expect(names.map(problem).filter(Boolean)).toEqual([]);
+  });
+
+  it('fails for a row naming something that is not exported', () => {
+    const readme = README.replace(
+      /^(## Errors\n[\s\S]*?\|---\|---\|\n)/m,
+      '$1| `NoSuchError` / `ToolFailed` | never |\n',
+    );
+    const names = tableNames(readme);
+    expect(names).toContain('NoSuchError');
+    expect(problem('NoSuchError')).toBe('NoSuchError: not exported');
+    expect(problem('Flow')).toBe('Flow: does not extend DurableError');
+  });
+});
