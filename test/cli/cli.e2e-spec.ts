@@ -4,6 +4,7 @@
  * whose worker died inside a tool (a call in doubt), a paused run, and a run with a tampered row.
  * Every command, with its exit code.
  */
+import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -353,6 +354,29 @@ function cliSuite(backend: () => Backend): void {
     expect(bad.stderr).toMatch(/not a date/);
   });
 }
+
+describe('agent-adapter CLI: output cut off', () => {
+  it('a reader that closes the pipe early (runs --help | head) ends the CLI quietly, exit 0', async () => {
+    const hook = join(ROOT, 'test', 'utils', 'ts-register.js');
+    const child = spawn(
+      process.execPath,
+      ['-r', hook, MAIN, 'runs', '--help'],
+      {
+        env: { ...process.env, NODE_OPTIONS: '' },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
+    // Closed before the child has written anything: its first write gets EPIPE.
+    child.stdout.destroy();
+    let stderr = '';
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    const code = await new Promise<number | null>((resolve) =>
+      child.on('close', resolve),
+    );
+    expect(stderr).toBe('');
+    expect(code).toBe(0);
+  });
+});
 
 describe('agent-adapter CLI: usage errors', () => {
   it('unknown URL scheme, no store, missing key, bad arguments: exit 2, no stack trace', async () => {
