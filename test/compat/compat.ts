@@ -409,6 +409,10 @@ export class AppProcess {
     return this.child.pid!;
   }
 
+  get lines(): string[] {
+    return this.out.split('\n').filter(Boolean);
+  }
+
   get stderr(): string {
     return this.err;
   }
@@ -465,11 +469,14 @@ export type StoreKind = 'postgres' | 'redis';
 
 /** What the crash scenario saw. */
 export interface CrashReport {
+  runId: string;
   /** The ledger when the parent killed the first process. */
   atKill: LedgerLine[];
   killed: Exit;
   /** The second process: its bootstrap recovery was over when it printed READY. */
   recovered: { status: string; step: number; state: Order } | null;
+  /** The second process's recovery log lines (DurableRecovery), up to READY. */
+  recoveryLog: string[];
   /** Postgres only: the run's row read by the app through the agent-adapter/typeorm entity. */
   row?: { run_id: string; status: string } | null;
   /** SIGTERM to the second process (enableShutdownHooks): its exit. */
@@ -513,6 +520,7 @@ export async function crashScenario(
   const env: Record<string, string> = {
     STORE: store,
     LEDGER: ledgerPath,
+    NO_COLOR: '1', // plain log lines
     WORKER_ID: `compat-${namespace}`,
     ...(store === 'postgres'
       ? { DATABASE_URL, PG_SCHEMA: namespace }
@@ -534,6 +542,9 @@ export async function crashScenario(
     const killed = await first.app.exit();
 
     const second = await boot();
+    const recoveryLog = second.app.lines.filter((l) =>
+      l.includes('[DurableRecovery]'),
+    );
     const recovered = await json<CrashReport['recovered']>(
       `${second.base}/orders/${runId}`,
     );
@@ -544,8 +555,10 @@ export async function crashScenario(
     second.app.child.kill('SIGTERM');
     const shutdown = await second.app.exit();
     return {
+      runId,
       atKill,
       killed,
+      recoveryLog,
       recovered,
       ...(row !== undefined && { row }),
       shutdown,
