@@ -1,4 +1,3 @@
-import { execFile } from 'node:child_process';
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import {
   copyFile,
@@ -10,7 +9,7 @@ import {
 } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
+import { sh, shFail } from '../utils/npm';
 
 /**
  * The package as a user gets it: build the library, `npm pack` it, install the tarball into an
@@ -28,55 +27,6 @@ const LIB = join(ROOT, 'libs', 'agent-adapter');
 const TYPESCRIPT = 'typescript@5.9.3';
 // The typings name Node's own types (AsyncLocalStorage, Buffer), as any Node library's do.
 const NODE_TYPES = '@types/node@20';
-
-const exec = promisify(execFile);
-
-/** The environment without what an enclosing `npm test` exports (it would steer the inner npm). */
-function cleanEnv(): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = {};
-  for (const [name, value] of Object.entries(process.env)) {
-    if (!/^npm_/i.test(name) && name !== 'NODE_OPTIONS') env[name] = value;
-  }
-  return {
-    ...env,
-    npm_config_update_notifier: 'false',
-    npm_config_fund: 'false',
-  };
-}
-
-async function sh(cmd: string, args: string[], cwd: string): Promise<string> {
-  try {
-    const { stdout } = await exec(cmd, args, {
-      cwd,
-      env: cleanEnv(),
-      maxBuffer: 64 * 1024 * 1024,
-      timeout: 150_000,
-    });
-    return stdout;
-  } catch (error) {
-    const e = error as Error & { stdout?: string; stderr?: string };
-    throw new Error(
-      `${cmd} ${args.join(' ')} (in ${cwd}) failed: ${e.message}\n--- stdout\n${e.stdout ?? ''}\n--- stderr\n${e.stderr ?? ''}`,
-    );
-  }
-}
-
-/** Runs a command that must fail; resolves to its exit code and stderr. */
-async function shFail(
-  cmd: string,
-  args: string[],
-  cwd: string,
-): Promise<string> {
-  try {
-    await exec(cmd, args, { cwd, env: cleanEnv(), timeout: 150_000 });
-  } catch (error) {
-    const e = error as Error & { code?: number; stderr?: string };
-    return JSON.stringify({ code: e.code, stderr: e.stderr ?? '' });
-  }
-  throw new Error(
-    `${cmd} ${args.join(' ')} (in ${cwd}) succeeded; it should fail`,
-  );
-}
 
 const CLI_HELP = 'npx agent-adapter runs --help';
 const REPO_BIN = 'node_modules/.bin/agent-adapter --help (in the repository)';

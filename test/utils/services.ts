@@ -27,9 +27,7 @@ export function describeWithService(
   body: () => void,
 ): void {
   const url = service === 'postgres' ? DATABASE_URL : REDIS_URL;
-  const port = service === 'postgres' ? 5432 : 6379;
-  // jest collects describes synchronously, so reachability is checked in a blocking child.
-  const why = checkSync(url, port);
+  const why = unreachable(service);
   if (why === undefined) {
     describe(title, body);
     return;
@@ -49,6 +47,26 @@ export function describeWithService(
     );
     describe.skip(title, body);
   }
+}
+
+/**
+ * Whether the service answered (checked once per test file, as describeWithService checks it),
+ * for a suite that starts work for a describeWithService block before that block runs.
+ */
+export function serviceReachable(service: 'postgres' | 'redis'): boolean {
+  return unreachable(service) === undefined;
+}
+
+const checked = new Map<string, string | undefined>();
+
+/** Why the service is unreachable, or undefined when it answers. */
+function unreachable(service: 'postgres' | 'redis'): string | undefined {
+  const url = service === 'postgres' ? DATABASE_URL : REDIS_URL;
+  if (!checked.has(url)) {
+    // jest collects describes synchronously, so reachability is checked in a blocking child.
+    checked.set(url, checkSync(url, service === 'postgres' ? 5432 : 6379));
+  }
+  return checked.get(url);
 }
 
 function checkSync(url: string, port: number): string | undefined {
