@@ -1,7 +1,8 @@
 /**
  * The run viewer in a real browser (headless Chromium through playwright-core): the list, its
- * filters, a recovered run, a run in doubt rerun behind a confirmation, and a paused run approved
- * until it finishes. Screenshots go to test-artifacts/viewer/.
+ * filters, a recovered run, a run in doubt rerun behind a confirmation, a paused run approved
+ * (after a confirmation) until it finishes, and one denied (with a reason). Screenshots go to
+ * test-artifacts/viewer/.
  */
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -133,8 +134,18 @@ describeInChromium('run viewer (headless Chromium)', () => {
     await page.waitForSelector('#approve');
     await shot('paused');
     await page.fill('#by', 'ana');
+    page.once('dialog', (d) => void d.dismiss());
+    await page.click('#approve');
+    await page.waitForTimeout(300);
+    expect(refunds).toEqual([]); // dismissed: nothing ran
+    let asked = '';
+    page.once('dialog', (d) => {
+      asked = d.message();
+      void d.accept();
+    });
     await page.click('#approve');
     await page.waitForSelector('[data-badge="done"]');
+    expect(asked).toMatch(/Approve refund .*order-done.* in run refund-1/);
     expect(await page.locator('#calls').innerText()).toMatch(
       /refunded order-done/,
     );
@@ -148,5 +159,36 @@ describeInChromium('run viewer (headless Chromium)', () => {
     });
     expect(again.status).toBe(409);
     expect(refunds).toEqual(['order-done']);
+  });
+
+  it('denies a paused run only after asking why; the refund never runs', async () => {
+    const { status } = await app
+      .get(FlowRunner)
+      .start('refund', { order: 'order-2' }, { runId: 'refund-2' });
+    expect(status).toBe('paused');
+    await page.goto(`${url}#/runs/refund-2`);
+    await page.waitForSelector('#deny');
+    page.once('dialog', (d) => void d.dismiss());
+    await page.click('#deny');
+    await page.waitForTimeout(300);
+    expect(await page.locator('#deny').count()).toBe(1); // cancelled: still waiting
+    page.once('dialog', (d) => void d.accept('   '));
+    await page.click('#deny');
+    expect(await page.locator('#result .error').innerText()).toBe(
+      'Not denied: give a reason.',
+    );
+    let asked = '';
+    page.once('dialog', (d) => {
+      asked = d.message();
+      void d.accept('duplicate order');
+    });
+    await page.click('#deny');
+    await page.waitForSelector('[data-badge="failed"]');
+    expect(asked).toMatch(/^Deny refund in run refund-2\? .*Why/);
+    expect(await page.locator('#app').innerText()).toMatch(
+      /denied by operator: duplicate order/,
+    );
+    expect(refunds).toEqual(['order-done']); // refund-2 never ran
+    await shot('denied');
   });
 });

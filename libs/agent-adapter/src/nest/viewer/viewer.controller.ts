@@ -16,7 +16,7 @@ import {
 } from '@nestjs/common';
 import type { RunStatus } from '../../exec/checkpoints/checkpoint-store';
 import { DurableHttpExceptionFilter } from '../durable-http.filter';
-import { viewerPage } from './viewer.page';
+import { PAGE_CSP, viewerPage } from './viewer.page';
 import { ViewerService } from './viewer.service';
 
 const STATUSES: readonly RunStatus[] = ['running', 'paused', 'done', 'failed'];
@@ -35,6 +35,7 @@ export function createViewerController(
     @Get()
     @Header('content-type', 'text/html; charset=utf-8')
     @Header('cache-control', 'no-store')
+    @Header('content-security-policy', PAGE_CSP)
     page(): string {
       return viewerPage();
     }
