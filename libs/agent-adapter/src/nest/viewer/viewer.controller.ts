@@ -11,30 +11,31 @@ import {
   Query,
   UseFilters,
   UseGuards,
-  type CanActivate,
   type Type,
 } from '@nestjs/common';
 import type { RunStatus } from '../../exec/checkpoints/checkpoint-store';
 import { DurableHttpExceptionFilter } from '../durable-http.filter';
+import type { ViewerConfig } from './viewer.config';
+import { ViewerSecurityGuard } from './viewer.guard';
 import { PAGE_CSP, viewerPage } from './viewer.page';
 import { ViewerService } from './viewer.service';
 
 const STATUSES: readonly RunStatus[] = ['running', 'paused', 'done', 'failed'];
 
-/** The viewer's controller, mounted at `path` behind `guard` (both known at forRoot time). @internal */
-export function createViewerController(
-  path: string,
-  guard: Type<CanActivate> | CanActivate | undefined,
-): Type<unknown> {
-  @Controller(path)
-  @UseGuards(...(guard ? [guard] : []))
+/**
+ * The viewer's controller, mounted at `config.path`: the viewer's own guard (headers, `Host`)
+ * runs first, then the application's `config.guard` (both known at forRoot time).
+ * @internal
+ */
+export function createViewerController(config: ViewerConfig): Type<unknown> {
+  @Controller(config.path)
+  @UseGuards(ViewerSecurityGuard, ...(config.guard ? [config.guard] : []))
   @UseFilters(DurableHttpExceptionFilter)
   class DurableViewerController {
     constructor(private readonly viewer: ViewerService) {}
 
     @Get()
     @Header('content-type', 'text/html; charset=utf-8')
-    @Header('cache-control', 'no-store')
     @Header('content-security-policy', PAGE_CSP)
     page(): string {
       return viewerPage();
