@@ -1,6 +1,7 @@
 /**
- * The viewer's own protections, over real HTTP (issue 16, item 8): security headers on every
- * response, the `Host` allow-list, and the warning about a viewer without a guard.
+ * The viewer's own protections, over real HTTP (issue 16, items 1 and 8): security headers on every
+ * response, the `Host` allow-list, the CSRF rules for actions (token, Origin, Sec-Fetch-Site, JSON),
+ * and the warning about a viewer without a guard. The browser's side is in viewer-csrf.e2e-spec.ts.
  */
 import { createHash } from 'node:crypto';
 import type { INestApplication } from '@nestjs/common';
@@ -16,6 +17,7 @@ import { Apps, CaptureLogger } from '../nest/utils';
 import { RefundModule } from './viewer.fixtures';
 
 const PATH = '/ops/runs';
+const OTHER_KEY = 'another-secret-from-another-vault';
 
 describe('run viewer protections', () => {
   const apps = new Apps();
@@ -60,6 +62,23 @@ describe('run viewer protections', () => {
     return runId;
   }
 
+  /** What the page gives a browser: its token (in a meta tag) and the cookie with it. */
+  async function pageSession(server: unknown, path = PATH) {
+    const res = await request(server as never)
+      .get(path)
+      .expect(200);
+    const token = /<meta name="agent-adapter-csrf" content="([^"]+)">/.exec(
+      res.text,
+    )![1]!;
+    const setCookie = ([] as string[]).concat(res.headers['set-cookie'] ?? []);
+    return {
+      token,
+      setCookie,
+      cookie: setCookie[0]!.split(';')[0]!,
+      html: res.text,
+    };
+  }
+
   it('sends strict security headers with the page and the API; the CSP allows exactly the page script', async () => {
     const { app, server } = await boot();
     const runId = await pausedRefund(app);
@@ -87,6 +106,10 @@ describe('run viewer protections', () => {
       await request(server).get(`${PATH}/api/runs`).expect(200),
       await request(server).get(`${PATH}/api/runs/${runId}`).expect(200),
       await request(server).get(`${PATH}/api/runs/nope`).expect(404),
+      await request(server)
+        .post(`${PATH}/api/runs/${runId}/approve`)
+        .send({})
+        .expect(403),
       await request(server).get(PATH).set('host', 'evil.example').expect(421),
     ];
     for (const res of responses) {
@@ -101,9 +124,180 @@ describe('run viewer protections', () => {
     expect(refunds).toEqual([]);
   });
 
+  it('sets the token in an HttpOnly, SameSite=Strict cookie for its path (global prefix included), fresh per page', async () => {
+    const { server } = await boot(undefined, { prefix: 'api' });
+    const one = await pageSession(server, `/api${PATH}`);
+    const two = await pageSession(server, `/api${PATH}/`);
+    expect(one.setCookie).toEqual([
+      `agent_adapter_csrf=${one.token}; Path=/api${PATH}; HttpOnly; SameSite=Strict`,
+    ]);
+    expect(one.token).toMatch(/^v1\.[\w-]{22}\.[\w-]{43}$/);
+    expect(two.token).not.toBe(one.token);
+    expect(two.setCookie[0]).toContain(`Path=/api${PATH};`);
+  });
+
+  it('an action from the page (same origin, JSON, its token) runs; tokens of other workers with the same key are accepted', async () => {
+    const { app, server } = await boot();
+    const runId = await pausedRefund(app);
+    const { token, cookie } = await pageSession(server);
+    const ok = await request(server)
+      .post(`${PATH}/api/runs/${runId}/approve`)
+      .set('cookie', cookie)
+      .set('x-agent-adapter-csrf', token)
+      .set('host', 'localhost:3000')
+      .set('origin', 'http://localhost:3000')
+      .set('sec-fetch-site', 'same-origin')
+      .send({ by: 'ana' })
+      .expect(201);
+    expect(ok.body).toEqual({ status: 'done' });
+    expect(refunds).toEqual([runId]);
+
+    // Another worker (same key): accepted. A worker with another key: refused.
+    const same = await boot();
+    const other = await boot(undefined, { key: OTHER_KEY });
+    for (const [target, status] of [
+      [same, 201],
+      [other, 403],
+    ] as const) {
+      const id = await pausedRefund(target.app, `refund-${status}`);
+      await request(target.server)
+        .post(`${PATH}/api/runs/${id}/deny`)
+        .set('cookie', cookie)
+        .set('x-agent-adapter-csrf', token)
+        .send({ reason: 'duplicate' })
+        .expect(status);
+    }
+  });
+
+  it('refuses an action with a 403 naming each thing wrong, and runs nothing', async () => {
+    const { app, server } = await boot();
+    const runId = await pausedRefund(app);
+    const { token, cookie } = await pageSession(server);
+    const forged = `v1.${'A'.repeat(22)}.${'B'.repeat(43)}`;
+    const cases: Array<[string, Record<string, string>, RegExp]> = [
+      ['no token', { cookie }, /no x-agent-adapter-csrf header/],
+      [
+        'no cookie',
+        { 'x-agent-adapter-csrf': token },
+        /no agent_adapter_csrf cookie/,
+      ],
+      [
+        'header and cookie differ',
+        {
+          cookie,
+          'x-agent-adapter-csrf':
+            token.slice(0, -1) + (token.endsWith('A') ? 'B' : 'A'),
+        },
+        /does not match the agent_adapter_csrf cookie/,
+      ],
+      [
+        'a token this viewer did not sign',
+        {
+          cookie: `agent_adapter_csrf=${forged}`,
+          'x-agent-adapter-csrf': forged,
+        },
+        /not one this viewer issued/,
+      ],
+      [
+        'another origin',
+        { cookie, 'x-agent-adapter-csrf': token, origin: 'http://127.0.0.1:1' },
+        /Origin "http:\/\/127\.0\.0\.1:1" is not this viewer's origin/,
+      ],
+      [
+        'an opaque origin',
+        { cookie, 'x-agent-adapter-csrf': token, origin: 'null' },
+        /Origin "null"/,
+      ],
+      [
+        'another scheme',
+        {
+          cookie,
+          'x-agent-adapter-csrf': token,
+          host: 'localhost:3000',
+          origin: 'https://localhost:3000',
+        },
+        /trust proxy/,
+      ],
+      [
+        'same site, not same origin',
+        {
+          cookie,
+          'x-agent-adapter-csrf': token,
+          'sec-fetch-site': 'same-site',
+        },
+        /Sec-Fetch-Site is "same-site", not "same-origin"/,
+      ],
+    ];
+    for (const [what, headers, message] of cases) {
+      const res = await request(server)
+        .post(`${PATH}/api/runs/${runId}/approve`)
+        .set(headers)
+        .send({});
+      expect([what, res.status]).toEqual([what, 403]);
+      expect(res.body.message).toMatch(message);
+      expect(res.body.message).toMatch(/nothing was run/);
+    }
+    for (const type of [
+      'text/plain',
+      'application/x-www-form-urlencoded',
+      'multipart/form-data; boundary=x',
+    ]) {
+      const res = await request(server)
+        .post(`${PATH}/api/runs/${runId}/approve`)
+        .set({ cookie, 'x-agent-adapter-csrf': token, 'content-type': type })
+        .send('{}')
+        .expect(403);
+      expect(res.body.problems).toEqual([
+        `content-type is ${JSON.stringify(type)}, not "application/json"`,
+      ]);
+    }
+    // All at once: every problem is named.
+    const all = await request(server)
+      .post(`${PATH}/api/runs/${runId}/rerun-in-doubt`)
+      .set({
+        'content-type': 'text/plain',
+        origin: 'http://evil.example',
+        'sec-fetch-site': 'cross-site',
+      })
+      .send('{}')
+      .expect(403);
+    expect(all.body.problems).toHaveLength(4);
+    expect(refunds).toEqual([]);
+    expect(
+      (await request(server).get(`${PATH}/api/runs/${runId}`)).body.status,
+    ).toBe('paused');
+  });
+
+  it('every action needs a JSON object body, rerun-in-doubt too', async () => {
+    const { app, server } = await boot();
+    const runId = await pausedRefund(app);
+    const { token, cookie } = await pageSession(server);
+    for (const action of ['approve', 'deny', 'rerun-in-doubt']) {
+      // ('"yes"' is refused by the JSON parser itself, also with a 400.)
+      for (const body of [undefined, '', '[]', '"yes"']) {
+        const req = request(server)
+          .post(`${PATH}/api/runs/${runId}/${action}`)
+          .set({
+            cookie,
+            'x-agent-adapter-csrf': token,
+            'content-type': 'application/json',
+          });
+        const res = await (body === undefined ? req : req.send(body)).expect(
+          400,
+        );
+        if (body !== '"yes"')
+          expect(res.body.message).toMatch(
+            `${action} takes a JSON object body`,
+          );
+      }
+    }
+    expect(refunds).toEqual([]);
+  });
+
   it('answers only for loopback hosts by default: another Host gets 421 naming viewer.hosts', async () => {
     const { app, server } = await boot();
     const runId = await pausedRefund(app);
+    const { token, cookie } = await pageSession(server);
     for (const host of [
       'localhost',
       'localhost:3000',
@@ -131,7 +325,11 @@ describe('run viewer protections', () => {
     }
     await request(server)
       .post(`${PATH}/api/runs/${runId}/approve`)
-      .set({ host: 'rebind.evil.example' })
+      .set({
+        cookie,
+        'x-agent-adapter-csrf': token,
+        host: 'rebind.evil.example',
+      })
       .send({})
       .expect(421);
     expect(refunds).toEqual([]);

@@ -151,13 +151,22 @@ describeInChromium('run viewer (headless Chromium)', () => {
     );
     expect(refunds).toEqual(['order-done']);
     await shot('approved');
-    // The API refuses a second decision: nothing is waiting any more.
-    const again = await fetch(`${url}/api/runs/refund-1/approve`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: '{}',
-    });
-    expect(again.status).toBe(409);
+    // The API refuses a second decision (nothing is waiting any more), even from the page.
+    const again = await page.evaluate(
+      async (token) => {
+        const res = await fetch('/ops/runs/api/runs/refund-1/approve', {
+          method: 'POST',
+          headers: {
+            'content-type': 'application/json',
+            'x-agent-adapter-csrf': token,
+          },
+          body: '{}',
+        });
+        return res.status;
+      },
+      (await page.getAttribute('meta[name="agent-adapter-csrf"]', 'content'))!,
+    );
+    expect(again).toBe(409);
     expect(refunds).toEqual(['order-done']);
   });
 

@@ -2,6 +2,7 @@ import { ConfigurableModuleBuilder, type Provider } from '@nestjs/common';
 import { DURABLE_MODULE_EXTRAS } from './durable.constants';
 import { VIEWER_CONFIG, viewerConfig } from './viewer/viewer.config';
 import { createViewerController } from './viewer/viewer.controller';
+import { ViewerCsrf } from './viewer/viewer.csrf';
 import { ViewerService } from './viewer/viewer.service';
 import type {
   DurableModuleExtras,
@@ -66,6 +67,7 @@ function viewerParts(options: DurableViewerOptions) {
   const config = viewerConfig(options);
   const providers: Provider[] = [
     { provide: VIEWER_CONFIG, useValue: config },
+    ViewerCsrf,
     ViewerService,
   ];
   // ViewerSecurityGuard is not a provider here: Nest makes it for the controller's @UseGuards

@@ -65,7 +65,8 @@ export interface DurableModuleOptions {
  * The run viewer: a web page (and its JSON API) listing runs, showing each one's checkpoints and
  * tool calls, and approving, denying or rerunning in-doubt calls. Off unless given.
  *
- * Every response carries a strict Content-Security-Policy; see the README.
+ * Its actions are refused unless they come from its own page (same origin, JSON body, the page's
+ * CSRF token), and every response carries a strict Content-Security-Policy; see the README.
  * @publicApi
  */
 export interface DurableViewerOptions {
@@ -74,7 +75,10 @@ export interface DurableViewerOptions {
   /**
    * Who may see and act: a guard class or instance (`CanActivate`), run after the viewer's own
    * checks. Required when `NODE_ENV=production`, unless `privateNetwork` says the app is not
-   * reachable from outside.
+   * reachable from outside. A guard that only checks what a browser sends by itself (a session
+   * cookie, Basic auth, a client certificate, the client's IP) identifies the operator but does
+   * not stop another site from acting through the operator's browser: that is the viewer's CSRF
+   * protection's job, which is always on.
    */
   guard?: Type<CanActivate> | CanActivate;
   /**

@@ -48,16 +48,20 @@ export const PAGE_CSP = [
 
 /**
  * The run viewer's one page: plain HTML, CSS and JavaScript, no build step, nothing fetched from
- * the internet. It talks to the JSON API beside it (`<path>/api/...`). The markup holds no value:
- * everything is built by the script with DOM calls.
+ * the internet. It talks to the JSON API beside it (`<path>/api/...`) and sends `csrfToken` (the
+ * one in the cookie set with this page) with every action. The only value in the markup is that
+ * token (base64url and dots, checked); everything else is built by the script with DOM calls.
  * @internal
  */
-export function viewerPage(): string {
+export function viewerPage(csrfToken: string): string {
+  if (!/^[A-Za-z0-9._-]+$/.test(csrfToken))
+    throw new TypeError('viewerPage: a CSRF token is base64url with dots');
   return `<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="agent-adapter-csrf" content="${csrfToken}">
 <title>Durable runs</title>
 <style>${STYLE}</style>
 </head>

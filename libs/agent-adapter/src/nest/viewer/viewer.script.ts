@@ -6,7 +6,7 @@
  * `#/` routes, their parts through `encodeURIComponent`), and CSS classes come from fixed tables
  * (a run's status picks one of them, or a neutral one). Nothing a run holds is parsed as markup,
  * and the policy's Trusted Types (`require-trusted-types-for 'script'`) make Chromium refuse any
- * `innerHTML` string outright. Every POST sends JSON.
+ * `innerHTML` string outright. Every POST sends JSON and the page's CSRF token.
  *
  * Written without backticks or `${`, inside `String.raw`: the text below is the script verbatim.
  * @internal
@@ -16,6 +16,7 @@ export const VIEWER_SCRIPT = String.raw`
   'use strict';
   // The API sits beside the page, wherever the application mounted it (global prefix included).
   const BASE = location.pathname.replace(/[/]+$/, '');
+  const TOKEN = document.querySelector('meta[name="agent-adapter-csrf"]').getAttribute('content');
   const app = document.getElementById('app');
   const STATUSES = ['running', 'paused', 'done', 'failed'];
 
@@ -58,10 +59,10 @@ export const VIEWER_SCRIPT = String.raw`
     if (!res.ok) throw new Error([].concat(body.message || res.status + ' ' + res.statusText).join('; '));
     return body;
   }
-  /** An action: a JSON body. */
+  /** An action: JSON, with the token this page was served with (the viewer refuses anything else). */
   const post = (path, body) => api(path, {
     method: 'POST',
-    headers: { 'content-type': 'application/json' },
+    headers: { 'content-type': 'application/json', 'x-agent-adapter-csrf': TOKEN },
     body: JSON.stringify(body),
   });
 
