@@ -4,7 +4,7 @@
  */
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { chmod, copyFile, mkdtemp, rm } from 'node:fs/promises';
+import { chmod, copyFile, cp, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -129,7 +129,10 @@ export interface Packed {
 export async function packLibrary(
   destination: string,
 ): Promise<{ tarball: string; packed: Packed }> {
-  const stage = await mkdtemp(join(tmpdir(), 'aa-stage-'));
+  // The package folder at the same depth as in the repository, with the root's LICENSE and
+  // CHANGELOG.md above it, where its prepack script (scripts/pack-files.js) copies them from.
+  const root = await mkdtemp(join(tmpdir(), 'aa-stage-'));
+  const stage = join(root, 'libs', 'agent-adapter');
   try {
     await sh(
       process.execPath,
@@ -143,9 +146,11 @@ export async function packLibrary(
       ROOT,
     );
     await chmod(join(stage, 'dist', 'cli', 'main.js'), 0o755);
-    for (const file of ['package.json', 'README.md']) {
-      if (existsSync(join(LIB, file)))
-        await copyFile(join(LIB, file), join(stage, file));
+    for (const file of ['LICENSE', 'CHANGELOG.md'])
+      await copyFile(join(ROOT, file), join(root, file));
+    for (const entry of ['package.json', 'README.md', 'bin', 'scripts']) {
+      if (existsSync(join(LIB, entry)))
+        await cp(join(LIB, entry), join(stage, entry), { recursive: true });
     }
     const json = await sh(
       'npm',
@@ -155,6 +160,6 @@ export async function packLibrary(
     const [packed] = JSON.parse(json) as [Packed];
     return { tarball: join(destination, packed.filename), packed };
   } finally {
-    await rm(stage, { recursive: true, force: true });
+    await rm(root, { recursive: true, force: true });
   }
 }

@@ -66,11 +66,23 @@ describe('run viewer access', () => {
       `/ops/runs/api/runs/${runId}`,
     ])
       await request(server).get(path).expect(403);
-    for (const action of ['approve', 'deny', 'rerun-in-doubt'])
-      await request(server)
+    // The operator's page, with its CSRF token: the viewer's own checks pass, the guard decides.
+    const page = await request(server)
+      .get('/ops/runs')
+      .set('x-operator', 'yes')
+      .expect(200);
+    const token = /name="agent-adapter-csrf" content="([^"]+)"/.exec(
+      page.text,
+    )![1]!;
+    const cookie = `agent_adapter_csrf=${token}`;
+    for (const action of ['approve', 'deny', 'rerun-in-doubt']) {
+      const refused = await request(server)
         .post(`/ops/runs/api/runs/${runId}/${action}`)
+        .set({ cookie, 'x-agent-adapter-csrf': token })
         .send({})
         .expect(403);
+      expect(refused.body.message).toBe('Forbidden resource'); // the guard's answer
+    }
     const allowed = await request(server)
       .get('/ops/runs/api/runs')
       .set('x-operator', 'yes')

@@ -85,7 +85,17 @@ export const NestMessages = {
   lateLoop: (name: string) =>
     `Tool loop "${name}" was defined after the bootstrap recovery: its unfinished runs were not recovered. Define loops in a constructor or onModuleInit.`,
   viewerOptions: () =>
-    'DurableModule: "viewer" must be an object: { path?, guard?, privateNetwork? }.',
+    'DurableModule: "viewer" must be an object: { path?, guard?, privateNetwork?, hosts? }.',
+  viewerHosts: (value: unknown) =>
+    `DurableModule: viewer.hosts must be a non-empty array of host names, each with an optional port (e.g. ["runs.example.com", "localhost:3000", "[::1]"]); got ${JSON.stringify(value)}.`,
+  viewerHostRefused: (host: string | undefined, allowed: readonly string[]) =>
+    `The run viewer does not answer for Host ${JSON.stringify(host ?? '')}: it answers for ${allowed.join(', ')} (a name without a port: any port). If it is meant to be reached by this name, add it to DurableModule.forRoot({ viewer: { hosts: [...] } }). The check stops DNS rebinding.`,
+  viewerCrossSite: (problems: readonly string[]) =>
+    `The run viewer refused this request as possibly cross-site, and nothing was run: ${problems.join('; ')}. Its actions are only taken from its own page (same origin, JSON body, the page's CSRF token).`,
+  viewerUnguardedWarning: (path: string) =>
+    `The run viewer at "${path}" has no guard: anyone who can reach this application can see every run and approve, deny or rerun tool calls (a card charged again). Give viewer.guard (a CanActivate that identifies the operator), or viewer.privateNetwork: true if only a private network reaches the app. With NODE_ENV=production it is refused at bootstrap.`,
+  viewerBody: (action: string) =>
+    `${action} takes a JSON object body (content-type: application/json), e.g. {}.`,
   viewerPath: (path: unknown) =>
     `DurableModule: viewer.path ${JSON.stringify(path)} is not a URL path (letters, digits, "/", ".", "_", "~", "-").`,
   viewerUnguarded: () =>

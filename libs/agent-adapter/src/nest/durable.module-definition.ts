@@ -1,8 +1,8 @@
-import { ConfigurableModuleBuilder } from '@nestjs/common';
+import { ConfigurableModuleBuilder, type Provider } from '@nestjs/common';
 import { DURABLE_MODULE_EXTRAS } from './durable.constants';
-import { NestMessages } from './durable.messages';
-import { DurableSetupError } from './errors/durable-setup.error';
+import { VIEWER_CONFIG, viewerConfig } from './viewer/viewer.config';
 import { createViewerController } from './viewer/viewer.controller';
+import { ViewerCsrf } from './viewer/viewer.csrf';
 import { ViewerService } from './viewer/viewer.service';
 import type {
   DurableModuleExtras,
@@ -28,25 +28,29 @@ export const {
   .setFactoryMethodName('createDurableOptions')
   .setExtras<DurableModuleExtras>(
     { isGlobal: true, recoverOnBoot: true },
-    (definition, extras) => ({
-      ...definition,
-      global: extras.isGlobal,
-      providers: [
-        ...(definition.providers ?? []),
-        {
-          provide: DURABLE_MODULE_EXTRAS,
-          useValue: {
-            isGlobal: extras.isGlobal,
-            recoverOnBoot: extras.recoverOnBoot,
-          } satisfies DurableModuleExtras,
-        },
-        ...(extras.viewer ? [ViewerService] : []),
-      ],
-      controllers: [
-        ...(definition.controllers ?? []),
-        ...(extras.viewer ? [viewerController(extras.viewer)] : []),
-      ],
-    }),
+    (definition, extras) => {
+      // Checked here, at forRoot time: a bad or unguarded (production) viewer fails at once.
+      const viewer = extras.viewer ? viewerParts(extras.viewer) : undefined;
+      return {
+        ...definition,
+        global: extras.isGlobal,
+        providers: [
+          ...(definition.providers ?? []),
+          {
+            provide: DURABLE_MODULE_EXTRAS,
+            useValue: {
+              isGlobal: extras.isGlobal,
+              recoverOnBoot: extras.recoverOnBoot,
+            } satisfies DurableModuleExtras,
+          },
+          ...(viewer?.providers ?? []),
+        ],
+        controllers: [
+          ...(definition.controllers ?? []),
+          ...(viewer ? [viewer.controller] : []),
+        ],
+      };
+    },
   )
   .build();
 
@@ -55,19 +59,18 @@ export type DurableModuleRootOptions = typeof OPTIONS_TYPE;
 /** What `DurableModule.forRootAsync()` accepts. @publicApi */
 export type DurableModuleAsyncOptions = typeof ASYNC_OPTIONS_TYPE;
 
-/** The viewer's controller; refuses an unguarded viewer in production unless told otherwise. */
-function viewerController(options: DurableViewerOptions) {
-  if (typeof options !== 'object' || options === null)
-    throw new DurableSetupError(NestMessages.viewerOptions());
-  const path = options.path ?? '/runs';
-  if (typeof path !== 'string' || !/^\/?[A-Za-z0-9._~\-/]*$/.test(path))
-    throw new DurableSetupError(NestMessages.viewerPath(path));
-  if (
-    !options.guard &&
-    !options.privateNetwork &&
-    process.env.NODE_ENV === 'production'
-  ) {
-    throw new DurableSetupError(NestMessages.viewerUnguarded());
-  }
-  return createViewerController(path, options.guard);
+/**
+ * The viewer's controller and providers, from its checked options (`viewerConfig` refuses an
+ * unguarded viewer in production unless told otherwise).
+ */
+function viewerParts(options: DurableViewerOptions) {
+  const config = viewerConfig(options);
+  const providers: Provider[] = [
+    { provide: VIEWER_CONFIG, useValue: config },
+    ViewerCsrf,
+    ViewerService,
+  ];
+  // ViewerSecurityGuard is not a provider here: Nest makes it for the controller's @UseGuards
+  // (one instance, whose onApplicationBootstrap warns once).
+  return { providers, controller: createViewerController(config) };
 }

@@ -64,18 +64,36 @@ export interface DurableModuleOptions {
 /**
  * The run viewer: a web page (and its JSON API) listing runs, showing each one's checkpoints and
  * tool calls, and approving, denying or rerunning in-doubt calls. Off unless given.
+ *
+ * Its actions are refused unless they come from its own page (same origin, JSON body, the page's
+ * CSRF token), and every response carries a strict Content-Security-Policy; see the README.
  * @publicApi
  */
 export interface DurableViewerOptions {
   /** Where it is mounted (under the application's global prefix). @default '/runs' */
   path?: string;
   /**
-   * Who may see and act: a guard class or instance (`CanActivate`). Required when
-   * `NODE_ENV=production`, unless `privateNetwork` says the app is not reachable from outside.
+   * Who may see and act: a guard class or instance (`CanActivate`), run after the viewer's own
+   * checks. Required when `NODE_ENV=production`, unless `privateNetwork` says the app is not
+   * reachable from outside. A guard that only checks what a browser sends by itself (a session
+   * cookie, Basic auth, a client certificate, the client's IP) identifies the operator but does
+   * not stop another site from acting through the operator's browser: that is the viewer's CSRF
+   * protection's job, which is always on.
    */
   guard?: Type<CanActivate> | CanActivate;
-  /** Acknowledges that, without a guard, anyone who reaches the app may approve and rerun calls. */
+  /**
+   * Acknowledges that, without a guard, anyone who reaches the app may approve and rerun calls
+   * (no warning at bootstrap, and allowed with `NODE_ENV=production`).
+   */
   privateNetwork?: boolean;
+  /**
+   * The `Host` names the viewer answers for, each with an optional port (`'runs.example.com'`,
+   * `'localhost:3000'`, `'[::1]'`; without a port, any port). A request for another host gets
+   * 421, which stops DNS rebinding (a site whose name resolves to your machine). Behind a proxy,
+   * list the name users type, and have the proxy pass the `Host` header on.
+   * @default ['localhost', '127.0.0.1', '[::1]'] (loopback, any port)
+   */
+  hosts?: string[];
 }
 
 /**

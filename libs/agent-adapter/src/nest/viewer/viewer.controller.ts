@@ -1,6 +1,5 @@
 import {
   BadRequestException,
-  Body,
   Controller,
   DefaultValuePipe,
   Get,
@@ -9,34 +8,63 @@ import {
   ParseIntPipe,
   Post,
   Query,
+  Req,
+  Res,
   UseFilters,
   UseGuards,
-  type CanActivate,
+  createParamDecorator,
+  type ExecutionContext,
   type Type,
 } from '@nestjs/common';
 import type { RunStatus } from '../../exec/checkpoints/checkpoint-store';
 import { DurableHttpExceptionFilter } from '../durable-http.filter';
-import { viewerPage } from './viewer.page';
+import { NestMessages } from '../durable.messages';
+import type { ViewerConfig } from './viewer.config';
+import { ViewerCsrf } from './viewer.csrf';
+import {
+  ViewerSecurityGuard,
+  schemeOf,
+  type ViewerRequest,
+  type ViewerResponse,
+} from './viewer.guard';
+import { PAGE_CSP, viewerPage } from './viewer.page';
 import { ViewerService } from './viewer.service';
 
 const STATUSES: readonly RunStatus[] = ['running', 'paused', 'done', 'failed'];
 
-/** The viewer's controller, mounted at `path` behind `guard` (both known at forRoot time). @internal */
-export function createViewerController(
-  path: string,
-  guard: Type<CanActivate> | CanActivate | undefined,
-): Type<unknown> {
-  @Controller(path)
-  @UseGuards(...(guard ? [guard] : []))
+/**
+ * The viewer's controller, mounted at `config.path`: the viewer's own guard (headers, `Host`,
+ * CSRF) runs first, then the application's `config.guard` (both known at forRoot time).
+ * @internal
+ */
+export function createViewerController(config: ViewerConfig): Type<unknown> {
+  @Controller(config.path)
+  @UseGuards(ViewerSecurityGuard, ...(config.guard ? [config.guard] : []))
   @UseFilters(DurableHttpExceptionFilter)
   class DurableViewerController {
-    constructor(private readonly viewer: ViewerService) {}
+    constructor(
+      private readonly viewer: ViewerService,
+      private readonly csrf: ViewerCsrf,
+    ) {}
 
+    /** The page, with a fresh CSRF token in it and in a cookie for the viewer's path. */
     @Get()
     @Header('content-type', 'text/html; charset=utf-8')
-    @Header('cache-control', 'no-store')
-    page(): string {
-      return viewerPage();
+    @Header('content-security-policy', PAGE_CSP)
+    page(
+      @Req() req: ViewerRequest,
+      @Res({ passthrough: true }) res: ViewerResponse,
+    ): string {
+      const token = this.csrf.issue();
+      res.header(
+        'set-cookie',
+        this.csrf.cookie(
+          token,
+          cookiePath(req, config.path),
+          schemeOf(req) === 'https',
+        ),
+      );
+      return viewerPage(token);
     }
 
     @Get('api/meta')
@@ -71,32 +99,82 @@ export function createViewerController(
     }
 
     @Post('api/runs/:id/approve')
-    approve(@Param('id') id: string, @Body() body: DecisionBody = {}) {
+    approve(
+      @Param('id') id: string,
+      @ActionBody('approve') body: Record<string, unknown>,
+    ) {
       return this.viewer.decide(id, { approved: true, ...decisionOf(body) });
     }
 
     @Post('api/runs/:id/deny')
-    deny(@Param('id') id: string, @Body() body: DecisionBody = {}) {
+    deny(
+      @Param('id') id: string,
+      @ActionBody('deny') body: Record<string, unknown>,
+    ) {
       return this.viewer.decide(id, { approved: false, ...decisionOf(body) });
     }
 
     @Post('api/runs/:id/rerun-in-doubt')
-    rerun(@Param('id') id: string) {
+    // The body says nothing yet; it is required so that no request without one (which any page
+    // can send) reaches an action.
+    rerun(
+      @Param('id') id: string,
+      @ActionBody('rerun-in-doubt') _body: Record<string, unknown>,
+    ) {
       return this.viewer.rerunInDoubt(id);
     }
   }
   return DurableViewerController;
 }
 
-interface DecisionBody {
-  by?: unknown;
-  reason?: unknown;
+/**
+ * The path the page was served at (the global prefix included), for its cookie; the configured
+ * path if the request's is anything but plain URL path characters.
+ */
+function cookiePath(req: ViewerRequest, fallback: string): string {
+  let path = `/${fallback.replace(/^\/+/, '')}`;
+  try {
+    const served = new URL(req.originalUrl ?? req.url, 'http://viewer')
+      .pathname;
+    if (/^\/[A-Za-z0-9._~\-/%]*$/.test(served)) path = served;
+  } catch {
+    // not a URL path: the configured one
+  }
+  return path.replace(/\/+$/, '') || '/';
 }
 
-function decisionOf(body: DecisionBody): { by?: string; reason?: string } {
+/**
+ * An action's body: a JSON object that was really sent (Express parses an empty JSON body as {}),
+ * or a 400. Its content type was checked by the viewer's guard.
+ */
+const ActionBody = createParamDecorator(
+  (action: string, ctx: ExecutionContext): Record<string, unknown> => {
+    const req = ctx
+      .switchToHttp()
+      .getRequest<ViewerRequest & { body?: unknown }>();
+    const length = req.headers['content-length'];
+    const sent =
+      req.headers['transfer-encoding'] !== undefined ||
+      (length !== undefined && length !== '0');
+    const body = req.body;
+    if (
+      !sent ||
+      typeof body !== 'object' ||
+      body === null ||
+      Array.isArray(body)
+    )
+      throw new BadRequestException(NestMessages.viewerBody(action));
+    return body as Record<string, unknown>;
+  },
+);
+
+function decisionOf(body: Record<string, unknown>): {
+  by?: string;
+  reason?: string;
+} {
   const out: { by?: string; reason?: string } = {};
   for (const key of ['by', 'reason'] as const) {
-    const value = body?.[key];
+    const value = body[key];
     if (value === undefined || value === '') continue;
     if (typeof value !== 'string' || value.length > 200)
       throw new BadRequestException(

@@ -1,0 +1,172 @@
+/**
+ * The run viewer page's script (inline, allowed by its hash in the page's Content-Security-Policy).
+ *
+ * The page is built with DOM calls only, never from HTML text: every value is a text node or an
+ * attribute set with `setAttribute` (from a fixed list of names; links only to this page's own
+ * `#/` routes, their parts through `encodeURIComponent`), and CSS classes come from fixed tables
+ * (a run's status picks one of them, or a neutral one). Nothing a run holds is parsed as markup,
+ * and the policy's Trusted Types (`require-trusted-types-for 'script'`) make Chromium refuse any
+ * `innerHTML` string outright. Every POST sends JSON and the page's CSRF token.
+ *
+ * Written without backticks or `${`, inside `String.raw`: the text below is the script verbatim.
+ * @internal
+ */
+export const VIEWER_SCRIPT = String.raw`
+(() => {
+  'use strict';
+  // The API sits beside the page, wherever the application mounted it (global prefix included).
+  const BASE = location.pathname.replace(/[/]+$/, '');
+  const TOKEN = document.querySelector('meta[name="agent-adapter-csrf"]').getAttribute('content');
+  const app = document.getElementById('app');
+  const STATUSES = ['running', 'paused', 'done', 'failed'];
+
+  const ATTRIBUTES = new Set(['id', 'class', 'href', 'colspan', 'placeholder', 'value', 'selected', 'data-run', 'data-tool', 'data-badge']);
+  /** An element: attributes through setAttribute (allowed names only), children as nodes or text. */
+  function h(tag, attrs, ...children) {
+    const el = document.createElement(tag);
+    for (const [name, value] of Object.entries(attrs || {})) {
+      if (value === undefined || value === null || value === false) continue;
+      if (!ATTRIBUTES.has(name)) throw new Error('viewer: attribute "' + name + '" is not allowed');
+      if (name === 'href' && !/^#[/]/.test(value)) throw new Error('viewer: links stay in the page');
+      el.setAttribute(name, value === true ? '' : String(value));
+    }
+    return put(el, children);
+  }
+  /** Appends children: nodes as they are, anything else as text; skips undefined, null, false, ''. */
+  function put(el, children) {
+    for (const child of children.flat(Infinity)) {
+      if (child === undefined || child === null || child === false || child === '') continue;
+      el.append(child instanceof Node ? child : String(child));
+    }
+    return el;
+  }
+  const mount = (el, ...children) => { el.replaceChildren(); return put(el, children); };
+  const runLink = (runId) => '#/runs/' + encodeURIComponent(runId);
+  const lines = (items) => items.flatMap((item, i) => (i ? [h('br'), item] : [item]));
+  const headRow = (...names) => h('thead', {}, h('tr', {}, names.map((n) => h('th', {}, n))));
+
+  const when = (ms) => (ms ? new Date(ms).toISOString().replace('T', ' ').slice(0, 19) : '');
+  const short = (v, n = 120) => { const t = typeof v === 'string' ? v : JSON.stringify(v); return t && t.length > n ? t.slice(0, n) + '…' : (t ?? ''); };
+  const BADGES = { done: 'b-done', running: 'b-running', paused: 'b-paused', failed: 'b-failed', recovered: 'b-recovered', doubt: 'b-doubt' };
+  const badgeClass = (kind) => (typeof kind === 'string' && Object.prototype.hasOwnProperty.call(BADGES, kind) ? BADGES[kind] : 'b-other');
+  const badge = (kind, text) => h('span', { class: 'badge ' + badgeClass(kind), 'data-badge': text }, text);
+  const badges = (run) => [badge(run.status, run.status), run.recovered && badge('recovered', 'recovered'), run.inDoubt && badge('doubt', 'in doubt')];
+  const messageOf = (e) => (e instanceof Error ? e.message : String(e));
+
+  async function api(path, init) {
+    const res = await fetch(BASE + '/api' + path, { credentials: 'same-origin', ...init });
+    const body = await res.json().catch(() => ({}));
+    if (!res.ok) throw new Error([].concat(body.message || res.status + ' ' + res.statusText).join('; '));
+    return body;
+  }
+  /** An action: JSON, with the token this page was served with (the viewer refuses anything else). */
+  const post = (path, body) => api(path, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-agent-adapter-csrf': TOKEN },
+    body: JSON.stringify(body),
+  });
+
+  async function list(params) {
+    const [meta, page] = await Promise.all([api('/meta'), api('/runs?' + params.toString())]);
+    const option = (value, label, current) => h('option', { value, selected: value === (current ?? '') }, label);
+    const select = (id, values, current) => h('select', { id }, option('', 'all', current), values.map((v) => option(v, v, current)));
+    const row = (r) => h('tr', { 'data-run': r.runId },
+      h('td', {}, h('a', { class: 'mono', href: runLink(r.runId) }, r.runId)),
+      h('td', {}, r.flow), h('td', {}, badges(r)), h('td', {}, r.step), h('td', {}, when(r.updatedAt)),
+      h('td', { class: 'mono' }, r.owner));
+    mount(app,
+      h('div', { class: 'filters' },
+        'Flow ', select('flow', [...meta.flows, ...meta.loops], params.get('flow')),
+        'Status ', select('status', STATUSES, params.get('status'))),
+      h('table', { id: 'runs' }, headRow('Run', 'Flow', 'Status', 'Step', 'Updated', 'Owner'),
+        h('tbody', {}, page.runs.length > 0 ? page.runs.map(row) : h('tr', {}, h('td', { colspan: 6, class: 'muted' }, 'No runs.')))),
+      page.next !== undefined && h('p', {},
+        h('a', { id: 'older', href: '#/?' + new URLSearchParams({ ...Object.fromEntries(params), before: page.next }) }, 'Older runs →')));
+    for (const id of ['flow', 'status']) {
+      document.getElementById(id).onchange = () => {
+        const p = new URLSearchParams();
+        for (const k of ['flow', 'status']) { const v = document.getElementById(k).value; if (v) p.set(k, v); }
+        location.hash = '#/?' + p;
+      };
+    }
+  }
+
+  async function show(runId) {
+    const run = await api('/runs/' + encodeURIComponent(runId));
+    const pending = run.status === 'paused' ? run.pending : undefined;
+    const result = h('span', { id: 'result' });
+    const actions = [];
+    if (pending)
+      actions.push(h('span', {}, 'Waiting: ', h('b', {}, pending.tool), ' ', h('code', {}, short(pending.args))),
+        h('input', { id: 'by', placeholder: 'your name', value: 'operator' }),
+        h('button', { id: 'approve', class: 'primary' }, 'Approve…'),
+        h('button', { id: 'deny', class: 'danger' }, 'Deny…'));
+    if (run.doubtful.length > 0 && run.status === 'running')
+      actions.push(h('button', { id: 'rerun', class: 'danger' }, 'Rerun in doubt…'),
+        h('span', { class: 'muted' }, 'only after checking each call at its system'));
+
+    const checkpoint = (c) => h('tr', {},
+      h('td', {}, c.step), h('td', {}, badge(c.status, c.status)),
+      h('td', { class: 'mono' }, c.segment, c.claim && [' ', badge('recovered', 'claim')]),
+      h('td', {}, c.superstep),
+      h('td', {}, c.reason, c.corrupt && h('span', { class: 'error' }, c.corrupt)),
+      h('td', { class: 'mono' }, lines(Object.entries(c.changed || {}).map(([k, v]) => k + ' = ' + short(v)))));
+    const call = (c) => h('tr', { class: c.inDoubt ? 'doubt' : undefined, 'data-tool': c.tool },
+      h('td', {}, c.superstep), h('td', {}, c.node, '#', c.index),
+      h('td', {}, h('b', {}, c.tool), c.rerun && [' ', badge('doubt', 'rerun')], c.replayed && [' ', badge('recovered', 'replayed')]),
+      h('td', { class: 'mono' }, lines(c.records.map((r) => r.phase + ' ' + r.segment + '/' + r.seq))),
+      h('td', {}, c.durationMs === undefined ? '' : c.durationMs + ' ms'),
+      h('td', { class: 'mono' }, c.inDoubt ? h('span', { class: 'reason' }, c.inDoubt) : short(c.outcome)));
+    mount(app,
+      h('p', {}, h('a', { href: '#/' }, '← all runs')),
+      h('h2', { class: 'mono' }, run.runId),
+      h('p', {}, badges(run), ' flow ', h('b', {}, run.flow), ', step ', run.step,
+        ', segment ', h('span', { class: 'mono' }, run.segment), ', owner ', h('span', { class: 'mono' }, run.owner),
+        ', updated ', when(run.updatedAt)),
+      run.error && h('p', { class: 'error' }, run.error.name, ': ', run.error.message),
+      actions.length > 0 && h('div', { class: 'actions' }, actions, result),
+      run.doubtful.length > 0 && [h('h2', {}, 'In doubt'), h('ul', {}, run.doubtful.map((c) =>
+        h('li', {}, h('b', {}, c.tool), ' (', c.node, '#', c.index, '): ', h('span', { class: 'reason' }, c.why), ', ', c.action)))],
+      h('h2', {}, 'Checkpoints'),
+      h('table', { id: 'timeline' }, headRow('Step', 'Status', 'Segment', 'Superstep', 'Reason', 'What changed'),
+        h('tbody', {}, run.checkpoints.map(checkpoint))),
+      h('h2', {}, 'Tool calls'),
+      h('table', { id: 'calls' }, headRow('Superstep', 'Node', 'Tool', 'Records', 'Duration', 'Outcome'),
+        h('tbody', {}, run.calls.map(call))));
+
+    const act = async (path, body) => {
+      result.textContent = 'working…';
+      try {
+        const r = await post('/runs/' + encodeURIComponent(runId) + path, body);
+        result.textContent = 'now ' + r.status;
+        await show(runId);
+      } catch (e) { mount(result, h('span', { class: 'error' }, messageOf(e))); }
+    };
+    const on = (id, fn) => { const el = document.getElementById(id); if (el) el.onclick = fn; };
+    const by = () => document.getElementById('by').value;
+    on('approve', () => {
+      if (confirm('Approve ' + pending.tool + ' ' + short(pending.args) + ' in run ' + run.runId + '? The tool runs now.'))
+        act('/approve', { by: by() });
+    });
+    on('deny', () => {
+      const reason = prompt('Deny ' + pending.tool + ' in run ' + run.runId + '? The call is not made. Why (recorded with the decision)?', '');
+      if (reason === null) return;
+      if (!reason.trim()) { mount(result, h('span', { class: 'error' }, 'Not denied: give a reason.')); return; }
+      act('/deny', { by: by(), reason: reason.trim() });
+    });
+    on('rerun', () => {
+      if (confirm('Run every call in doubt again? Only after checking each one at its system.')) act('/rerun-in-doubt', {});
+    });
+  }
+
+  async function render() {
+    const hash = location.hash.slice(1) || '/';
+    try {
+      if (hash.startsWith('/runs/')) await show(decodeURIComponent(hash.slice(6)));
+      else await list(new URLSearchParams(hash.split('?')[1] || ''));
+    } catch (e) { mount(app, h('p', { class: 'error' }, messageOf(e))); }
+  }
+  window.addEventListener('hashchange', render);
+  render();
+})();
+`;
