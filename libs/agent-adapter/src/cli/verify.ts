@@ -167,7 +167,8 @@ function checkHead(
 ): Problem[] {
   const problems: Problem[] = [];
   const last = records[records.length - 1];
-  if (last) {
+  // A row whose columns could not be read is reported already; its columns are placeholders.
+  if (last && last.unreadable === undefined) {
     for (const column of ['flow', 'step', 'status', 'segment'] as const) {
       if (last[column] !== head[column]) {
         problems.push({
