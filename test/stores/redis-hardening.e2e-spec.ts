@@ -182,4 +182,29 @@ describeWithService('redis', 'Redis hardening', () => {
     expect(all.stdout).toMatch(/ok {2}good-1/);
     expect(all.stdout).toContain('2 run(s) checked, 1 with problems.');
   });
+
+  it('a removed call-index entry, which recovery refuses, is reported by runs verify (exit 1)', async () => {
+    const { store, prefix } = open();
+    await order(store, 'cut-1', 'email_tickets');
+    const index = `{${prefix}:cut-1}:index`;
+    // The cut superstep (2): email_tickets logged `started` before its worker died.
+    const [member] = await admin.zrangebyscore(index, 2, 2);
+    expect(member).toBeDefined();
+    expect(await admin.zrem(index, member!)).toBe(1);
+
+    const w2 = new FlowRunner(executorFor([], 'w2'), {
+      checkpoints: store,
+      checkpointKey: KEY,
+    });
+    await expect(w2.recover(ticketsFlow(), 'cut-1')).rejects.toBeInstanceOf(
+      CheckpointStoreCorrupt,
+    );
+    // Today: every row verifies (the record is still in the run hash), so verify says ok, exit 0.
+    const verified = await cli(prefix, 'runs', 'verify', 'cut-1');
+    expect(verified.code).toBe(1);
+    expect(verified.stdout).toMatch(/CORRUPT {2}cut-1/);
+    expect(verified.stdout).toMatch(
+      /head counts 5 call records.*account for 4/,
+    );
+  });
 });

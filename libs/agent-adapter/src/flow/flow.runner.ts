@@ -5,7 +5,6 @@ import {
   CheckpointConflict,
   CheckpointKeyError,
   CheckpointNotFound,
-  CheckpointStoreCorrupt,
   RunLeaseHeld,
   FlowError,
   RecoveryNeedsDecision,
@@ -24,7 +23,11 @@ import type {
   SaveOptions,
 } from '../exec/checkpoints/checkpoint-store';
 import { MemoryCheckpointStore } from '../exec/checkpoints/memory.store';
-import { assertNoGaps, CallLog } from '../exec/durable/call-log';
+import {
+  assertLogCount,
+  assertNoGaps,
+  CallLog,
+} from '../exec/durable/call-log';
 import type { CanonicalText } from '../exec/durable/canonical-json';
 import { KeyRing, type CheckpointKey } from '../exec/durable/key-ring';
 import { traced } from '../observability/tracing';
@@ -484,22 +487,8 @@ export class FlowRunner {
     assertNoGaps(runId, calls);
     const book = new ReplayBook(calls.map((c) => openCall(this.ring, c)));
     // The head counts every call record; all but this superstep's are counted in the checkpoint.
-    // A record lost from the end of the log (eviction, a partial restore) shows up here. The reads
-    // are not one snapshot: more records than the head counted means the log grew meanwhile (the
-    // run is alive); fewer is corruption, unless the head moved on since.
-    const accounted = cp.logBefore + calls.length;
-    if (accounted > head.calls)
-      throw new CheckpointConflict(Messages.logMoved(runId), runId);
-    if (accounted < head.calls) {
-      const again = await this.store.head(runId);
-      if (again?.calls !== head.calls || again.step !== head.step) {
-        throw new CheckpointConflict(Messages.logMoved(runId), runId);
-      }
-      throw new CheckpointStoreCorrupt(
-        Messages.corruptCount(runId, head.calls, accounted),
-        runId,
-      );
-    }
+    // A record lost from the end of the log (eviction, a partial restore) shows up here.
+    await assertLogCount(this.store, head, cp.logBefore + calls.length);
     const undecided = book
       .inDoubt()
       .filter((p) => !this.executor.registry.get(p.call.tool)?.idempotent)
