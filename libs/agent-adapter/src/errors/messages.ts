@@ -65,6 +65,20 @@ export const Messages = {
     `idempotencyKey() was called outside a tool call. Call it inside a tool that a run executes (a function registered on the ToolRegistry and called through ctx.call or Call()).`,
   parked: (runId: string, recoveries: number, superstep: number) =>
     `Run "${runId}" was recovered ${recoveries} time(s) without completing superstep ${superstep} (maxRecoveryAttempts), so it was parked as failed instead of being recovered again. Find out why its workers stop there (npx agent-adapter runs inspect ${runId}), then fork it (runs fork ${runId} --from-step N) to run it again.`,
+  invalidRunId: (runId: unknown) =>
+    `Run id ${shown(runId)} is invalid: use 1-200 letters, digits, "_", ".", ":", "@" or "-".`,
   unknownKeyId: (kid: string) =>
     `No key with id "${kid}" is in the checkpoint key ring. Add the old key to the ring's previous keys (checkpointKey: { current, previous: [old] }) so runs signed with it can still be verified.`,
 } as const;
+
+/** A value as a message quotes it: a string as JSON (a long one cut short), else its kind. */
+function shown(value: unknown): string {
+  if (typeof value === 'string') {
+    return value.length > 60
+      ? `${JSON.stringify(value.slice(0, 40))}... (${value.length} characters)`
+      : JSON.stringify(value);
+  }
+  if (typeof value === 'function') return '(a function)';
+  if (typeof value !== 'object' || value === null) return String(value);
+  return Array.isArray(value) ? '(an array)' : '(an object)';
+}

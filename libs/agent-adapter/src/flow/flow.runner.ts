@@ -55,6 +55,7 @@ import type {
   RunOptions,
   RunResult,
 } from './flow.interfaces';
+import { checkRunId } from './run-id';
 import { mergeEncoded, nextFrontier } from './superstep';
 
 /** @publicApi */
@@ -257,6 +258,7 @@ export class FlowRunner {
     runId: string,
     options: RecoverOptions = {},
   ): Promise<RunResult<S>> {
+    checkRunId(runId);
     return this.recoverRun(flow, runId, options, false);
   }
 
@@ -347,6 +349,7 @@ export class FlowRunner {
     decision: ResumeDecision,
     options: ResumeOptions = {},
   ): Promise<RunResult<S>> {
+    checkRunId(runId);
     if (typeof decision?.approved !== 'boolean') {
       throw new TypeError(
         'resume(flow, runId, decision): decision.approved must be true or false.',
@@ -657,6 +660,7 @@ export class FlowRunner {
     runId: string,
     options: { ctx?: RunIdentity } = {},
   ): Promise<RunResult<S>> {
+    checkRunId(runId);
     const record = await this.store.latest(runId);
     if (!record) throw new CheckpointNotFound(runId);
     const cp = openCheckpoint(this.ring, record);
@@ -1055,12 +1059,4 @@ function checkAccess(
     }
   }
   return stored;
-}
-
-function checkRunId(runId: unknown): void {
-  if (typeof runId !== 'string' || !/^[A-Za-z0-9_.:@-]{1,200}$/.test(runId)) {
-    throw new TypeError(
-      `Run id ${JSON.stringify(runId)} is invalid: use 1-200 letters, digits, "_", ".", ":", "@" or "-".`,
-    );
-  }
 }
