@@ -67,6 +67,8 @@ export const Messages = {
     `Run "${runId}" was recovered ${recoveries} time(s) without completing superstep ${superstep} (maxRecoveryAttempts), so it was parked as failed instead of being recovered again. Find out why its workers stop there (npx agent-adapter runs inspect ${runId}), then fork it (runs fork ${runId} --from-step N) to run it again.`,
   invalidRunId: (runId: unknown) =>
     `Run id ${shown(runId)} is invalid: use 1-200 letters, digits, "_", ".", ":", "@" or "-".`,
+  badWorkerId: (workerId: unknown, max: number) =>
+    `workerId must be a non-empty string of at most ${max} characters without control characters (it is stored as the owner of every run this worker drives), got ${typeof workerId === 'string' ? `${shown(workerId)} (${[...workerId].length} characters)` : shown(workerId)}.`,
   unknownKeyId: (kid: string) =>
     `No key with id "${kid}" is in the checkpoint key ring. Add the old key to the ring's previous keys (checkpointKey: { current, previous: [old] }) so runs signed with it can still be verified.`,
 } as const;

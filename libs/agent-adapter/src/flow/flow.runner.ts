@@ -1,5 +1,4 @@
 import { randomBytes, randomInt } from 'node:crypto';
-import { hostname } from 'node:os';
 import pLimit from 'p-limit';
 import {
   CheckpointConflict,
@@ -56,6 +55,7 @@ import type {
   RunResult,
 } from './flow.interfaces';
 import { checkRunId } from './run-id';
+import { workerIdOf } from './worker-id';
 import { mergeEncoded, nextFrontier } from './superstep';
 
 /** @publicApi */
@@ -160,9 +160,7 @@ export class FlowRunner {
   ) {
     this.store = options.checkpoints ?? new MemoryCheckpointStore();
     this.events = options.events ?? new DurableEvents();
-    this.workerId =
-      options.workerId ??
-      `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
+    this.workerId = workerIdOf(options.workerId);
     this.leaseMs = options.leaseMs ?? 15_000;
     if (!Number.isInteger(this.leaseMs) || this.leaseMs < 100) {
       throw new TypeError(

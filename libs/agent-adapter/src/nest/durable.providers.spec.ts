@@ -241,9 +241,14 @@ describe('resolveDurableOptions', () => {
     ).toThrow(`"${option}" must be a positive integer`);
   });
 
-  it('refuses an empty workerId', () => {
-    expect(() =>
-      resolveDurableOptions({ store: { type: 'memory' }, workerId: '' }),
-    ).toThrow(/"workerId" must be a non-empty string/);
-  });
+  it.each(['', 'w'.repeat(201)])(
+    'refuses a workerId the runner refuses (%#: empty, 201 characters)',
+    (workerId) => {
+      expect(() =>
+        resolveDurableOptions({ store: { type: 'memory' }, workerId }),
+      ).toThrow(
+        /^DurableModule: workerId must be a non-empty string of at most 200 characters/,
+      );
+    },
+  );
 });

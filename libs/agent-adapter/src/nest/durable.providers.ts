@@ -4,6 +4,7 @@ import { CheckpointStore } from '../exec/checkpoints/checkpoint-store';
 import { KeyRing } from '../exec/durable/key-ring';
 import { Executor } from '../exec/executor';
 import { ToolRegistry } from '../exec/tool.registry';
+import { workerIdOf } from '../flow/worker-id';
 import { createCheckpointStore } from './create-store';
 import {
   DEFAULT_LEASE_MS,
@@ -49,13 +50,12 @@ export function resolveDurableOptions(
     given.maxRecoveryAttempts === undefined
       ? undefined
       : positiveInteger('maxRecoveryAttempts', given.maxRecoveryAttempts, 0);
-  if (
-    given.workerId !== undefined &&
-    (typeof given.workerId !== 'string' || given.workerId === '')
-  ) {
-    throw new DurableSetupError(
-      'DurableModule: "workerId" must be a non-empty string.',
-    );
+  if (given.workerId !== undefined) {
+    try {
+      workerIdOf(given.workerId ?? ''); // the runner's own check
+    } catch (error) {
+      throw new DurableSetupError(`DurableModule: ${(error as Error).message}`);
+    }
   }
   const { store, owned } = createCheckpointStore(given.store);
   let key: KeyRing | undefined;
