@@ -69,6 +69,9 @@ export const Messages = {
     `Run id ${shown(runId)} is invalid: use 1-200 letters, digits, "_", ".", ":", "@" or "-".`,
   badWorkerId: (workerId: unknown, max: number) =>
     `workerId must be a non-empty string of at most ${max} characters without control characters (it is stored as the owner of every run this worker drives), got ${typeof workerId === 'string' ? `${shown(workerId)} (${[...workerId].length} characters)` : shown(workerId)}.`,
+  previousNotArray: (got: unknown) =>
+    // Its kind only: never key material in a message.
+    `The key ring's "previous" must be an array of the earlier keys (each a secret or { id, secret }), got ${typeof got === 'object' ? 'an object' : `a ${typeof got}`}: { current: NEW, previous: [OLD] }.`,
   unknownKeyId: (kid: string) =>
     `No key with id "${kid}" is in the checkpoint key ring. Add the old key to the ring's previous keys (checkpointKey: { current, previous: [old] }) so runs signed with it can still be verified.`,
 } as const;

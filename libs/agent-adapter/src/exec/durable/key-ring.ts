@@ -40,8 +40,11 @@ export class KeyRing {
   encryption?: PayloadCipher;
 
   constructor(options: KeyRingOptions) {
+    const previous: unknown = options.previous ?? [];
+    if (!Array.isArray(previous))
+      throw new CheckpointKeyError(Messages.previousNotArray(previous));
     this.current = toKey(options.current);
-    for (const key of [this.current, ...(options.previous ?? []).map(toKey)]) {
+    for (const key of [this.current, ...previous.map(toKey)]) {
       if (!this.byId.has(key.id)) this.byId.set(key.id, key);
     }
   }
