@@ -537,6 +537,11 @@ describe('store URLs and keys', () => {
         CHECKPOINT_ENCRYPTION_KEY: 'short',
       }),
     ).toThrow(/CHECKPOINT_ENCRYPTION_KEY: .*at least 32/);
+    expect(() =>
+      keyRingFromEnv({ CHECKPOINT_KEY: KEY, CHECKPOINT_ENCRYPTION_KEY: KEY }),
+    ).toThrow(
+      /^CHECKPOINT_ENCRYPTION_KEY: The encryption key must not be a checkpoint key/,
+    );
   });
 
   it('parses --finished-before', () => {

@@ -72,6 +72,8 @@ export const Messages = {
   previousNotArray: (got: unknown) =>
     // Its kind only: never key material in a message.
     `The key ring's "previous" must be an array of the earlier keys (each a secret or { id, secret }), got ${typeof got === 'object' ? 'an object' : `a ${typeof got}`}: { current: NEW, previous: [OLD] }.`,
+  encryptionIsMac: (encryptionId: string, checkpointId: string) =>
+    `The encryption key must not be a checkpoint key: encryption key "${encryptionId}" has the secret of checkpoint key "${checkpointId}" (a key that signs records must not also encrypt them: key separation). Give encryptionKey a secret of its own (32+ bytes): node -e "console.log(require('crypto').randomBytes(32).toString('base64'))"`,
   unknownKeyId: (kid: string) =>
     `No key with id "${kid}" is in the checkpoint key ring. Add the old key to the ring's previous keys (checkpointKey: { current, previous: [old] }) so runs signed with it can still be verified.`,
 } as const;

@@ -223,6 +223,23 @@ describe('resolveDurableOptions', () => {
     close.mockRestore();
   });
 
+  it('refuses an encryptionKey that is the key, and closes the store it created', () => {
+    const close = jest.spyOn(SQLCheckpointStore.prototype, 'close');
+    const key = 'use-a-secret-from-your-vault-32b';
+    expect(() =>
+      resolveDurableOptions({
+        store: { type: 'sqlite', path: ':memory:' },
+        key,
+        encryptionKey: {
+          current: 'another-secret-of-at-least-32-bytes',
+          previous: [key],
+        },
+      }),
+    ).toThrow(/^The encryption key must not be a checkpoint key/);
+    expect(close).toHaveBeenCalledTimes(1);
+    close.mockRestore();
+  });
+
   it('refuses a key shorter than 32 bytes', () => {
     expect(() =>
       resolveDurableOptions({ store: { type: 'memory' }, key: 'short' }),

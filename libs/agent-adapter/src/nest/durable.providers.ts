@@ -65,6 +65,7 @@ export function resolveDurableOptions(
       encryptionKey = KeyRing.from(given.encryptionKey);
     if (given.key !== undefined && given.key !== null) {
       key = KeyRing.from(given.key);
+      if (encryptionKey) key.withEncryption(encryptionKey); // its keys must differ
     } else if (store.shared) {
       throw new DurableSetupError(
         NestMessages.keyRequired(store.constructor.name),
