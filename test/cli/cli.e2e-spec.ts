@@ -177,6 +177,19 @@ function cliSuite(backend: () => Backend): void {
     expect(missing.stderr).not.toMatch(/\n\s+at /); // no stack trace
   });
 
+  it('an odd run id is a usage error with the runner’s message (exit 2), never a driver error', async () => {
+    for (const [argv, id] of [
+      [['runs', 'show', 'a{b}'], 'a{b}'],
+      [['runs', 'verify', 'x'.repeat(300)], `${'x'.repeat(40)}`],
+      [['runs', 'inspect', ''], ''],
+    ] as const) {
+      const r = await run(...argv);
+      expect([argv[1], r.code]).toEqual([argv[1], 2]);
+      expect(r.stderr).toContain(`Run id ${JSON.stringify(id)}`);
+      expect(r.stderr).toContain('is invalid: use 1-200 letters');
+    }
+  });
+
   it('runs verify: clean runs pass; the tampered row is reported with exit 1', async () => {
     expect((await run('runs', 'verify', 'done-1')).code).toBe(0);
     expect((await run('runs', 'verify', 'crashed-1')).code).toBe(0);

@@ -112,6 +112,10 @@ describe('DurableModule (e2e)', () => {
       status: 'done',
       step: 3,
     });
+    // An odd run id is refused as run refuses it, before the store is read.
+    await expect(orders.runner.get('a{b}')).rejects.toThrow(
+      /^Run id "a\{b\}" is invalid: use 1-200 letters/,
+    );
     return result;
   }
 

@@ -186,5 +186,33 @@ describeWithService(
       expect(r).toMatchObject({ status: 'done' });
       expect(ran).toEqual(['charge', 'mail', 'mail']);
     });
+
+    it('workerId: 200 characters fit the owner column (as Postgres counts them); 201 are refused at construction, not by Postgres', async () => {
+      const { store } = await storeOn();
+      const { flow, executor } = setup();
+      const max = '😀'.repeat(200); // 200 characters, 400 UTF-16 units
+      const fits = new FlowRunner(executor, {
+        checkpoints: store,
+        checkpointKey: KEY,
+        workerId: max,
+      });
+      const r = await fits.run(flow, { note: '' }, { runId: 'w200' });
+      fits.close();
+      expect(r.status).toBe('done');
+
+      const outcome = await (async () =>
+        new FlowRunner(executor, {
+          checkpoints: store,
+          checkpointKey: KEY,
+          workerId: `${max}x`,
+        }).run(flow, { note: '' }, { runId: 'w201' }))().catch(
+        (e: unknown) => e,
+      );
+      // Today: the runner is made, and its first save fails with Postgres's own error.
+      expect(String(outcome)).toMatch(
+        /^TypeError: workerId must be a non-empty string of at most 200 characters/,
+      );
+      expect(await store.head('w201')).toBeUndefined();
+    });
   },
 );

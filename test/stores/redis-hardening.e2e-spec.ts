@@ -9,6 +9,9 @@ import {
   RecoveryNeedsDecision,
   RedisCheckpointStore,
 } from 'agent-adapter';
+import { runCli } from 'agent-adapter/cli/program';
+import { KeyRing } from 'agent-adapter/exec/durable/key-ring';
+import { openCheckpoint } from 'agent-adapter/exec/durable/records';
 import { CrashingStore, SimulatedCrash, settle } from '../utils/crashing-store';
 import {
   KEY,
@@ -45,6 +48,40 @@ describeWithService('redis', 'Redis hardening', () => {
     });
     stores.push(store);
     return { store, prefix };
+  }
+
+  /** The operator CLI, in process, on the store with this prefix: exit code and output. */
+  async function cli(prefix: string, ...args: string[]) {
+    const url = new URL(REDIS_URL);
+    url.searchParams.set('prefix', prefix);
+    let stdout = '';
+    let stderr = '';
+    const code = await runCli(['--store', url.toString(), ...args], {
+      stdout: (t) => (stdout += t),
+      stderr: (t) => (stderr += t),
+      env: { CHECKPOINT_KEY: KEY },
+    });
+    return { code, stdout, stderr };
+  }
+
+  /** Runs the tickets flow as `runId`; `dieIn` kills the worker inside that tool. */
+  async function order(
+    store: RedisCheckpointStore,
+    runId: string,
+    dieIn?: string,
+  ) {
+    const dying = new CrashingStore(store);
+    const w = new FlowRunner(
+      executorFor([], 'w', {
+        onTool: (t) => (t === dieIn ? dying.kill() : undefined),
+      }),
+      { checkpoints: dying, checkpointKey: KEY },
+    );
+    await w
+      .run(ticketsFlow(), { show: 'O', seats: 1 }, { runId })
+      .catch(() => undefined);
+    w.close();
+    await settle();
   }
 
   it('a live run whose superstep outlasts ttlSeconds does not expire while its worker renews the lease', async () => {
@@ -104,5 +141,70 @@ describeWithService('redis', 'Redis hardening', () => {
       outcome instanceof RecoveryNeedsDecision ||
         outcome instanceof CheckpointStoreCorrupt,
     ).toBe(true);
+  });
+
+  it('a cols:<step> field that is not JSON is one corrupt checkpoint: history, list and verify still work (exit 1)', async () => {
+    const { store, prefix } = open();
+    await order(store, 'good-1');
+    await order(store, 'bad-cols');
+    await admin.hset(`{${prefix}:bad-cols}:run`, 'cols:1', '{not json');
+    await admin.hset(`{${prefix}:bad-cols}:run`, 'cols:3', 'null');
+
+    // Today: history throws a SyntaxError, so verify exits 3 and every reader of history breaks.
+    const history = await store.history('bad-cols');
+    expect(history.checkpoints.map((c) => c.step)).toEqual([0, 1, 2, 3]);
+    const ring = KeyRing.from(KEY);
+    expect(() => openCheckpoint(ring, history.checkpoints[1]!)).toThrow(
+      CheckpointStoreCorrupt,
+    );
+    expect(() => openCheckpoint(ring, history.checkpoints[1]!)).toThrow(
+      /checkpoint step 1 is unreadable \(its columns/,
+    );
+    expect(() => openCheckpoint(ring, history.checkpoints[2]!)).not.toThrow();
+    expect(() => openCheckpoint(ring, history.checkpoints[3]!)).toThrow(
+      /checkpoint step 3 is unreadable \(its columns \(cols:3\) are not \[flow, status, segment\]\)/,
+    );
+    expect((await store.list()).runs.map((r) => r.runId).sort()).toEqual([
+      'bad-cols',
+      'good-1',
+    ]);
+
+    const one = await cli(prefix, 'runs', 'verify', 'bad-cols');
+    expect(one.stderr).toBe('');
+    expect(one.code).toBe(1);
+    expect(one.stdout).toMatch(/CORRUPT {2}bad-cols/);
+    expect(one.stdout).toMatch(/checkpoint step 1: .*unreadable/);
+    expect(one.stdout).toMatch(/checkpoint step 3: .*unreadable/);
+    // Only the two rows: no head mismatch against step 3's placeholder columns.
+    expect(one.stdout.match(/^ {2}- /gm)).toHaveLength(2);
+    const all = await cli(prefix, 'runs', 'verify', '--all');
+    expect(all.code).toBe(1);
+    expect(all.stdout).toMatch(/ok {2}good-1/);
+    expect(all.stdout).toContain('2 run(s) checked, 1 with problems.');
+  });
+
+  it('a removed call-index entry, which recovery refuses, is reported by runs verify (exit 1)', async () => {
+    const { store, prefix } = open();
+    await order(store, 'cut-1', 'email_tickets');
+    const index = `{${prefix}:cut-1}:index`;
+    // The cut superstep (2): email_tickets logged `started` before its worker died.
+    const [member] = await admin.zrangebyscore(index, 2, 2);
+    expect(member).toBeDefined();
+    expect(await admin.zrem(index, member!)).toBe(1);
+
+    const w2 = new FlowRunner(executorFor([], 'w2'), {
+      checkpoints: store,
+      checkpointKey: KEY,
+    });
+    await expect(w2.recover(ticketsFlow(), 'cut-1')).rejects.toBeInstanceOf(
+      CheckpointStoreCorrupt,
+    );
+    // Today: every row verifies (the record is still in the run hash), so verify says ok, exit 0.
+    const verified = await cli(prefix, 'runs', 'verify', 'cut-1');
+    expect(verified.code).toBe(1);
+    expect(verified.stdout).toMatch(/CORRUPT {2}cut-1/);
+    expect(verified.stdout).toMatch(
+      /head counts 5 call records.*account for 4/,
+    );
   });
 });

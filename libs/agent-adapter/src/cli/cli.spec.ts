@@ -21,6 +21,7 @@ import { parseBefore } from './format';
 import { inspectRun } from './inspect';
 import { keyRingFromEnv } from './key';
 import { cancelRun, forkRun, pruneRuns, showRun } from './operations';
+import { runCli } from './program';
 import { descriptorFromUrl } from './store-url';
 import { exportRun, verifyBundle, verifyRun } from './verify';
 
@@ -541,6 +542,11 @@ describe('store URLs and keys', () => {
         CHECKPOINT_ENCRYPTION_KEY: 'short',
       }),
     ).toThrow(/CHECKPOINT_ENCRYPTION_KEY: .*at least 32/);
+    expect(() =>
+      keyRingFromEnv({ CHECKPOINT_KEY: KEY, CHECKPOINT_ENCRYPTION_KEY: KEY }),
+    ).toThrow(
+      /^CHECKPOINT_ENCRYPTION_KEY: The encryption key must not be a checkpoint key/,
+    );
   });
 
   it('parses --finished-before', () => {
@@ -548,4 +554,44 @@ describe('store URLs and keys', () => {
     expect(parseBefore('30d', 100 * 86_400_000)).toBe(70 * 86_400_000);
     expect(() => parseBefore('yesterday')).toThrow(/not a date/);
   });
+});
+
+describe('run-id arguments', () => {
+  const odd = ['', 'x'.repeat(201), 'a\0b', 'a{b}', 'order 7'];
+  const commands = (id: string) => [
+    ['runs', 'show', id],
+    ['runs', 'verify', id],
+    ['runs', 'inspect', id],
+    ['runs', 'cancel', id],
+    ['runs', 'export', id],
+    ['runs', 'fork', id, '--from-step', '0'],
+    ['runs', 'fork', 'ok-1', '--from-step', '0', '--run-id', id],
+  ];
+
+  it.each(odd.map((id) => [JSON.stringify(id).slice(0, 20), id]))(
+    'every command refuses %s with the runner’s message, exit 2, before opening a store',
+    async (_shown, id) => {
+      const { runner } = tickets(new MemoryCheckpointStore());
+      const expected = await runner
+        .run(flow(), { show: 'H' }, { runId: id })
+        .then(
+          () => 'accepted',
+          (e: unknown) => (e as Error).message,
+        );
+      for (const argv of commands(id)) {
+        let stderr = '';
+        const code = await runCli(argv, {
+          stdout: () => undefined,
+          stderr: (t) => (stderr += t),
+          env: { CHECKPOINT_KEY: KEY },
+        });
+        // Today: the id goes to the store (here: none given, "No store"), or to its driver.
+        expect([argv.join(' '), stderr]).toEqual([
+          argv.join(' '),
+          `agent-adapter: ${expected}\n`,
+        ]);
+        expect(code).toBe(2);
+      }
+    },
+  );
 });

@@ -1,10 +1,14 @@
-import { CheckpointNotFound, CheckpointStoreCorrupt } from '../errors';
+import {
+  CheckpointConflict,
+  CheckpointNotFound,
+  CheckpointStoreCorrupt,
+} from '../errors';
 import { Messages } from '../errors/messages';
 import type {
   CheckpointStore,
   RunStatus,
 } from '../exec/checkpoints/checkpoint-store';
-import { assertNoGaps } from '../exec/durable/call-log';
+import { assertLogCount, assertNoGaps } from '../exec/durable/call-log';
 import type { Json } from '../exec/durable/canonical-json';
 import type { KeyRing } from '../exec/durable/key-ring';
 import {
@@ -193,12 +197,14 @@ export async function inspectRun(
       problems.push(error.message);
     }
   }
-  const accounted = cp.logBefore + records.length;
-  let moving = accounted > head.calls;
-  if (accounted < head.calls) {
-    const again = await store.head(runId);
-    if (again?.calls !== head.calls || again.step !== head.step) moving = true;
-    else problems.push(Messages.corruptCount(runId, head.calls, accounted));
+  let moving = false;
+  try {
+    await assertLogCount(store, head, cp.logBefore + records.length);
+  } catch (error) {
+    if (error instanceof CheckpointConflict) moving = true;
+    else if (error instanceof CheckpointStoreCorrupt)
+      problems.push(error.message);
+    else throw error;
   }
   if (moving) {
     return {

@@ -22,9 +22,14 @@ export function keyRingFromEnv(env: NodeJS.ProcessEnv): KeyRing {
   const ring = ringOf(KEY_ENV, raw);
   // Workers that encrypt payloads at rest: the same encryption key reads (and writes) them.
   const encryption = env[ENCRYPTION_KEY_ENV];
-  return encryption
-    ? ring.withEncryption(ringOf(ENCRYPTION_KEY_ENV, encryption))
-    : ring;
+  if (!encryption) return ring;
+  try {
+    return ring.withEncryption(ringOf(ENCRYPTION_KEY_ENV, encryption));
+  } catch (error) {
+    if (error instanceof CheckpointKeyError)
+      throw new CliError(`${ENCRYPTION_KEY_ENV}: ${error.message}`);
+    throw error;
+  }
 }
 
 function ringOf(name: string, raw: string): KeyRing {

@@ -21,6 +21,7 @@ import {
   type Checkpoint,
 } from '../exec/durable/records';
 import { CliError } from './cli.error';
+import { runIdArg } from './run-id-arg';
 
 /** Who writes an operator's checkpoints, in the head's `owner` column. */
 export function operatorId(): string {
@@ -207,8 +208,6 @@ export interface ForkResult {
   frontier: string[];
 }
 
-const RUN_ID = /^[A-Za-z0-9_.:@-]{1,200}$/;
-
 /**
  * Starts a new run from checkpoint `step` of another: the checkpoint's state, frontier, visits and
  * identity, sealed for the new run id at step 0 with a new incarnation (new segments, new
@@ -225,11 +224,7 @@ export async function forkRun(
   options: { newRunId?: string; by?: string } = {},
 ): Promise<ForkResult> {
   const newRunId = options.newRunId ?? randomBytes(16).toString('hex');
-  if (!RUN_ID.test(newRunId)) {
-    throw new CliError(
-      `Run id ${JSON.stringify(newRunId)} is invalid: use 1-200 letters, digits, "_", ".", ":", "@" or "-".`,
-    );
-  }
+  runIdArg(newRunId);
   const history = await store.history(runId);
   if (history.checkpoints.length === 0) throw new CheckpointNotFound(runId);
   const record = history.checkpoints.find((c) => c.step === step);

@@ -24,6 +24,7 @@ import { fields, parseBefore, table, time } from './format';
 import { inspectRun, type Inspection } from './inspect';
 import { keyRingFromEnv, KEY_ENV } from './key';
 import { cancelRun, forkRun, pruneRuns, showRun } from './operations';
+import { runIdArg } from './run-id-arg';
 import { STORE_URL_HELP, storeFromUrl } from './store-url';
 import {
   exportRun,
@@ -164,7 +165,7 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
   runs
     .command('show')
     .description("a run's head, latest state and history")
-    .argument('<id>', 'run id')
+    .argument('<id>', 'run id', runIdArg)
     .action(async (id: string, _o: unknown, cmd: Command) => {
       const shown = await showRun(openStore(cmd), key(), id);
       out(cmd, shown, () => {
@@ -243,7 +244,7 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
     .description(
       'check every signature and sequence of a run (or of all runs, or of an exported bundle); exit 1 on any problem',
     )
-    .argument('[id]', 'run id')
+    .argument('[id]', 'run id', runIdArg)
     .option('--all', 'every run in the store')
     .option('--bundle <file>', 'an exported bundle, checked offline (no store)')
     .action(
@@ -325,7 +326,7 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
     .description(
       'a recovery dry run: which calls would replay, which are in doubt and why (writes nothing)',
     )
-    .argument('<id>', 'run id')
+    .argument('<id>', 'run id', runIdArg)
     .option(
       '--idempotent <tools>',
       'comma-separated tools you know are idempotent (the CLI has no tool registry)',
@@ -356,7 +357,7 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
     .description(
       'end a running or paused run as failed ("cancelled by operator"), fencing any worker driving it',
     )
-    .argument('<id>', 'run id')
+    .argument('<id>', 'run id', runIdArg)
     .option('--reason <text>', 'why, recorded in the run')
     .action(async (id: string, o: { reason?: string }, cmd: Command) => {
       const done = await cancelRun(openStore(cmd), key(), id, {
@@ -375,13 +376,13 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
     .description(
       'start a new run from checkpoint N of a run (e.g. after a graph change); a worker recovers it',
     )
-    .argument('<id>', 'run id')
+    .argument('<id>', 'run id', runIdArg)
     .requiredOption(
       '--from-step <n>',
       'the checkpoint step to start from',
       nonNegativeInt,
     )
-    .option('--run-id <id>', 'the new run id (default: random)')
+    .option('--run-id <id>', 'the new run id (default: random)', runIdArg)
     .action(
       async (
         id: string,
@@ -405,7 +406,7 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
     .description(
       'write a self-contained, signed audit bundle of a run (check it with runs verify --bundle)',
     )
-    .argument('<id>', 'run id')
+    .argument('<id>', 'run id', runIdArg)
     .option('--out <file>', 'write to this file (default: stdout)')
     .action(async (id: string, o: { out?: string }, cmd: Command) => {
       const bundle = await exportRun(openStore(cmd), key(), id);

@@ -82,6 +82,27 @@ export const Messages = {
       ? `${context} needs ${list}, which is not installed. Install it: ${command}`
       : `${context} needs ${list}, which are not installed. Install them: ${command}`;
   },
+  invalidRunId: (runId: unknown) =>
+    `Run id ${shown(runId)} is invalid: use 1-200 letters, digits, "_", ".", ":", "@" or "-".`,
+  badWorkerId: (workerId: unknown, max: number) =>
+    `workerId must be a non-empty string of at most ${max} characters without control characters (it is stored as the owner of every run this worker drives), got ${typeof workerId === 'string' ? `${shown(workerId)} (${[...workerId].length} characters)` : shown(workerId)}.`,
+  previousNotArray: (got: unknown) =>
+    // Its kind only: never key material in a message.
+    `The key ring's "previous" must be an array of the earlier keys (each a secret or { id, secret }), got ${typeof got === 'object' ? 'an object' : `a ${typeof got}`}: { current: NEW, previous: [OLD] }.`,
+  encryptionIsMac: (encryptionId: string, checkpointId: string) =>
+    `The encryption key must not be a checkpoint key: encryption key "${encryptionId}" has the secret of checkpoint key "${checkpointId}" (a key that signs records must not also encrypt them: key separation). Give encryptionKey a secret of its own (32+ bytes): node -e "console.log(require('crypto').randomBytes(32).toString('base64'))"`,
   unknownKeyId: (kid: string) =>
     `No key with id "${kid}" is in the checkpoint key ring. Add the old key to the ring's previous keys (checkpointKey: { current, previous: [old] }) so runs signed with it can still be verified.`,
 } as const;
+
+/** A value as a message quotes it: a string as JSON (a long one cut short), else its kind. */
+function shown(value: unknown): string {
+  if (typeof value === 'string') {
+    return value.length > 60
+      ? `${JSON.stringify(value.slice(0, 40))}... (${value.length} characters)`
+      : JSON.stringify(value);
+  }
+  if (typeof value === 'function') return '(a function)';
+  if (typeof value !== 'object' || value === null) return String(value);
+  return Array.isArray(value) ? '(an array)' : '(an object)';
+}

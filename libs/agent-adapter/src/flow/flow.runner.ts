@@ -1,11 +1,9 @@
 import { randomBytes, randomInt } from 'node:crypto';
-import { hostname } from 'node:os';
 import pLimit from 'p-limit';
 import {
   CheckpointConflict,
   CheckpointKeyError,
   CheckpointNotFound,
-  CheckpointStoreCorrupt,
   RunLeaseHeld,
   FlowError,
   RecoveryAttemptsExceeded,
@@ -25,7 +23,11 @@ import type {
   SaveOptions,
 } from '../exec/checkpoints/checkpoint-store';
 import { MemoryCheckpointStore } from '../exec/checkpoints/memory.store';
-import { assertNoGaps, CallLog } from '../exec/durable/call-log';
+import {
+  assertLogCount,
+  assertNoGaps,
+  CallLog,
+} from '../exec/durable/call-log';
 import type { CanonicalText } from '../exec/durable/canonical-json';
 import { KeyRing, type CheckpointKey } from '../exec/durable/key-ring';
 import { traced } from '../observability/tracing';
@@ -53,6 +55,8 @@ import type {
   RunOptions,
   RunResult,
 } from './flow.interfaces';
+import { checkRunId } from './run-id';
+import { workerIdOf } from './worker-id';
 import { mergeEncoded, nextFrontier } from './superstep';
 
 /** @publicApi */
@@ -157,9 +161,7 @@ export class FlowRunner {
   ) {
     this.store = options.checkpoints ?? new MemoryCheckpointStore();
     this.events = options.events ?? new DurableEvents();
-    this.workerId =
-      options.workerId ??
-      `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
+    this.workerId = workerIdOf(options.workerId);
     this.leaseMs = options.leaseMs ?? 15_000;
     if (!Number.isInteger(this.leaseMs) || this.leaseMs < 100) {
       throw new TypeError(
@@ -255,6 +257,7 @@ export class FlowRunner {
     runId: string,
     options: RecoverOptions = {},
   ): Promise<RunResult<S>> {
+    checkRunId(runId);
     return this.recoverRun(flow, runId, options, false);
   }
 
@@ -344,6 +347,7 @@ export class FlowRunner {
     decision: ResumeDecision,
     options: ResumeOptions = {},
   ): Promise<RunResult<S>> {
+    checkRunId(runId);
     if (typeof decision?.approved !== 'boolean') {
       throw new TypeError(
         'resume(flow, runId, decision): decision.approved must be true or false.',
@@ -484,22 +488,8 @@ export class FlowRunner {
     assertNoGaps(runId, calls);
     const book = new ReplayBook(calls.map((c) => openCall(this.ring, c)));
     // The head counts every call record; all but this superstep's are counted in the checkpoint.
-    // A record lost from the end of the log (eviction, a partial restore) shows up here. The reads
-    // are not one snapshot: more records than the head counted means the log grew meanwhile (the
-    // run is alive); fewer is corruption, unless the head moved on since.
-    const accounted = cp.logBefore + calls.length;
-    if (accounted > head.calls)
-      throw new CheckpointConflict(Messages.logMoved(runId), runId);
-    if (accounted < head.calls) {
-      const again = await this.store.head(runId);
-      if (again?.calls !== head.calls || again.step !== head.step) {
-        throw new CheckpointConflict(Messages.logMoved(runId), runId);
-      }
-      throw new CheckpointStoreCorrupt(
-        Messages.corruptCount(runId, head.calls, accounted),
-        runId,
-      );
-    }
+    // A record lost from the end of the log (eviction, a partial restore) shows up here.
+    await assertLogCount(this.store, head, cp.logBefore + calls.length);
     const undecided = book
       .inDoubt()
       .filter((p) => !this.executor.registry.get(p.call.tool)?.idempotent)
@@ -668,6 +658,7 @@ export class FlowRunner {
     runId: string,
     options: { ctx?: RunIdentity } = {},
   ): Promise<RunResult<S>> {
+    checkRunId(runId);
     const record = await this.store.latest(runId);
     if (!record) throw new CheckpointNotFound(runId);
     const cp = openCheckpoint(this.ring, record);
@@ -1066,12 +1057,4 @@ function checkAccess(
     }
   }
   return stored;
-}
-
-function checkRunId(runId: unknown): void {
-  if (typeof runId !== 'string' || !/^[A-Za-z0-9_.:@-]{1,200}$/.test(runId)) {
-    throw new TypeError(
-      `Run id ${JSON.stringify(runId)} is invalid: use 1-200 letters, digits, "_", ".", ":", "@" or "-".`,
-    );
-  }
 }

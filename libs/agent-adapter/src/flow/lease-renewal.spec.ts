@@ -80,3 +80,30 @@ describe('FlowRunner lease renewal', () => {
     expect({ renewed, live }).toEqual({ renewed: true, live: true });
   });
 });
+
+describe('FlowRunner workerId (the owner column of a run head: VARCHAR(200))', () => {
+  const executor = () => new Executor(new ToolRegistry());
+
+  it.each<[string, unknown]>([
+    ['201 characters', 'w'.repeat(201)],
+    ['empty', ''],
+    ['not a string', 42],
+    ['a NUL byte', 'worker\0one'],
+    ['a line break', 'worker\none'],
+  ])(
+    'refuses a workerId that is %s at construction, naming it',
+    (_what, id) => {
+      expect(
+        () => new FlowRunner(executor(), { workerId: id as string }),
+      ).toThrow(
+        /^workerId must be a non-empty string of at most 200 characters without control characters/,
+      );
+    },
+  );
+
+  it('accepts 200 characters (counted as Postgres counts them) and the default', () => {
+    const max = 'é'.repeat(100) + '😀'.repeat(100); // 200 characters, 300 UTF-16 units
+    expect(new FlowRunner(executor(), { workerId: max }).workerId).toBe(max);
+    expect(new FlowRunner(executor()).workerId).toMatch(/^.+:\d+:[0-9a-f]{8}$/);
+  });
+});

@@ -296,3 +296,83 @@ describe('recovery hardening (memory store)', () => {
     expect(outcome).toBeInstanceOf(CheckpointStoreCorrupt);
   });
 });
+
+describe('caller-given run ids', () => {
+  const RULE =
+    'is invalid: use 1-200 letters, digits, "_", ".", ":", "@" or "-".';
+  // What `run` refuses; recover, get and resume must refuse them the same way.
+  const odd: Array<[string, string]> = [
+    ['empty', ''],
+    ['201 characters', 'x'.repeat(201)],
+    ['a megabyte', 'x'.repeat(1 << 20)],
+    ['a NUL byte', 'a\0b'],
+    ['a hash-tag brace', 'a{b}'],
+    ['a space', 'order 7'],
+  ];
+
+  /** A memory store that records which methods were called. */
+  function watched() {
+    const store = new MemoryCheckpointStore();
+    const called: string[] = [];
+    for (const m of ['head', 'latest', 'calls', 'history', 'save'] as const) {
+      const original = store[m].bind(store) as (...a: unknown[]) => unknown;
+      (store as unknown as Record<string, unknown>)[m] = (...a: unknown[]) => {
+        called.push(m);
+        return original(...a);
+      };
+    }
+    return { store, called };
+  }
+
+  it.each(odd)(
+    'recover, get and resume refuse a run id that is %s with run’s TypeError, before reading the store',
+    async (_what, id) => {
+      const { store, called } = watched();
+      const runner = new FlowRunner(executorFor([], 'w'), {
+        checkpoints: store,
+        checkpointKey: KEY,
+      });
+      const flow = ticketsFlow();
+      const refused = await runner
+        .run(flow, { show: 'A', seats: 1 }, { runId: id })
+        .catch((e: unknown) => e);
+      expect(refused).toBeInstanceOf(TypeError);
+      const message = (refused as Error).message;
+      expect(message).toContain(RULE);
+      expect(message.length).toBeLessThan(200); // a long id is shortened
+      for (const attempt of [
+        () => runner.recover(flow, id),
+        () => runner.get(flow, id),
+        () => runner.resume(flow, id, { approved: true }),
+      ]) {
+        const error = await attempt().catch((e: unknown) => e);
+        expect(error).toBeInstanceOf(TypeError);
+        expect((error as Error).message).toBe(message);
+      }
+      expect(called).toEqual([]);
+    },
+  );
+
+  it.each([undefined, null, 42, { id: 'x' }])(
+    'recover, get and resume refuse a run id that is not a string (%p)',
+    async (id) => {
+      const { store, called } = watched();
+      const runner = new FlowRunner(executorFor([], 'w'), {
+        checkpoints: store,
+        checkpointKey: KEY,
+      });
+      const flow = ticketsFlow();
+      const bad = id as unknown as string;
+      for (const attempt of [
+        () => runner.recover(flow, bad),
+        () => runner.get(flow, bad),
+        () => runner.resume(flow, bad, { approved: true }),
+      ]) {
+        const error = await attempt().catch((e: unknown) => e);
+        expect(error).toBeInstanceOf(TypeError);
+        expect((error as Error).message).toMatch(/^Run id .* is invalid: use/);
+      }
+      expect(called).toEqual([]);
+    },
+  );
+});

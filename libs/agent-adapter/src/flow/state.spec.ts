@@ -1,4 +1,11 @@
-import { Flow, FlowRunner, Executor, ToolRegistry } from 'agent-adapter';
+import {
+  Flow,
+  FlowRunner,
+  Executor,
+  MemoryCheckpointStore,
+  ToolRegistry,
+  UnsealableValue,
+} from 'agent-adapter';
 import { StateCodec } from './state';
 
 describe('StateCodec.view', () => {
@@ -78,5 +85,76 @@ describe('the state the runner holds (encoded once per written key)', () => {
       log: [0],
     });
     expect(r.state.log).toEqual([0, 1]);
+  });
+});
+
+describe("a value nested 10,000 levels deep (past the encoder's 1,000)", () => {
+  const deep = () => {
+    let v: unknown = 1;
+    for (let i = 0; i < 10_000; i++) v = { a: v };
+    return v;
+  };
+
+  it('as initial state: refused with UnsealableValue before anything is stored', async () => {
+    const store = new MemoryCheckpointStore();
+    const flow = new Flow<{ tree: unknown }>('deep-state')
+      .node('n', () => undefined)
+      .end('n');
+    const runner = new FlowRunner(new Executor(new ToolRegistry()), {
+      checkpoints: store,
+    });
+    const error = await runner
+      .run(flow, { tree: deep() }, { runId: 'deep' })
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(UnsealableValue);
+    expect((error as Error).message).toMatch(
+      /^The value at state\.tree\.a.* cannot be stored durably: it is nested more than 1000 levels deep/,
+    );
+    expect(await store.latest('deep')).toBeUndefined();
+    expect((await store.list()).runs).toEqual([]);
+  });
+
+  it('as initial state of a flow with a state class: the same error (class-transformer recurses first)', async () => {
+    class Tree {
+      tree: unknown = null;
+    }
+    const store = new MemoryCheckpointStore();
+    const flow = new Flow<Tree>('deep-class', { state: Tree })
+      .node('n', () => undefined)
+      .end('n');
+    const error = await new FlowRunner(new Executor(new ToolRegistry()), {
+      checkpoints: store,
+    })
+      .run(flow, { tree: deep() }, { runId: 'deep' })
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(UnsealableValue);
+    expect((error as Error).message).toMatch(/nested more than 1000 levels/);
+    expect(await store.latest('deep')).toBeUndefined();
+  });
+
+  it('as a tool result: the call is recorded unrecordable (in doubt), naming the limit', async () => {
+    const store = new MemoryCheckpointStore();
+    const registry = new ToolRegistry().register('grow', () => deep());
+    const flow = new Flow<{ done: boolean }>('deep-result')
+      .node('n', async (_s, ctx) => {
+        await ctx.call('grow');
+        return { done: true };
+      })
+      .end('n');
+    const r = await new FlowRunner(new Executor(registry), {
+      checkpoints: store,
+    }).run(flow, { done: false }, { runId: 'grow' });
+    expect(r.status).toBe('done');
+    const bodies = (await store.history('grow')).calls.map(
+      (c) => JSON.parse(c.sealed.split('.').slice(3).join('.')) as object,
+    );
+    expect(bodies).toContainEqual(
+      expect.objectContaining({
+        phase: 'unrecordable',
+        reason: expect.stringMatching(
+          /^The value at grow\(result\)\.a.* nested more than 1000 levels deep/,
+        ) as unknown,
+      }),
+    );
   });
 });

@@ -4,6 +4,8 @@ import {
   canonical,
   CanonicalText,
   canonicalObject,
+  nestedTooDeep,
+  tooDeep,
   type Json,
 } from '../exec/durable/canonical-json';
 import { requirePackage } from '../peers/optional-packages';
@@ -44,15 +46,22 @@ export class StateCodec<S> {
       const { plainToInstance, instanceToPlain } =
         this.load<Transformer>('class-transformer');
       const { validate } = this.load<Validator>('class-validator');
-      const instance: object =
-        input instanceof this.cls
-          ? input
-          : (plainToInstance(this.cls, input) as object);
-      // A state class without validation decorators is fine: it still gives defaults and types.
-      const errors = await validate(instance, { forbidUnknownValues: false });
-      if (errors.length)
-        throw new InvalidFlowState(this.flow, violations(errors));
-      plain = instanceToPlain(instance);
+      try {
+        const instance: object =
+          input instanceof this.cls
+            ? input
+            : (plainToInstance(this.cls, input) as object);
+        // A state class without validation decorators is fine: it still gives defaults and types.
+        const errors = await validate(instance, { forbidUnknownValues: false });
+        if (errors.length)
+          throw new InvalidFlowState(this.flow, violations(errors));
+        plain = instanceToPlain(instance);
+      } catch (error) {
+        // Those libraries recurse: input too deep to store overflows their stack first.
+        if (error instanceof RangeError && nestedTooDeep(input))
+          tooDeep('state', []);
+        throw error;
+      }
     }
     assertJson(plain, 'state');
     return plain as { [key: string]: Json };

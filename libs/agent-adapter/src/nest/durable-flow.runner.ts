@@ -15,6 +15,7 @@ import type {
   RunResult,
 } from '../flow/flow.interfaces';
 import { FlowRunner as CoreFlowRunner } from '../flow/flow.runner';
+import { checkRunId } from '../flow/run-id';
 import { DURABLE_RESOLVED_OPTIONS } from './durable.constants';
 import { DurableExplorer } from './durable.explorer';
 import { NestMessages } from './durable.messages';
@@ -126,6 +127,7 @@ export class DurableFlowRunner {
     runId: string,
     options: { ctx?: RunIdentity } = {},
   ): Promise<RunResult<S>> {
+    checkRunId(runId);
     const head = await this.core.store.head(runId);
     if (!head) throw new CheckpointNotFound(runId);
     const found = this.explorer.findFlow(head.flow);

@@ -223,6 +223,23 @@ describe('resolveDurableOptions', () => {
     close.mockRestore();
   });
 
+  it('refuses an encryptionKey that is the key, and closes the store it created', () => {
+    const close = jest.spyOn(SQLCheckpointStore.prototype, 'close');
+    const key = 'use-a-secret-from-your-vault-32b';
+    expect(() =>
+      resolveDurableOptions({
+        store: { type: 'sqlite', path: ':memory:' },
+        key,
+        encryptionKey: {
+          current: 'another-secret-of-at-least-32-bytes',
+          previous: [key],
+        },
+      }),
+    ).toThrow(/^The encryption key must not be a checkpoint key/);
+    expect(close).toHaveBeenCalledTimes(1);
+    close.mockRestore();
+  });
+
   it('refuses a key shorter than 32 bytes', () => {
     expect(() =>
       resolveDurableOptions({ store: { type: 'memory' }, key: 'short' }),
@@ -241,9 +258,14 @@ describe('resolveDurableOptions', () => {
     ).toThrow(`"${option}" must be a positive integer`);
   });
 
-  it('refuses an empty workerId', () => {
-    expect(() =>
-      resolveDurableOptions({ store: { type: 'memory' }, workerId: '' }),
-    ).toThrow(/"workerId" must be a non-empty string/);
-  });
+  it.each(['', 'w'.repeat(201)])(
+    'refuses a workerId the runner refuses (%#: empty, 201 characters)',
+    (workerId) => {
+      expect(() =>
+        resolveDurableOptions({ store: { type: 'memory' }, workerId }),
+      ).toThrow(
+        /^DurableModule: workerId must be a non-empty string of at most 200 characters/,
+      );
+    },
+  );
 });

@@ -4,6 +4,7 @@ import { CheckpointStore } from '../exec/checkpoints/checkpoint-store';
 import { KeyRing } from '../exec/durable/key-ring';
 import { Executor } from '../exec/executor';
 import { ToolRegistry } from '../exec/tool.registry';
+import { workerIdOf } from '../flow/worker-id';
 import { createCheckpointStore } from './create-store';
 import {
   DEFAULT_LEASE_MS,
@@ -50,13 +51,12 @@ export function resolveDurableOptions(
     given.maxRecoveryAttempts === undefined
       ? undefined
       : positiveInteger('maxRecoveryAttempts', given.maxRecoveryAttempts, 0);
-  if (
-    given.workerId !== undefined &&
-    (typeof given.workerId !== 'string' || given.workerId === '')
-  ) {
-    throw new DurableSetupError(
-      'DurableModule: "workerId" must be a non-empty string.',
-    );
+  if (given.workerId !== undefined) {
+    try {
+      workerIdOf(given.workerId ?? ''); // the runner's own check
+    } catch (error) {
+      throw new DurableSetupError(`DurableModule: ${(error as Error).message}`);
+    }
   }
   const { store, owned } = createCheckpointStore(given.store);
   let key: KeyRing | undefined;
@@ -66,6 +66,7 @@ export function resolveDurableOptions(
       encryptionKey = KeyRing.from(given.encryptionKey);
     if (given.key !== undefined && given.key !== null) {
       key = KeyRing.from(given.key);
+      if (encryptionKey) key.withEncryption(encryptionKey); // its keys must differ
     } else if (store.shared) {
       throw new DurableSetupError(
         NestMessages.keyRequired(store.constructor.name),

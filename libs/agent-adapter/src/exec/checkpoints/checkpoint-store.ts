@@ -21,6 +21,13 @@ export interface CheckpointRecord {
   /** The call-log segment (worker tenure) this checkpoint opens or continues. */
   segment: number;
   sealed: string;
+  /**
+   * Set by a store that read the row but not its columns (an edited or truncated column field):
+   * why. `flow`, `status` and `segment` are then placeholders, and opening the row is
+   * `CheckpointStoreCorrupt`. Readers of a run's history (`runs verify`, the viewer) report that
+   * row and go on with the others.
+   */
+  unreadable?: string;
 }
 
 /**

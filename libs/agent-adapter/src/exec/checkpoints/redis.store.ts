@@ -16,6 +16,7 @@ import {
   type RunStatus,
   type SaveOptions,
 } from './checkpoint-store';
+import { checkpointFromHash, toCheckpoint } from './redis.rows';
 import { REDIS_SCRIPTS } from './redis.scripts';
 
 export interface RedisCheckpointStoreOptions {
@@ -42,8 +43,6 @@ export interface RedisClientLike {
 type Reply = Array<string | number | null>;
 /** What an index scan returns: server time (ms), run ids (or id/score pairs), their born times. */
 type Scan = [number, string[], Array<string | null>];
-/** Columns kept beside each checkpoint's sealed text (`<step>:cols` in the cps hash). */
-type Cols = [flow: string, status: RunStatus, segment: number];
 
 /**
  * A step-0 save must follow its index entry within half of this; index readers clean an entry
@@ -214,8 +213,8 @@ export class RedisCheckpointStore extends CheckpointStore {
       if (field.startsWith('call:')) callFields.push([field.slice(5), sealed]);
       if (!field.startsWith('cp:')) continue;
       const step = field.slice(3);
-      const cols = JSON.parse(fields.get(`cols:${step}`) ?? '[]') as Cols;
-      checkpoints.push(toCheckpoint(runId, step, cols, sealed));
+      const cols = fields.get(`cols:${step}`);
+      checkpoints.push(checkpointFromHash(runId, step, cols, sealed));
     }
     const calls = toCalls(runId, callFields);
     checkpoints.sort((a, b) => a.step - b.step);
@@ -585,22 +584,6 @@ function pushCalls(
     args.push(String(c.segment), String(c.superstep), String(c.seq), c.sealed);
   }
   args[at] = String(foreign);
-}
-
-function toCheckpoint(
-  runId: string,
-  step: string,
-  [flow, status, segment]: Cols,
-  sealed = '',
-): CheckpointRecord {
-  return {
-    runId,
-    step: Number(step),
-    flow,
-    status,
-    segment: Number(segment),
-    sealed,
-  };
 }
 
 function toHead(runId: string, h: Record<string, string>): RunHead | undefined {

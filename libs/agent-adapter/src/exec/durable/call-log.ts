@@ -1,9 +1,10 @@
-import { CheckpointStoreCorrupt } from '../../errors';
+import { CheckpointConflict, CheckpointStoreCorrupt } from '../../errors';
 import { Messages } from '../../errors/messages';
 import type {
   CallRecord,
   CheckpointRecord,
   CheckpointStore,
+  RunHead,
   SaveOptions,
 } from '../checkpoints/checkpoint-store';
 import type { KeyRing } from './key-ring';
@@ -216,5 +217,33 @@ export function assertNoGaps(
       );
     }
     expected++;
+  }
+}
+
+/**
+ * Recovery's count check, before anything is written: the head counts every call record of the run;
+ * `accounted` is what the latest checkpoint counts before its superstep (`logBefore`) plus the
+ * records a read of that superstep found (`CheckpointStore.calls`, through the store's call index).
+ * More than the head counts: the log grew since the head was read, its worker is alive
+ * (`CheckpointConflict`). Fewer: records or index entries are missing (`CheckpointStoreCorrupt`),
+ * unless the head moved on meanwhile (read again). The reads are not one snapshot.
+ */
+export async function assertLogCount(
+  store: CheckpointStore,
+  head: RunHead,
+  accounted: number,
+): Promise<void> {
+  const { runId } = head;
+  if (accounted > head.calls)
+    throw new CheckpointConflict(Messages.logMoved(runId), runId);
+  if (accounted < head.calls) {
+    const again = await store.head(runId);
+    if (again?.calls !== head.calls || again.step !== head.step) {
+      throw new CheckpointConflict(Messages.logMoved(runId), runId);
+    }
+    throw new CheckpointStoreCorrupt(
+      Messages.corruptCount(runId, head.calls, accounted),
+      runId,
+    );
   }
 }

@@ -7,6 +7,7 @@ import {
   canonicalJson,
   canonicalObject,
   CanonicalText,
+  MAX_DEPTH,
 } from './canonical-json';
 
 /** The UnsealableValue `fn` throws (fails the test if it throws nothing or something else). */
@@ -305,4 +306,45 @@ describe('CanonicalText (encoded once, embedded verbatim)', () => {
       UnsealableValue,
     );
   });
+});
+
+describe('nesting depth', () => {
+  /** `levels` arrays (or objects) around 1. */
+  const nested = (levels: number, kind: 'array' | 'object'): unknown => {
+    let v: unknown = 1;
+    for (let i = 0; i < levels; i++) v = kind === 'array' ? [v] : { a: v };
+    return v;
+  };
+
+  it.each(['array', 'object'] as const)(
+    'encodes %ss nested MAX_DEPTH (1,000) levels deep, as JSON.stringify and canonicalize do',
+    (kind) => {
+      expect(MAX_DEPTH).toBe(1000);
+      const value = nested(MAX_DEPTH, kind);
+      const text = canonicalJson(value);
+      expect(text).toBe(JSON.stringify(value));
+      expect(text).toBe(canonicalize(value));
+      // Embedded encoded text is not walked again: the depth counts from where encoding starts.
+      expect(canonicalJson({ x: canonical(value) })).toBe(`{"x":${text}}`);
+    },
+  );
+
+  it.each([
+    ['array', MAX_DEPTH + 1],
+    ['object', MAX_DEPTH + 1],
+    ['array', 10_000],
+    ['object', 10_000],
+    ['array', 100_000],
+  ] as const)(
+    'refuses %ss nested %i levels deep with UnsealableValue, not a stack overflow',
+    (kind, levels) => {
+      const error = unsealable(() => canonicalJson(nested(levels, kind)));
+      expect(error.message).toMatch(/nested more than 1000 levels deep/);
+      // The path names where, without a thousand segments.
+      expect(error.path).toMatch(/^\$(\[0\]|\.a){8}\.\.\.$/);
+      expect(() => canonical(nested(levels, kind), 'tool(result)')).toThrow(
+        UnsealableValue,
+      );
+    },
+  );
 });

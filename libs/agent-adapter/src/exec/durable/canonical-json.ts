@@ -21,6 +21,9 @@ export type Encodable =
  * A `CanonicalText` met inside the value is written as its text, verbatim: what the engine
  * encoded once (a call's arguments, a tool's result, a state key) is not encoded again when the
  * record or checkpoint that holds it is sealed.
+ *
+ * Arrays and objects nested more than `MAX_DEPTH` levels deep are refused (`UnsealableValue`), so
+ * a deep value is a clear error instead of a stack overflow, here or in whoever reads it back.
  */
 export function canonicalJson(value: unknown, path = '$'): string {
   return encode(value, [], [], path);
@@ -80,6 +83,14 @@ export class CanonicalText {
 
 const MAKER = Symbol('CanonicalText');
 
+/**
+ * How deep arrays and objects may nest in one encoded value (a state key, a call's arguments, a
+ * tool's result). Far beyond real data; well within what `JSON.stringify` (about 4,000 levels on
+ * Node 20's default stack), `JSON.parse` (no limit) and this recursive encoder (about 3,500) manage,
+ * so what is stored can always be read and encoded again.
+ */
+export const MAX_DEPTH = 1000;
+
 /** Encodes `value` once (checked as `canonicalJson` does) and keeps the text. */
 export function canonical(value: unknown, path = '$'): CanonicalText {
   return CanonicalText.make(MAKER, canonicalJson(value, path));
@@ -128,6 +139,8 @@ function encode(
       fail(root, at, `a ${typeof v} is not JSON`);
   }
   if (v === null) return 'null';
+  // The open arrays and objects are the depth: no counter to keep, no second pass.
+  if (ancestors.length >= MAX_DEPTH) tooDeep(root, at);
   if (ancestors.includes(v)) fail(root, at, 'it contains a cycle');
   let s: string;
   if (Array.isArray(v)) {
@@ -210,4 +223,33 @@ function memberPrefix(key: string): string {
 function fail(root: string, at: Array<string | number>, why: string): never {
   const path = at.map((s) => (typeof s === 'number' ? `[${s}]` : `.${s}`));
   throw new UnsealableValue(root + path.join(''), why);
+}
+
+/**
+ * Whether `value` nests arrays and objects more than `MAX_DEPTH` levels deep (iterative: deep input
+ * cannot overflow it). For code that hands input to recursive libraries before encoding it, to tell
+ * why they ran out of stack; not on the hot path.
+ */
+export function nestedTooDeep(value: unknown): boolean {
+  const open: Array<[unknown, number]> = [[value, 0]];
+  const seen = new Set<object>();
+  for (let next = open.pop(); next; next = open.pop()) {
+    const [v, depth] = next;
+    if (typeof v !== 'object' || v === null || seen.has(v)) continue;
+    if (depth >= MAX_DEPTH) return true;
+    seen.add(v);
+    for (const item of Object.values(v)) open.push([item, depth + 1]);
+  }
+  return false;
+}
+
+/** `fail` for a value nested too deep, naming where with the first levels of its path only. */
+export function tooDeep(root: string, at: Array<string | number>): never {
+  const path = at
+    .slice(0, 8)
+    .map((s) => (typeof s === 'number' ? `[${s}]` : `.${s}`));
+  throw new UnsealableValue(
+    `${root}${path.join('')}...`,
+    `it is nested more than ${MAX_DEPTH} levels deep (arrays and objects); store it flatter, or as a string`,
+  );
 }

@@ -128,6 +128,31 @@ describe('payload encryption at rest', () => {
     expect(await everything(store, 'enc-1')).not.toContain(SECRET);
   });
 
+  it.each<[string, CheckpointKey, CheckpointKey]>([
+    ['the checkpoint key', KEY, KEY],
+    ['the checkpoint key as a Buffer', KEY, Buffer.from(KEY)],
+    ['a previous checkpoint key', { current: NEW, previous: [KEY] }, KEY],
+    [
+      'the checkpoint key, as a previous encryption key with its own id',
+      KEY,
+      { current: OLD, previous: [{ id: 'enc0', secret: KEY }] },
+    ],
+  ])(
+    'refuses an encryptionKey that is %s at construction (key separation)',
+    (_what, checkpointKey, encryptionKey) => {
+      const make = () =>
+        new FlowRunner(new Executor(new ToolRegistry()), {
+          checkpoints: new MemoryCheckpointStore(),
+          checkpointKey,
+          encryptionKey,
+        });
+      expect(make).toThrow(CheckpointKeyError);
+      expect(make).toThrow(
+        /^The encryption key must not be a checkpoint key: /,
+      );
+    },
+  );
+
   it('without the encryption key: a clear CheckpointKeyError, and nothing is changed', async () => {
     const store = new MemoryCheckpointStore();
     await cut(store, 'enc-2', OLD);

@@ -60,6 +60,23 @@ describe('KeyRing', () => {
     );
   });
 
+  it.each<[string, unknown]>([
+    ['a string', B],
+    ['one { id, secret }', { id: 'k0', secret: B }],
+    ['a number', 7],
+  ])(
+    'refuses previous keys given as %s (not an array) with a CheckpointKeyError naming the field',
+    (_what, previous) => {
+      const make = () =>
+        new KeyRing({ current: A, previous: previous as never });
+      expect(make).toThrow(CheckpointKeyError);
+      expect(make).toThrow(
+        /^The key ring's "previous" must be an array of the earlier keys/,
+      );
+      expect(make).not.toThrow(B); // no key material in the message
+    },
+  );
+
   it('derives the same id from the same secret, whatever its form', () => {
     const fromString = new KeyRing({ current: A });
     const fromBuffer = KeyRing.from(Buffer.from(A, 'utf8'));

@@ -1,4 +1,4 @@
-import { createHmac, randomBytes } from 'node:crypto';
+import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { CheckpointKeyError } from '../../errors';
 import { Messages } from '../../errors/messages';
 import { PayloadCipher } from './encryption';
@@ -40,17 +40,35 @@ export class KeyRing {
   encryption?: PayloadCipher;
 
   constructor(options: KeyRingOptions) {
+    const previous: unknown = options.previous ?? [];
+    if (!Array.isArray(previous))
+      throw new CheckpointKeyError(Messages.previousNotArray(previous));
     this.current = toKey(options.current);
-    for (const key of [this.current, ...(options.previous ?? []).map(toKey)]) {
+    for (const key of [this.current, ...previous.map(toKey)]) {
       if (!this.byId.has(key.id)) this.byId.set(key.id, key);
     }
   }
 
-  /** This ring's sealing keys, with payloads encrypted under `key` (a secret or a ring). */
+  /**
+   * This ring's sealing keys, with payloads encrypted under `key` (a secret or a ring). No secret
+   * of `key` may be one of this ring's (key separation: a MAC key is never an encryption key).
+   */
   withEncryption(key: CheckpointKey): KeyRing {
+    const keys = KeyRing.from(key);
+    for (const enc of keys.byId.values()) {
+      for (const mac of this.byId.values()) {
+        const same =
+          enc.secret.length === mac.secret.length &&
+          timingSafeEqual(enc.secret, mac.secret);
+        if (same)
+          throw new CheckpointKeyError(
+            Messages.encryptionIsMac(enc.id, mac.id),
+          );
+      }
+    }
     const ring = Object.create(KeyRing.prototype) as KeyRing;
     Object.assign(ring, this);
-    ring.encryption = new PayloadCipher(KeyRing.from(key));
+    ring.encryption = new PayloadCipher(keys);
     return ring;
   }
 

@@ -295,6 +295,9 @@ export function openCheckpoint(
   record: CheckpointRecord,
 ): Checkpoint {
   const what = `checkpoint step ${record.step}`;
+  const why = record.unreadable; // a store could not read the row's columns
+  if (why)
+    throw corrupt(record.runId, what, { why: 'unreadable', detail: why });
   const content = openBody<CheckpointContent>(
     ring,
     checkpointCoords(record),
