@@ -7,7 +7,13 @@ import type {
 import { assertLogCount } from '../exec/durable/call-log';
 import type { KeyRing } from '../exec/durable/key-ring';
 import { openCheckpoint, type Checkpoint } from '../exec/durable/records';
-import type { Problem } from './verify';
+
+/** One thing wrong with a run's stored rows. */
+export interface Problem {
+  /** The row or rule: `checkpoint step 3`, `call 2/1/4` (segment/superstep/seq), `head`, ... */
+  where: string;
+  detail: string;
+}
 
 /**
  * Recovery's count check (`assertLogCount`) on the superstep the latest checkpoint opened, read as

@@ -17,14 +17,9 @@ import {
   type Checkpoint,
 } from '../exec/durable/records';
 import { open, seal } from '../exec/durable/seal';
-import { checkCutSuperstep } from './verify-log';
+import { checkCutSuperstep, type Problem } from './verify-log';
 
-/** One thing wrong with a run's stored rows. */
-export interface Problem {
-  /** The row or rule: `checkpoint step 3`, `call 2/1/4` (segment/superstep/seq), `head`, ... */
-  where: string;
-  detail: string;
-}
+export type { Problem } from './verify-log';
 
 /** The columns of a run's head that its rows must agree with. */
 export interface HeadFacts {
