@@ -95,10 +95,13 @@ export interface Eresolve {
 
 export function readEresolve(stderr: string): Eresolve {
   const [, after = ''] = stderr.split('Could not resolve dependency:');
+  const unresolved = after.split(/\n\s*npm error\s*\n/)[0]!;
   return {
     eresolve: /\bERESOLVE\b/.test(stderr),
-    unresolved: after.split(/\n\s*npm error\s*\n/)[0]!,
-    mentionsAgentAdapter: /agent-adapter/.test(stderr),
+    unresolved,
+    // Only the edge npm could not satisfy: its "Found:" list may name agent-adapter among the
+    // packages that accept the ioredis it found (our range does), which is no conflict of ours.
+    mentionsAgentAdapter: /agent-adapter/.test(unresolved),
   };
 }
 
