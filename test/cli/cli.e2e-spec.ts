@@ -27,7 +27,12 @@ import {
   describeWithService,
   suiteId,
 } from '../utils/services';
-import { KEY, ticketsFlow } from '../utils/tickets';
+import {
+  KEY,
+  executorFor,
+  ticketsFlow,
+  type LedgerEntry,
+} from '../utils/tickets';
 import { runTs } from '../utils/ts-child';
 
 jest.setTimeout(240_000);
@@ -88,6 +93,11 @@ async function populate(store: CheckpointStore): Promise<void> {
   await run('tampered-1', {});
   await run('crashed-1', { dieIn: 'email_tickets' });
   await run('paused-1', { approve: true });
+}
+
+async function snapshot(store: CheckpointStore, runId: string) {
+  const { leaseExpiresAt: _l, ...head } = (await store.head(runId))!;
+  return { head, history: await store.history(runId) };
 }
 
 interface Backend {
@@ -342,6 +352,60 @@ function cliSuite(backend: () => Backend): void {
     expect(noStep.stderr).toMatch(/--from-step/);
   });
 
+  it('runs fork of an unfinished run: refused without --cancel-source, nothing written', async () => {
+    const before = await snapshot(store, 'crashed-1');
+    const out = await run('runs', 'fork', 'crashed-1', '--from-step', '2');
+    expect(out.code).toBe(2);
+    expect(out.stderr).toMatch(/has not finished \(running\)/);
+    expect(out.stderr).toMatch(/happen twice/);
+    expect(out.stderr).toMatch(/--cancel-source/);
+    expect(out.stderr).not.toMatch(/\n\s+at /);
+    // Nothing written: no new run, the source as it was.
+    expect((await store.list()).runs).toHaveLength(5);
+    expect(await snapshot(store, 'crashed-1')).toEqual(before);
+  });
+
+  it('runs fork --cancel-source: the source ends cancelled, only the fork is recovered', async () => {
+    const out = await run(
+      'runs',
+      'fork',
+      'crashed-1',
+      '--from-step',
+      '2',
+      '--run-id',
+      'crashed-1b',
+      '--cancel-source',
+    );
+    expect(out.code).toBe(0);
+    expect(out.stdout).toMatch(/Cancelled run crashed-1 \(was running\)/);
+    expect(out.stdout).toMatch(/Forked run crashed-1b from crashed-1 step 2/);
+    const shown = await run('runs', 'show', 'crashed-1', '--json');
+    expect(JSON.parse(shown.stdout)).toMatchObject({
+      head: { status: 'failed' },
+      latest: { reason: 'cancel', error: { name: 'RunCancelled' } },
+    });
+    // A worker's sweep: the fork only; the source's mail (in doubt) is not sent again.
+    const ledger: LedgerEntry[] = [];
+    const w = new FlowRunner(executorFor(ledger, 'sweeper'), {
+      checkpoints: store,
+      checkpointKey: KEY,
+    });
+    const all = await w.recoverAll(ticketsFlow(), {
+      force: true,
+      rerunInDoubt: true,
+    });
+    w.close();
+    expect([...all.keys()]).toEqual(['crashed-1b']);
+    expect(all.get('crashed-1b')).toMatchObject({ status: 'done' });
+    expect(ledger.map((e) => e.tool)).toEqual(['email_tickets']);
+    expect((await store.head('crashed-1'))?.status).toBe('failed');
+    // Forking the cancelled source again needs no flag (a crash between the two writes).
+    const again = await run('runs', 'fork', 'crashed-1', '--from-step', '2');
+    expect(again.code).toBe(0);
+    const id = /Forked run (\S+)/.exec(again.stdout)![1]!;
+    expect(await store.delete(id)).toBe(true);
+  });
+
   it('runs prune: finished runs before the date, dry run first', async () => {
     const future = new Date(Date.now() + 86_400_000).toISOString();
     const dry = await run(
@@ -353,15 +417,14 @@ function cliSuite(backend: () => Backend): void {
       '--json',
     );
     expect(dry.code).toBe(0);
-    // done-1, tampered-1, paused-1 (cancelled), forked-1.
-    expect(JSON.parse(dry.stdout)).toMatchObject({ deleted: 4, dryRun: true });
+    // done-1, tampered-1, paused-1 and crashed-1 (cancelled), forked-1, crashed-1b.
+    expect(JSON.parse(dry.stdout)).toMatchObject({ deleted: 6, dryRun: true });
     const past = await run('runs', 'prune', '--finished-before', '2000-01-01');
     expect(past.stdout).toMatch(/Deleted 0 finished run/);
     const pruned = await run('runs', 'prune', '--finished-before', future);
     expect(pruned.code).toBe(0);
-    expect(pruned.stdout).toMatch(/Deleted 4 finished run/);
-    const left = (await store.list()).runs.map((r) => r.runId);
-    expect(left).toEqual(['crashed-1']);
+    expect(pruned.stdout).toMatch(/Deleted 6 finished run/);
+    expect((await store.list()).runs).toEqual([]);
     const bad = await run('runs', 'prune', '--finished-before', 'yesterday');
     expect(bad.code).toBe(2);
     expect(bad.stderr).toMatch(/not a date/);

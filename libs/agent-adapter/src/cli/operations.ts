@@ -1,4 +1,3 @@
-import { randomBytes, randomInt } from 'node:crypto';
 import { hostname, userInfo } from 'node:os';
 import {
   CheckpointConflict,
@@ -21,7 +20,6 @@ import {
   type Checkpoint,
 } from '../exec/durable/records';
 import { CliError } from './cli.error';
-import { runIdArg } from './run-id-arg';
 
 /** Who writes an operator's checkpoints, in the head's `owner` column. */
 export function operatorId(): string {
@@ -156,7 +154,17 @@ export async function cancelRun(
   store: CheckpointStore,
   ring: KeyRing,
   runId: string,
-  options: { reason?: string; by?: string } = {},
+  options: {
+    reason?: string;
+    by?: string;
+    /**
+     * Cancel only the run as it was read at this step: if it has moved on (a worker saved a
+     * checkpoint, or it ended), nothing is written and a `CliError` says so, where a plain cancel
+     * would retry on the fresh checkpoint. `runs fork --cancel-source` uses it, so a fork is
+     * never written beside a source whose state the operator did not see.
+     */
+    expectStep?: number;
+  } = {},
 ): Promise<CancelResult> {
   const by = options.by ?? operatorId();
   const cancelled = new RunCancelled(runId, by, options.reason);
@@ -164,6 +172,10 @@ export async function cancelRun(
     const head = await store.head(runId);
     const record = await store.latest(runId);
     if (!head || !record) throw new CheckpointNotFound(runId);
+    if (options.expectStep !== undefined && head.step !== options.expectStep)
+      throw new CliError(
+        `Run "${runId}" moved while it was being cancelled (read at step ${options.expectStep}, now at step ${head.step}, ${head.status}): nothing was written. Look at it again (runs show) before deciding.`,
+      );
     if (record.step !== head.step) {
       if (attempt >= 5)
         throw new CheckpointConflict(Messages.logMoved(runId), runId);
@@ -199,82 +211,6 @@ export async function cancelRun(
       if (!(error instanceof CheckpointConflict) || attempt >= 5) throw error;
     }
   }
-}
-
-export interface ForkResult {
-  runId: string;
-  from: { runId: string; step: number };
-  superstep: number;
-  frontier: string[];
-}
-
-/**
- * Starts a new run from checkpoint `step` of another: the checkpoint's state, frontier, visits and
- * identity, sealed for the new run id at step 0 with a new incarnation (new segments, new
- * idempotency keys) and `reason: 'fork'`. Nothing of the old run's call log is copied: the
- * checkpoint's superstep runs in full in the new run, which any worker's `recover`/`recoverAll`
- * picks up. A fork adopts the graph of the flow that first recovers it (so a run can move onto a
- * changed graph); its frontier's nodes must exist there.
- */
-export async function forkRun(
-  store: CheckpointStore,
-  ring: KeyRing,
-  runId: string,
-  step: number,
-  options: { newRunId?: string; by?: string } = {},
-): Promise<ForkResult> {
-  const newRunId = options.newRunId ?? randomBytes(16).toString('hex');
-  runIdArg(newRunId);
-  const history = await store.history(runId);
-  if (history.checkpoints.length === 0) throw new CheckpointNotFound(runId);
-  const record = history.checkpoints.find((c) => c.step === step);
-  if (!record) {
-    const steps = history.checkpoints.map((c) => c.step);
-    throw new CliError(
-      `Run "${runId}" has no checkpoint at step ${step} (it has steps ${Math.min(...steps)} to ${Math.max(...steps)}).`,
-    );
-  }
-  const cp = openCheckpoint(ring, record);
-  if (cp.frontier.length === 0) {
-    throw new CliError(
-      `Checkpoint ${step} of run "${runId}" has no node left to run (the run was done there); fork an earlier step.`,
-    );
-  }
-  const incarnation = randomInt(1, 2 ** 30);
-  const fork: Checkpoint = {
-    ...cp,
-    runId: newRunId,
-    step: 0,
-    status: 'running',
-    segment: incarnation,
-    incarnation,
-    logBefore: 0,
-    idemKid: ring.current.id,
-    reason: 'fork',
-    forkedFrom: { runId, step },
-    pending: undefined,
-    decisions: undefined,
-    error: undefined,
-    recoveries: undefined,
-  };
-  try {
-    await store.save(sealCheckpoint(ring, fork), {
-      owner: options.by ?? operatorId(),
-    });
-  } catch (error) {
-    if (error instanceof CheckpointConflict) {
-      throw new CliError(
-        `Run "${newRunId}" already exists; choose another id for the fork (--run-id).`,
-      );
-    }
-    throw error;
-  }
-  return {
-    runId: newRunId,
-    from: { runId, step },
-    superstep: cp.superstep,
-    frontier: cp.frontier,
-  };
 }
 
 export interface PruneResult {

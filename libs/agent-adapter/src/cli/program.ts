@@ -23,7 +23,8 @@ import { CliError } from './cli.error';
 import { fields, parseBefore, table, time } from './format';
 import { inspectRun, type Inspection } from './inspect';
 import { keyRingFromEnv, KEY_ENV } from './key';
-import { cancelRun, forkRun, pruneRuns, showRun } from './operations';
+import { forkCommand } from './fork-command';
+import { cancelRun, pruneRuns, showRun } from './operations';
 import { runIdArg } from './run-id-arg';
 import { STORE_URL_HELP, storeFromUrl } from './store-url';
 import {
@@ -371,35 +372,7 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
       );
     });
 
-  runs
-    .command('fork')
-    .description(
-      'start a new run from checkpoint N of a run (e.g. after a graph change); a worker recovers it',
-    )
-    .argument('<id>', 'run id', runIdArg)
-    .requiredOption(
-      '--from-step <n>',
-      'the checkpoint step to start from',
-      nonNegativeInt,
-    )
-    .option('--run-id <id>', 'the new run id (default: random)', runIdArg)
-    .action(
-      async (
-        id: string,
-        o: { fromStep: number; runId?: string },
-        cmd: Command,
-      ) => {
-        const forked = await forkRun(openStore(cmd), key(), id, o.fromStep, {
-          ...(o.runId !== undefined && { newRunId: o.runId }),
-        });
-        out(
-          cmd,
-          forked,
-          () =>
-            `Forked run ${forked.runId} from ${id} step ${o.fromStep} (superstep ${forked.superstep}, next: ${forked.frontier.join(', ')}).\nA worker runs it on its next recoverAll, or call recover(flow, "${forked.runId}").\n`,
-        );
-      },
-    );
+  forkCommand(runs, { openStore, key, out });
 
   runs
     .command('export')
@@ -591,12 +564,6 @@ function positiveInt(value: string): number {
   if (!/^\d+$/.test(value) || n < 1)
     throw new InvalidArgumentError('must be a positive integer.');
   return n;
-}
-
-function nonNegativeInt(value: string): number {
-  if (!/^\d+$/.test(value))
-    throw new InvalidArgumentError('must be a step number (0, 1, 2...).');
-  return Number(value);
 }
 
 function list(value: string, previous: string[] = []): string[] {

@@ -1,0 +1,199 @@
+/**
+ * `runs fork` of an unfinished run: refused unless the source is cancelled first (a fork has new
+ * idempotency keys, so both runs' side effects would happen twice), and `--cancel-source` cancels
+ * through `cancelRun`'s compare-and-set before the fork is written.
+ */
+import {
+  CheckpointConflict,
+  Executor,
+  Flow,
+  FlowRunner,
+  MemoryCheckpointStore,
+  ToolRegistry,
+  type CheckpointStore,
+} from 'agent-adapter';
+import { CrashingStore, settle } from '../../../../test/utils/crashing-store';
+import { KeyRing } from '../exec/durable/key-ring';
+import { openCheckpoint } from '../exec/durable/records';
+import { CliError } from './cli.error';
+import { forkRun } from './fork';
+
+const KEY = 'use-a-secret-from-your-vault-32b';
+const ring = KeyRing.from(KEY);
+
+interface Order {
+  show: string;
+  note?: string;
+}
+
+/** hold (idempotent) → pay → send; every tool body that runs is appended to `ran`. */
+function tickets(inner: CheckpointStore, dieIn?: string) {
+  const store = new CrashingStore(inner);
+  const ran: string[] = [];
+  const tool = (name: string) => async () => {
+    ran.push(name);
+    if (dieIn === name) store.kill(`inside ${name}`);
+    return `${name} ok`;
+  };
+  const registry = new ToolRegistry()
+    .register('hold_seats', tool('hold_seats'), { idempotent: true })
+    .register('charge_card', tool('charge_card'))
+    .register('email_tickets', tool('email_tickets'));
+  const runner = new FlowRunner(new Executor(registry), {
+    checkpoints: store,
+    checkpointKey: KEY,
+  });
+  return { runner, ran };
+}
+
+function flow(): Flow<Order> {
+  return new Flow<Order>('tickets')
+    .node('hold', async (o, ctx) => ({
+      note: await ctx.call<string>('hold_seats', { show: o.show }),
+    }))
+    .node('pay', async (o, ctx) => ({
+      note: await ctx.call<string>('charge_card', { show: o.show }),
+    }))
+    .node('send', async (o, ctx) => ({
+      note: await ctx.call<string>('email_tickets', { show: o.show }),
+    }))
+    .edge('hold', 'pay')
+    .edge('pay', 'send')
+    .end('send');
+}
+
+/** A run whose worker died inside `email_tickets` (the mail in doubt), left `running`. */
+async function crashed(store: CheckpointStore, runId: string) {
+  const w = tickets(store, 'email_tickets');
+  await w.runner
+    .run(flow(), { show: 'Hamlet' }, { runId })
+    .catch(() => undefined);
+  w.runner.close();
+  await settle();
+}
+
+async function snapshot(store: CheckpointStore, runId: string) {
+  const { leaseExpiresAt: _l, ...head } = (await store.head(runId))!;
+  return { head, history: await store.history(runId) };
+}
+
+describe('runs fork of an unfinished run', () => {
+  it('is refused without cancelSource, and nothing is written', async () => {
+    const store = new MemoryCheckpointStore();
+    await crashed(store, 'src');
+    const before = await snapshot(store, 'src');
+    const refused = forkRun(store, ring, 'src', 2, { newRunId: 'new' });
+    await expect(refused).rejects.toThrow(CliError);
+    await expect(refused).rejects.toThrow(
+      /has not finished \(running\).*happen twice.*--cancel-source/s,
+    );
+    expect(await store.head('new')).toBeUndefined();
+    expect(await snapshot(store, 'src')).toEqual(before);
+  });
+
+  it('a paused run is refused too', async () => {
+    const store = new MemoryCheckpointStore();
+    const registry = new ToolRegistry()
+      .register('hold_seats', async () => 'held', { idempotent: true })
+      .register('charge_card', async () => 'charged')
+      .register('email_tickets', async () => 'sent', { approval: true });
+    const runner = new FlowRunner(new Executor(registry), {
+      checkpoints: store,
+      checkpointKey: KEY,
+    });
+    await runner.run(flow(), { show: 'Hamlet' }, { runId: 'p' });
+    runner.close();
+    await expect(
+      forkRun(store, ring, 'p', 2, { newRunId: 'new' }),
+    ).rejects.toThrow(/has not finished \(paused\)/);
+    expect(await store.head('new')).toBeUndefined();
+  });
+
+  it('with cancelSource: the source is cancelled first (fenced), then the fork is written; only the fork runs', async () => {
+    const store = new MemoryCheckpointStore();
+    await crashed(store, 'src');
+    const forked = await forkRun(store, ring, 'src', 2, {
+      newRunId: 'new',
+      cancelSource: true,
+      by: 'op',
+    });
+    expect(forked).toMatchObject({
+      runId: 'new',
+      cancelled: { runId: 'src', was: 'running' },
+    });
+    const src = openCheckpoint(ring, (await store.latest('src'))!);
+    expect(src).toMatchObject({
+      status: 'failed',
+      reason: 'cancel',
+      error: { name: 'RunCancelled' },
+    });
+    expect(src.error?.message).toMatch(/cancelled by operator \(op\).*new/);
+    // The source's old worker is fenced; a sweep recovers the fork only.
+    const w = tickets(store);
+    const all = await w.runner.recoverAll(flow(), {
+      force: true,
+      rerunInDoubt: true,
+    });
+    w.runner.close();
+    expect([...all.keys()]).toEqual(['new']);
+    expect(w.ran).toEqual(['email_tickets']);
+    await expect(w.runner.recover(flow(), 'src')).rejects.toThrow(
+      CheckpointConflict,
+    );
+  });
+
+  it('a source cancelled by an earlier --cancel-source (crash before the fork) forks without the flag', async () => {
+    const store = new MemoryCheckpointStore();
+    await crashed(store, 'src');
+    await forkRun(store, ring, 'src', 2, { newRunId: 'a', cancelSource: true });
+    await store.delete('a'); // as if the process died between the two writes
+    const forked = await forkRun(store, ring, 'src', 2, { newRunId: 'b' });
+    expect(forked.cancelled).toBeUndefined();
+    // The flag on an ended source cancels nothing and forks.
+    const again = await forkRun(store, ring, 'src', 2, {
+      newRunId: 'c',
+      cancelSource: true,
+    });
+    expect(again.cancelled).toBeUndefined();
+  });
+
+  it('a taken fork id is refused before the source is cancelled', async () => {
+    const store = new MemoryCheckpointStore();
+    await crashed(store, 'src');
+    await crashed(store, 'other');
+    const before = await snapshot(store, 'src');
+    await expect(
+      forkRun(store, ring, 'src', 2, { newRunId: 'other', cancelSource: true }),
+    ).rejects.toThrow(/already exists/);
+    expect(await snapshot(store, 'src')).toEqual(before);
+  });
+
+  it('a source that moves while it is cancelled: nothing is written', async () => {
+    const store = new MemoryCheckpointStore();
+    await crashed(store, 'src');
+    // A worker takes the run over between the fork's read and its cancel.
+    const racing = new Proxy(store, {
+      get(target, prop, receiver) {
+        if (prop === 'latest') {
+          return async (runId: string) => {
+            if (!moved) {
+              moved = true;
+              const w = tickets(store);
+              await w.runner.recover(flow(), 'src', { rerunInDoubt: true });
+              w.runner.close();
+            }
+            return target.latest(runId);
+          };
+        }
+        const v: unknown = Reflect.get(target, prop, receiver);
+        return typeof v === 'function' ? v.bind(target) : v;
+      },
+    });
+    let moved = false;
+    await expect(
+      forkRun(racing, ring, 'src', 2, { newRunId: 'new', cancelSource: true }),
+    ).rejects.toThrow(/moved.*nothing was written/s);
+    expect(await store.head('new')).toBeUndefined();
+    expect((await store.head('src'))?.status).toBe('done');
+  });
+});
