@@ -17,6 +17,7 @@ import {
   SQLCheckpointStore,
   SQLiteCheckpointStore,
   ToolRegistry,
+  type CallRecord,
   type CheckpointStore,
 } from 'agent-adapter';
 import { CrashingStore, settle } from '../utils/crashing-store';
@@ -34,6 +35,7 @@ import {
   type LedgerEntry,
 } from '../utils/tickets';
 import { runTs } from '../utils/ts-child';
+import { redisRaw } from '../stores/redis.fixtures';
 
 jest.setTimeout(240_000);
 
@@ -109,6 +111,12 @@ interface Backend {
     runId: string,
     k: { segment: number; superstep: number; seq: number },
     sealed: string,
+  ) => Promise<void>;
+  /** Copies call records in under their own columns and sets the head's call count. */
+  insertCalls: (
+    runId: string,
+    records: CallRecord[],
+    headCalls: number,
   ) => Promise<void>;
   cleanup: () => Promise<void>;
 }
@@ -219,6 +227,47 @@ function cliSuite(backend: () => Backend): void {
       report.runs.filter((r) => r.problems.length).map((r) => r.runId),
     ).toEqual(['tampered-1']);
     expect(report.runs).toHaveLength(4);
+  });
+
+  it('runs verify and runs inspect: call records of an earlier run with the same id, copied in, are reported with exit 1', async () => {
+    const id = 'reborn-1';
+    try {
+      const flow = ticketsFlow();
+      const input = { show: 'Hamlet', seats: 2 };
+      const old = worker(store);
+      expect(await old.run(flow, input, { runId: id })).toMatchObject({
+        status: 'done',
+      });
+      old.close();
+      const copied = (await store.history(id)).calls.filter(
+        (c) => c.superstep === 2,
+      );
+      await store.delete(id);
+      const w = worker(store, { dieIn: 'email_tickets' });
+      await w.run(flow, input, { runId: id }).catch(() => undefined);
+      w.close();
+      await settle();
+      const head = (await store.head(id))!;
+      await b.insertCalls(id, copied, head.calls + copied.length);
+
+      const bad = await run('runs', 'verify', id);
+      expect(bad.code).toBe(1);
+      expect(bad.stdout).toMatch(/CORRUPT\s+reborn-1/);
+      expect(bad.stdout).toMatch(
+        new RegExp(
+          `call record ${copied[0]!.segment}/1 \\(superstep 2\\) belongs to incarnation`,
+        ),
+      );
+      const inspected = await run('runs', 'inspect', id, '--json');
+      expect(JSON.parse(inspected.stdout)).toMatchObject({
+        verdict: 'corrupt',
+        problems: expect.arrayContaining([
+          expect.stringMatching(/belongs to incarnation/),
+        ]) as unknown,
+      });
+    } finally {
+      await store.delete(id);
+    }
   });
 
   it('runs inspect: the call in doubt and why, nothing written', async () => {
@@ -519,6 +568,22 @@ describe('agent-adapter CLI on SQLite', () => {
           [sealed, runId, k.segment, k.superstep, k.seq],
         );
       },
+      insertCalls: async (runId, records, headCalls) => {
+        ds ??= await new DataSource({
+          type: 'better-sqlite3',
+          database: file,
+        }).initialize();
+        for (const r of records) {
+          await ds.query(
+            'INSERT INTO t_calls (run_id, superstep, segment, seq, sealed) VALUES (?, ?, ?, ?, ?)',
+            [runId, r.superstep, r.segment, r.seq, r.sealed],
+          );
+        }
+        await ds.query('UPDATE t_runs SET calls = ? WHERE run_id = ?', [
+          headCalls,
+          runId,
+        ]);
+      },
       cleanup: async () => {
         await ds?.destroy();
         rmSync(dir, { recursive: true, force: true });
@@ -548,6 +613,19 @@ describeWithService('postgres', 'agent-adapter CLI on Postgres', () => {
           [sealed, runId, k.segment, k.superstep, k.seq],
         );
       },
+      insertCalls: async (runId, records, headCalls) => {
+        if (!ds.isInitialized) await ds.initialize();
+        for (const r of records) {
+          await ds.query(
+            `INSERT INTO "${schema}"."aa_calls" (run_id, superstep, segment, seq, sealed) VALUES ($1, $2, $3, $4, $5)`,
+            [runId, r.superstep, r.segment, r.seq, r.sealed],
+          );
+        }
+        await ds.query(
+          `UPDATE "${schema}"."aa_runs" SET calls = $1 WHERE run_id = $2`,
+          [headCalls, runId],
+        );
+      },
       cleanup: async () => {
         if (!ds.isInitialized) await ds.initialize();
         await ds.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
@@ -575,6 +653,11 @@ describeWithService('redis', 'agent-adapter CLI on Redis', () => {
           sealed,
         );
       },
+      insertCalls: (runId, records, headCalls) =>
+        redisRaw(
+          () => admin,
+          () => `{${prefix}:${runId}}`,
+        ).insertCalls(undefined as never, runId, records, headCalls),
       cleanup: async () => {
         await dropPrefix(admin, prefix);
         await admin.quit();

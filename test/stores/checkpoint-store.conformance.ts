@@ -20,6 +20,8 @@ import {
 import { KeyRing } from 'agent-adapter';
 import { openCall, sealCall } from 'agent-adapter/exec/durable/records';
 import { Messages } from 'agent-adapter/errors/messages';
+import { inspectRun } from 'agent-adapter/cli/inspect';
+import { verifyRun } from 'agent-adapter/cli/verify';
 import { CrashingStore, SimulatedCrash, settle } from '../utils/crashing-store';
 import { tamperFuzz } from './tamper.fuzz';
 import {
@@ -52,6 +54,26 @@ export interface StoreFixture {
       runId: string,
       step: number,
       sealed: string,
+    ): Promise<void>;
+    /**
+     * Copies call records in under their own columns (segment, superstep, seq; index entries
+     * too) and sets the head's call count to `headCalls`, hiding the copy from the count check.
+     */
+    insertCalls(
+      store: CheckpointStore,
+      runId: string,
+      records: CallRecord[],
+      headCalls: number,
+    ): Promise<void>;
+    /**
+     * Copies a checkpoint row in under its own columns (replacing the row at its step) and moves
+     * the head to it: its step and status, and `head.segment`.
+     */
+    insertCheckpoint(
+      store: CheckpointStore,
+      runId: string,
+      record: CheckpointRecord,
+      head: { segment: number },
     ): Promise<void>;
   };
 }
@@ -704,6 +726,121 @@ export function checkpointStoreConformance(fixture: StoreFixture): void {
             );
             expect(ledger).toHaveLength(before);
           }
+        });
+
+        describe('a run id used again (records of an earlier incarnation)', () => {
+          const input = { show: 'Hamlet', seats: 2 };
+          /**
+           * Run `id` to the end (the old run), keep its rows, delete it, then start the id again
+           * and cut the new run short inside email_tickets (its superstep 2).
+           */
+          async function reborn(store: CheckpointStore, ledger: LedgerEntry[]) {
+            const id = uid('reborn');
+            const old = new FlowRunner(executorFor(ledger, 'old'), {
+              checkpoints: store,
+              checkpointKey: KEY,
+            });
+            await expect(
+              old.run(ticketsFlow(), input, { runId: id }),
+            ).resolves.toMatchObject({ status: 'done' });
+            old.close();
+            const oldRows = await store.history(id);
+            expect(await store.delete(id)).toBe(true);
+            await crashInEmail(store, ledger, id);
+            return { id, oldRows };
+          }
+
+          const recoverer = (store: CheckpointStore, ledger: LedgerEntry[]) =>
+            new FlowRunner(executorFor(ledger, 'w2'), {
+              checkpoints: store,
+              checkpointKey: KEY,
+            });
+
+          it('call records of the old run copied into the cut superstep (head count raised): CheckpointStoreCorrupt naming the record, no replay; inspect and verify report it', async () => {
+            const store = await make();
+            const ledger: LedgerEntry[] = [];
+            const { id, oldRows } = await reborn(store, ledger);
+            const copied = oldRows.calls.filter((c) => c.superstep === 2);
+            expect(copied.map((c) => openCall(ring, c).phase)).toEqual([
+              'started',
+              'done',
+            ]);
+            const head = (await store.head(id))!;
+            await raw.insertCalls(
+              store,
+              id,
+              copied,
+              head.calls + copied.length,
+            );
+            const sent = count(ledger, 'email_tickets');
+
+            const w2 = recoverer(store, ledger);
+            const err = await w2
+              .recover(ticketsFlow(), id, { rerunInDoubt: true })
+              .catch((e: unknown) => e);
+            w2.close();
+            expect(err).toBeInstanceOf(CheckpointStoreCorrupt);
+            expect((err as Error).message).toMatch(
+              new RegExp(
+                `call record ${copied[0]!.segment}/1 \\(superstep 2\\) belongs to incarnation \\d+ of this run id, the run is incarnation \\d+`,
+              ),
+            );
+            expect(count(ledger, 'email_tickets')).toBe(sent);
+            expect((await store.head(id))?.step).toBe(head.step);
+
+            const inspection = await inspectRun(store, ring, id);
+            expect(inspection.verdict).toBe('corrupt');
+            expect(inspection.problems.join('\n')).toMatch(
+              /belongs to incarnation/,
+            );
+            const verified = await verifyRun(store, ring, id);
+            expect(
+              verified?.problems.filter((p) =>
+                /belongs to incarnation/.test(p.detail),
+              ),
+            ).toHaveLength(2);
+          });
+
+          it("the old run's final checkpoint copied on top: recovery and inspect refuse it (the head's segment), verify names its incarnation even with the head rewritten", async () => {
+            for (const headToo of [false, true]) {
+              const store = await make();
+              const ledger: LedgerEntry[] = [];
+              const { id, oldRows } = await reborn(store, ledger);
+              const final = oldRows.checkpoints.at(-1)!;
+              const head = (await store.head(id))!;
+              expect([final.status, final.step]).toEqual([
+                'done',
+                head.step + 1,
+              ]);
+              await raw.insertCheckpoint(store, id, final, {
+                segment: headToo ? final.segment : head.segment,
+              });
+              const verified = await verifyRun(store, ring, id);
+              expect(verified?.problems).toContainEqual({
+                where: `checkpoint step ${final.step}`,
+                detail: expect.stringMatching(
+                  /checkpoint step \d+ belongs to incarnation \d+ of this run id/,
+                ) as unknown,
+              });
+              if (headToo) continue; // a head rewritten to match: only the history tells
+              const w2 = recoverer(store, ledger);
+              const err = await w2
+                .recover(ticketsFlow(), id, { rerunInDoubt: true })
+                .catch((e: unknown) => e);
+              w2.close();
+              expect(err).toBeInstanceOf(CheckpointStoreCorrupt);
+              // The head's segment differs from the checkpoint's (a store whose latest takes its
+              // columns from the head finds the seal broken instead).
+              expect((err as Error).message).toMatch(
+                new RegExp(
+                  `checkpoint step ${final.step} (is of segment \\d+, the run's head says segment|\\(signature mismatch\\))`,
+                ),
+              );
+              expect((await inspectRun(store, ring, id)).verdict).toBe(
+                'corrupt',
+              );
+            }
+          });
         });
 
         tamperFuzz(make, raw);

@@ -3,6 +3,7 @@ import {
   type CallRecord,
   type CheckpointRecord,
   type CheckpointStore,
+  type RunHead,
 } from 'agent-adapter';
 import { checkpointStoreConformance } from './checkpoint-store.conformance';
 
@@ -13,6 +14,9 @@ class RawMemoryStore extends MemoryCheckpointStore {
   }
   checkpointsOf(runId: string): CheckpointRecord[] {
     return this.runs.get(runId)!.checkpoints;
+  }
+  headOf(runId: string): RunHead {
+    return this.runs.get(runId)!.head;
   }
 }
 
@@ -36,6 +40,24 @@ checkpointStoreConformance({
         .checkpointsOf(runId)
         .find((x) => x.step === step)!;
       c.sealed = sealed;
+    },
+    insertCalls: async (store, runId, records, headCalls) => {
+      const calls = raw(store).callsOf(runId);
+      for (const r of records) calls.set(key(r), { ...r });
+      raw(store).headOf(runId).calls = headCalls;
+    },
+    insertCheckpoint: async (store, runId, record, head) => {
+      const rows = raw(store).checkpointsOf(runId);
+      const at = rows.findIndex((x) => x.step === record.step);
+      if (at >= 0) rows.splice(at, 1);
+      rows.push({ ...record });
+      rows.sort((a, b) => a.step - b.step);
+      const h = raw(store).headOf(runId);
+      Object.assign(h, {
+        step: record.step,
+        status: record.status,
+        segment: head.segment,
+      });
     },
   },
 });

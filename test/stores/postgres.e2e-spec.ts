@@ -48,6 +48,7 @@ describeWithService('postgres', 'SQLCheckpointStore on Postgres', () => {
         return {
           calls: `"${s}"."aa_calls"`,
           checkpoints: `"${s}"."aa_checkpoints"`,
+          runs: `"${s}"."aa_runs"`,
         };
       },
       (i) => `$${i}`,

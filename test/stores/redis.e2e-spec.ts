@@ -11,6 +11,7 @@ import {
   type RedisCheckpointStoreOptions,
 } from 'agent-adapter';
 import { checkpointStoreConformance } from './checkpoint-store.conformance';
+import { redisRaw } from './redis.fixtures';
 import { REDIS_URL, describeWithService, suiteId } from '../utils/services';
 
 describeWithService('redis', 'RedisCheckpointStore', () => {
@@ -53,25 +54,7 @@ describeWithService('redis', 'RedisCheckpointStore', () => {
   checkpointStoreConformance({
     name: 'redis',
     make: async () => open().store,
-    raw: {
-      rewriteCall: async (store, runId, k, sealed) => {
-        await admin.hset(
-          `${tag(store, runId)}:run`,
-          `call:${k.superstep}:${k.segment}:${k.seq}`,
-          sealed,
-        );
-      },
-      // The record only: its index entry stays, as after a partial loss.
-      deleteCall: async (store, runId, k) => {
-        await admin.hdel(
-          `${tag(store, runId)}:run`,
-          `call:${k.superstep}:${k.segment}:${k.seq}`,
-        );
-      },
-      rewriteCheckpoint: async (store, runId, step, sealed) => {
-        await admin.hset(`${tag(store, runId)}:run`, `cp:${step}`, sealed);
-      },
-    },
+    raw: redisRaw(() => admin, tag),
   });
 
   describe('redis specifics', () => {

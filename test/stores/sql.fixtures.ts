@@ -4,7 +4,11 @@ import type { StoreFixture } from './checkpoint-store.conformance';
 /** Raw row access for the conformance suite's tamper tests, on the SQL store's tables. */
 export function sqlRaw(
   ds: DataSourceLike,
-  tables: (store: CheckpointStore) => { calls: string; checkpoints: string },
+  tables: (store: CheckpointStore) => {
+    calls: string;
+    checkpoints: string;
+    runs: string;
+  },
   placeholder: (i: number) => string,
 ): NonNullable<StoreFixture['raw']> {
   const p = placeholder;
@@ -25,6 +29,41 @@ export function sqlRaw(
       await ds.query(
         `UPDATE ${tables(store).checkpoints} SET sealed = ${p(1)} WHERE run_id = ${p(2)} AND step = ${p(3)}`,
         [sealed, runId, step],
+      );
+    },
+    insertCalls: async (store, runId, records, headCalls) => {
+      const t = tables(store);
+      for (const r of records) {
+        await ds.query(
+          `INSERT INTO ${t.calls} (run_id, superstep, segment, seq, sealed) VALUES (${p(1)}, ${p(2)}, ${p(3)}, ${p(4)}, ${p(5)})`,
+          [runId, r.superstep, r.segment, r.seq, r.sealed],
+        );
+      }
+      await ds.query(
+        `UPDATE ${t.runs} SET calls = ${p(1)} WHERE run_id = ${p(2)}`,
+        [headCalls, runId],
+      );
+    },
+    insertCheckpoint: async (store, runId, record, head) => {
+      const t = tables(store);
+      await ds.query(
+        `DELETE FROM ${t.checkpoints} WHERE run_id = ${p(1)} AND step = ${p(2)}`,
+        [runId, record.step],
+      );
+      await ds.query(
+        `INSERT INTO ${t.checkpoints} (run_id, step, flow, status, segment, sealed) VALUES (${p(1)}, ${p(2)}, ${p(3)}, ${p(4)}, ${p(5)}, ${p(6)})`,
+        [
+          runId,
+          record.step,
+          record.flow,
+          record.status,
+          record.segment,
+          record.sealed,
+        ],
+      );
+      await ds.query(
+        `UPDATE ${t.runs} SET step = ${p(1)}, status = ${p(2)}, segment = ${p(3)} WHERE run_id = ${p(4)}`,
+        [record.step, record.status, head.segment, runId],
       );
     },
   };

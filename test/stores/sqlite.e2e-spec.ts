@@ -42,6 +42,7 @@ describe('SQLCheckpointStore on SQLite', () => {
       (store) => ({
         calls: `"${prefixOf.get(store)!}calls"`,
         checkpoints: `"${prefixOf.get(store)!}checkpoints"`,
+        runs: `"${prefixOf.get(store)!}runs"`,
       }),
       () => '?',
     ),

@@ -1,8 +1,8 @@
 /**
  * The tamper fuzzer, run by the conformance suite on every backend: random single-byte flips,
- * deleted, duplicated, reordered and cross-run-spliced records, applied with raw row access (what
- * an attacker with database access, a bad restore or a buggy migration could do) to what recovery
- * reads: the run's latest checkpoint and the call log of the superstep it was cut short in. Every
+ * deleted, duplicated, reordered and cross-run-spliced records, and records or checkpoints of an
+ * earlier run with the same id copied in, applied with raw row access (what an attacker with
+ * database access, a bad restore or a buggy migration could do) to what recovery reads: the run's latest checkpoint and the call log of the superstep it was cut short in. Every
  * one must be `CheckpointStoreCorrupt`, with no tool run.
  *
  * `TAMPER_TRIALS` (default 16) and `TAMPER_SEED` (default fixed) set the size and the seed; a
@@ -17,6 +17,7 @@ import {
   FlowRunner,
   ToolRegistry,
   type CallRecord,
+  type CheckpointRecord,
   type CheckpointStore,
 } from 'agent-adapter';
 import { CrashingStore, SimulatedCrash, settle } from '../utils/crashing-store';
@@ -76,7 +77,17 @@ type Mutation =
   | { kind: 'duplicate'; call: number; onto: number }
   | { kind: 'swap'; call: number; with: number }
   | { kind: 'splice'; call: number }
-  | { kind: 'spliceCheckpoint' };
+  | { kind: 'spliceCheckpoint' }
+  // Rows of an earlier run with the same id (deleted, then started again), copied in under their
+  // own columns with the head fixed up to hide the copy.
+  | { kind: 'reincarnate'; calls: number[] }
+  | { kind: 'reincarnateCheckpoint'; head: boolean };
+
+/** What an earlier incarnation of the victim's run id left: its cut superstep and checkpoint. */
+interface Earlier {
+  calls: CallRecord[];
+  latest: CheckpointRecord;
+}
 
 const CALLS = 5;
 
@@ -117,6 +128,14 @@ const mutation: fc.Arbitrary<Mutation> = fc.oneof(
     call: fc.integer({ min: 0, max: CALLS - 1 }),
   }),
   fc.constant({ kind: 'spliceCheckpoint' as const }),
+  fc.record({
+    kind: fc.constant('reincarnate' as const),
+    calls: fc.subarray([0, 1, 2, 3, 4], { minLength: 1 }),
+  }),
+  fc.record({
+    kind: fc.constant('reincarnateCheckpoint' as const),
+    head: fc.boolean(),
+  }),
 );
 
 /** Changes one printable character of `text` at `at` (mod length) to another one. */
@@ -134,6 +153,7 @@ async function apply(
   victim: string,
   donor: string,
   m: Mutation,
+  earlier: Earlier | undefined,
 ): Promise<void> {
   const latest = (await store.latest(victim))!;
   const calls = await store.calls(victim, 1);
@@ -169,6 +189,19 @@ async function apply(
         latest.step,
         (await store.latest(donor))!.sealed,
       );
+    case 'reincarnate': {
+      const copies = m.calls.map((i) => earlier!.calls[i]!);
+      const head = (await store.head(victim))!;
+      return raw.insertCalls(store, victim, copies, head.calls + copies.length);
+    }
+    case 'reincarnateCheckpoint': {
+      // The earlier run's latest in place of the new one's (same step); the head's segment
+      // moved to match it, or left as it was.
+      const head = (await store.head(victim))!;
+      return raw.insertCheckpoint(store, victim, earlier!.latest, {
+        segment: m.head ? earlier!.latest.segment : head.segment,
+      });
+    }
   }
 }
 
@@ -176,7 +209,7 @@ export function tamperFuzz(
   make: () => Promise<CheckpointStore>,
   raw: Raw,
 ): void {
-  it('tamper fuzzer: every flip, deletion, duplicate, swap and cross-run splice of what recovery reads is CheckpointStoreCorrupt, and nothing runs', async () => {
+  it('tamper fuzzer: every flip, deletion, duplicate, swap, cross-run splice and copy from an earlier incarnation of what recovery reads is CheckpointStoreCorrupt, and nothing runs', async () => {
     const store = await make();
     let trial = 0;
     await fc.assert(
@@ -184,10 +217,19 @@ export function tamperFuzz(
         const id = `tamper-${Date.now().toString(36)}-${++trial}`;
         const victim = `${id}-victim`;
         const donor = `${id}-donor`;
+        let earlier: Earlier | undefined;
+        if (m.kind === 'reincarnate' || m.kind === 'reincarnateCheckpoint') {
+          await cutRun(store, victim);
+          earlier = {
+            calls: await store.calls(victim, 1),
+            latest: (await store.latest(victim))!,
+          };
+          await store.delete(victim);
+        }
         await cutRun(store, victim);
         await cutRun(store, donor);
         expect(await store.calls(victim, 1)).toHaveLength(CALLS);
-        await apply(raw, store, victim, donor, m);
+        await apply(raw, store, victim, donor, m, earlier);
 
         const ran: string[] = [];
         const recoverer = new FlowRunner(executor(ran), {

@@ -8,7 +8,11 @@ import type {
   CheckpointStore,
   RunStatus,
 } from '../exec/checkpoints/checkpoint-store';
-import { assertLogCount, assertNoGaps } from '../exec/durable/call-log';
+import {
+  assertHeadSegment,
+  assertLogCount,
+  assertNoGaps,
+} from '../exec/durable/call-log';
 import type { Json } from '../exec/durable/canonical-json';
 import type { KeyRing } from '../exec/durable/key-ring';
 import {
@@ -151,6 +155,7 @@ export async function inspectRun(
   let cp: Checkpoint;
   try {
     cp = openCheckpoint(ring, record);
+    assertHeadSegment(head, record);
   } catch (error) {
     if (!(error instanceof CheckpointStoreCorrupt)) throw error;
     return {
@@ -191,7 +196,7 @@ export async function inspectRun(
   const calls: Call[] = [];
   for (const r of records) {
     try {
-      calls.push(openCall(ring, r));
+      calls.push(openCall(ring, r, cp.incarnation));
     } catch (error) {
       if (!(error instanceof CheckpointStoreCorrupt)) throw error;
       problems.push(error.message);

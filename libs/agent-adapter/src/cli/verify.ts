@@ -80,6 +80,21 @@ export function verifyHistory(
   });
   if (records.length === 0)
     problems.push({ where: 'checkpoints', detail: 'the run has none' });
+  // One incarnation for the whole run: step 0's (the first that opened, if step 0 did not).
+  const incarnation = opened[0]?.incarnation;
+  for (const cp of opened) {
+    if (cp.incarnation !== incarnation) {
+      problems.push({
+        where: `checkpoint step ${cp.step}`,
+        detail: Messages.corruptIncarnation(
+          runId,
+          `checkpoint step ${cp.step}`,
+          cp.incarnation,
+          incarnation ?? Number.NaN,
+        ),
+      });
+    }
+  }
 
   // Call records: opened one by one, then each superstep's log checked for gaps as recovery does.
   const bySuperstep = new Map<number, CallRecord[]>();
@@ -90,7 +105,7 @@ export function verifyHistory(
       continue;
     }
     try {
-      openCall(ring, record);
+      openCall(ring, record, incarnation);
     } catch (error) {
       corrupt(where, error);
     }
@@ -234,7 +249,7 @@ export interface AuditBundle {
   head: HeadFacts & { updatedAt: number };
   checkpoints: CheckpointRecord[];
   calls: CallRecord[];
-  /** `aa1.<key id>.<HMAC>` over the canonical JSON of every other field, for this run id. */
+  /** `aa2.<key id>.<HMAC>` over the canonical JSON of every other field, for this run id. */
   signature: string;
 }
 

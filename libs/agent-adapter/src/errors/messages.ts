@@ -33,6 +33,20 @@ export const Messages = {
     `Run "${runId}": ${what} does not match its signature (changed, forged, copied from another run or position, or signed with a key this worker does not have). Nothing was run from it. Restore the store from a backup or inspect the run; check that every worker uses the same checkpoint key ring.`,
   corruptUnreadable: (runId: string, what: string, why: string) =>
     `Run "${runId}": ${what} is unreadable (${why}). Nothing was run from it. Restore the store from a backup or inspect the run.`,
+  corruptIncarnation: (
+    runId: string,
+    what: string,
+    found: number,
+    expected: number,
+  ) =>
+    `Run "${runId}": ${what} belongs to incarnation ${found} of this run id, the run is incarnation ${expected}: it was copied from an earlier run with the same id. Nothing was run from it. Restore the store from a backup or inspect the run.`,
+  corruptHeadSegment: (
+    runId: string,
+    step: number,
+    found: number,
+    head: number,
+  ) =>
+    `Run "${runId}": checkpoint step ${step} is of segment ${found}, the run's head says segment ${head}: the checkpoint was copied in (from an earlier run with the same id?) or the head was changed. Nothing was run. Restore the store from a backup or inspect the run.`,
   corruptCount: (runId: string, counted: number, found: number) =>
     `Run "${runId}": the run's head counts ${counted} call records, but its checkpoint and call log account for ${found}: records are missing (evicted, deleted or restored from an older backup) or the head was changed. Nothing was run. Restore the store or inspect the run; with Redis, use maxmemory-policy noeviction.`,
   corruptGap: (

@@ -24,6 +24,7 @@ import type {
 } from '../exec/checkpoints/checkpoint-store';
 import { MemoryCheckpointStore } from '../exec/checkpoints/memory.store';
 import {
+  assertHeadSegment,
   assertLogCount,
   assertNoGaps,
   CallLog,
@@ -243,7 +244,7 @@ export class FlowRunner {
     return this.drive(
       compiled,
       cp,
-      new CallLog(this.store, this.ring, runId, cp.segment),
+      new CallLog(this.store, this.ring, runId, cp.segment, cp.incarnation),
     );
   }
 
@@ -305,7 +306,13 @@ export class FlowRunner {
     return this.drive(
       compiled,
       claim,
-      new CallLog(this.store, this.ring, runId, claim.segment),
+      new CallLog(
+        this.store,
+        this.ring,
+        runId,
+        claim.segment,
+        claim.incarnation,
+      ),
       { book, seen: calls.length, recovered: true },
     );
   }
@@ -399,7 +406,7 @@ export class FlowRunner {
     return this.drive(
       compiled,
       next,
-      new CallLog(this.store, this.ring, runId, next.segment),
+      new CallLog(this.store, this.ring, runId, next.segment, next.incarnation),
       { book, seen: calls.length, recovered: false },
     );
   }
@@ -446,6 +453,7 @@ export class FlowRunner {
       );
     }
     const cp = openCheckpoint(this.ring, record);
+    assertHeadSegment(head, record);
     // Identity before anything else: a stranger learns nothing of the run, not even its flow.
     let identity: RunIdentity;
     try {
@@ -486,7 +494,9 @@ export class FlowRunner {
       throw new CheckpointKeyError(Messages.unknownKeyId(cp.idemKid));
     const calls = await this.store.calls(runId, cp.superstep);
     assertNoGaps(runId, calls);
-    const book = new ReplayBook(calls.map((c) => openCall(this.ring, c)));
+    const book = new ReplayBook(
+      calls.map((c) => openCall(this.ring, c, cp.incarnation)),
+    );
     // The head counts every call record; all but this superstep's are counted in the checkpoint.
     // A record lost from the end of the log (eviction, a partial restore) shows up here.
     await assertLogCount(this.store, head, cp.logBefore + calls.length);

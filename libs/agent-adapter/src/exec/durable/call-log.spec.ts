@@ -192,7 +192,7 @@ describe('assertNoGaps', () => {
 describe('CallLog', () => {
   it('numbers records 1, 2, 3 within a superstep and restarts at 1 for the next', async () => {
     const store = await storeWithRun();
-    const log = new CallLog(store, ring, RUN, 1);
+    const log = new CallLog(store, ring, RUN, 1, 1);
     await log.started(0, content('started', 0));
     await log.started(0, content('started', 1));
     await log.started(0, content('started', 2));
@@ -211,7 +211,7 @@ describe('CallLog', () => {
 
   it('seals each record at its coordinates', async () => {
     const store = await storeWithRun();
-    const log = new CallLog(store, ring, RUN, 1);
+    const log = new CallLog(store, ring, RUN, 1, 1);
     await log.started(0, content('started', 0, { args: { a: 1 } }));
     const [record] = await store.calls(RUN, 0);
     expect(record).toMatchObject({
@@ -229,7 +229,7 @@ describe('CallLog', () => {
 
   it('stores `started` before resolving', async () => {
     const store = await storeWithRun();
-    const log = new CallLog(store, ring, RUN, 1);
+    const log = new CallLog(store, ring, RUN, 1, 1);
     const write = jest.spyOn(store, 'recordCall');
     await log.started(0, content('started'));
     expect(write).toHaveBeenCalledTimes(1);
@@ -238,7 +238,7 @@ describe('CallLog', () => {
 
   it('buffers a result and sends it with the next `started` in one write', async () => {
     const store = await storeWithRun();
-    const log = new CallLog(store, ring, RUN, 1);
+    const log = new CallLog(store, ring, RUN, 1, 1);
     const write = jest.spyOn(store, 'recordCall');
     await log.started(0, content('started', 0));
     log.finished(0, content('done', 0));
@@ -258,7 +258,7 @@ describe('CallLog', () => {
 
   it('flushes a buffered result right after the current tick', async () => {
     const store = await storeWithRun();
-    const log = new CallLog(store, ring, RUN, 1);
+    const log = new CallLog(store, ring, RUN, 1, 1);
     await log.started(0, content('started', 0));
     log.finished(0, content('done', 0));
     log.finished(0, content('unrecordable', 1, { reason: 'a Date' }));
@@ -276,7 +276,7 @@ describe('CallLog', () => {
 
   it('hands buffered results to drain() (for the checkpoint) instead of writing them', async () => {
     const store = await storeWithRun();
-    const log = new CallLog(store, ring, RUN, 1);
+    const log = new CallLog(store, ring, RUN, 1, 1);
     const write = jest.spyOn(store, 'recordCall');
     const immediates = () =>
       process.getActiveResourcesInfo().filter((r) => r === 'Immediate').length;
@@ -300,7 +300,7 @@ describe('CallLog', () => {
   it('gives calls started together one write, however many microtasks apart they log', async () => {
     const store = await storeWithRun();
     const write = jest.spyOn(store, 'recordCall');
-    const log = new CallLog(store, ring, RUN, 1);
+    const log = new CallLog(store, ring, RUN, 1, 1);
     // A node's Promise.all: each call does some async work of its own before it logs.
     const call = async (awaits: number, i: number) => {
       for (let k = 0; k < awaits; k++) await Promise.resolve();
@@ -316,7 +316,7 @@ describe('CallLog', () => {
 
   it('drain() waits for a started write not yet sent, and does not take its record', async () => {
     const store = await storeWithRun();
-    const log = new CallLog(store, ring, RUN, 1);
+    const log = new CallLog(store, ring, RUN, 1, 1);
     const started = log.started(0, content('started', 0));
     expect(await log.drain()).toEqual([]);
     await started;
@@ -332,7 +332,7 @@ describe('CallLog', () => {
       await gate;
       return real(...args);
     });
-    const log = new CallLog(store, ring, RUN, 1);
+    const log = new CallLog(store, ring, RUN, 1, 1);
     const started = log.started(0, content('started', 0));
     let drained = false;
     const draining = log.drain().then((records) => {
@@ -349,7 +349,7 @@ describe('CallLog', () => {
 
   it('keeps numbering across flushes with no gap', async () => {
     const store = await storeWithRun();
-    const log = new CallLog(store, ring, RUN, 1);
+    const log = new CallLog(store, ring, RUN, 1, 1);
     for (let i = 0; i < 4; i++) {
       await log.started(0, content('started', i));
       log.finished(0, content('done', i));
@@ -364,7 +364,7 @@ describe('CallLog', () => {
 
   it('fails every write after the store refused one (fenced segment)', async () => {
     const store = await storeWithRun();
-    const log = new CallLog(store, ring, RUN, 2); // the run is in segment 1
+    const log = new CallLog(store, ring, RUN, 2, 1); // the run is in segment 1
     const write = jest.spyOn(store, 'recordCall');
     const first = await log
       .started(0, content('started', 0))
@@ -390,7 +390,7 @@ describe('CallLog', () => {
         jest.spyOn(store, 'save'),
         jest.spyOn(store, 'recordCall'),
       ];
-      const log = new CallLog(store, ring, RUN, 1);
+      const log = new CallLog(store, ring, RUN, 1, 1);
       await log.started(0, content('started', 0));
       log.finished(0, content('done', 0));
       const saved = jest.fn();
@@ -411,7 +411,7 @@ describe('CallLog', () => {
 
     it('goes out alone once the microtask queue is empty, and drain() waits for it', async () => {
       const store = await storeWithRun();
-      const log = new CallLog(store, ring, RUN, 1);
+      const log = new CallLog(store, ring, RUN, 1, 1);
       const saved = jest.fn();
       log.saveWith(checkpoint(1), [], options, saved);
       expect(await log.drain()).toEqual([]);
@@ -422,7 +422,7 @@ describe('CallLog', () => {
     it('a refused save fails the started record it carried and every later write; nothing is stored', async () => {
       const store = await storeWithRun();
       await store.save(checkpoint(1, 2, 'claim')); // another worker claimed the run
-      const log = new CallLog(store, ring, RUN, 1);
+      const log = new CallLog(store, ring, RUN, 1, 1);
       const saved = jest.fn();
       log.saveWith(checkpoint(2), [], options, saved);
       const refused = await log
@@ -439,7 +439,7 @@ describe('CallLog', () => {
 
   it('keeps the failure of a background flush for the next write', async () => {
     const store = await storeWithRun();
-    const log = new CallLog(store, ring, RUN, 1);
+    const log = new CallLog(store, ring, RUN, 1, 1);
     await log.started(0, content('started', 0));
     // Another worker claims the run: segment 1 is cut off.
     await store.save(checkpoint(1, 2, 'claim'));

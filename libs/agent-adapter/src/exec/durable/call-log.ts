@@ -43,6 +43,8 @@ export class CallLog {
     private readonly ring: KeyRing,
     readonly runId: string,
     readonly segment: number,
+    /** The run's incarnation, sealed into every record (see `Call.incarnation`). */
+    readonly incarnation: number,
   ) {}
 
   /** How many records this log numbered for `superstep` (stored or still buffered). */
@@ -147,6 +149,7 @@ export class CallLog {
         seq: this.nextSeq,
         superstep,
       },
+      this.incarnation,
       content,
     );
     this.nextSeq++;
@@ -217,6 +220,29 @@ export function assertNoGaps(
       );
     }
     expected++;
+  }
+}
+
+/**
+ * The latest checkpoint's segment must be the head's: segments of another incarnation are another
+ * range, so a checkpoint of an earlier run with this id copied on top is `CheckpointStoreCorrupt`
+ * without reading anything more (recovery reads the head anyway). Call after checking the steps
+ * agree.
+ */
+export function assertHeadSegment(
+  head: RunHead,
+  record: Pick<CheckpointRecord, 'step' | 'segment'>,
+): void {
+  if (record.segment !== head.segment) {
+    throw new CheckpointStoreCorrupt(
+      Messages.corruptHeadSegment(
+        head.runId,
+        record.step,
+        record.segment,
+        head.segment,
+      ),
+      head.runId,
+    );
   }
 }
 

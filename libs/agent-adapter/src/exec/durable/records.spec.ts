@@ -38,6 +38,7 @@ const checkpoint: Checkpoint = {
 
 const call: Call = {
   runId: 'order-7',
+  incarnation: 1,
   segment: 2,
   seq: 4,
   superstep: 3,
@@ -106,6 +107,16 @@ describe('checkpoint records', () => {
     corrupt(() => openCheckpoint(ring, { ...record, sealed }));
   });
 
+  it('is corrupt when its segment is not one of its incarnation', () => {
+    for (const segment of [0, 5]) {
+      // incarnation 1 at step 3: segments 1..4 only (one new segment per claim or resume)
+      const record = sealCheckpoint(ring, { ...checkpoint, segment });
+      expect(corrupt(() => openCheckpoint(ring, record)).message).toMatch(
+        /segment \d is not one of incarnation 1's/,
+      );
+    }
+  });
+
   it('is corrupt when another run’s sealed body is copied in', () => {
     const mine = sealCheckpoint(ring, checkpoint);
     const theirs = sealCheckpoint(ring, { ...checkpoint, runId: 'order-8' });
@@ -163,6 +174,24 @@ describe('call records', () => {
       superstep: 3,
     });
     expect(openCall(ring, record)).toEqual(call);
+  });
+
+  it('seals the run incarnation: a record of another incarnation is corrupt, named', () => {
+    const record = sealCall(ring, call);
+    expect(openCall(ring, record, 1)).toEqual(call);
+    const error = corrupt(() => openCall(ring, record, 77));
+    expect(error.message).toMatch(
+      /call record 2\/4 \(superstep 3\) belongs to incarnation 1 .* incarnation 77: it was copied from an earlier run/,
+    );
+    // Editing the body's incarnation breaks the seal.
+    const forged = {
+      ...record,
+      sealed: record.sealed.replace('"incarnation":1', '"incarnation":77'),
+    };
+    expect(forged.sealed).not.toBe(record.sealed);
+    expect(corrupt(() => openCall(ring, forged, 77)).message).toMatch(
+      /signature/,
+    );
   });
 
   it('drops undefined optional fields', () => {
@@ -292,6 +321,7 @@ describe('call records', () => {
         index: 0,
         argsHash: 'h',
         at: 1,
+        incarnation: 1,
         ...(fields as { [key: string]: Json }),
       };
       const error = corrupt(() =>

@@ -5,10 +5,10 @@ import type {
   CheckpointRecord,
   RunStatus,
 } from '../checkpoints/checkpoint-store';
-import { canonicalJson, type CanonicalText, type Json } from './canonical-json';
-import { PayloadCipher, noEncryptionKey } from './encryption';
+import type { CanonicalText, Json } from './canonical-json';
 import type { KeyRing } from './key-ring';
-import { open, seal, type Coordinates } from './seal';
+import { seal } from './seal';
+import { corrupt, hide, isObject, openBody } from './sealed-body';
 
 /** Who a run acts for. Sealed into every checkpoint. @publicApi */
 export interface RunIdentity {
@@ -172,6 +172,11 @@ export interface CallContent extends CallIdentity {
 
 export interface Call extends CallContent {
   runId: string;
+  /**
+   * The run incarnation the record was written in (sealed): a record copied from an earlier run
+   * with the same id carries that run's, and `openCall` refuses it given the run's own.
+   */
+  incarnation: number;
   segment: number;
   seq: number;
   superstep: number;
@@ -227,69 +232,6 @@ const CHECKPOINT_SECRETS = ['state', 'pending'] as const;
 /** What a call record holds that is encrypted at rest. */
 const CALL_SECRETS = ['args', 'outcome', 'previous', 'decision'] as const;
 
-/**
- * `content` with each of `fields` (when present) replaced by its encrypted canonical JSON, when
- * the ring encrypts; `content` itself otherwise.
- */
-function hide<T extends object>(
-  ring: KeyRing,
-  content: T,
-  fields: readonly string[],
-): T {
-  const cipher = ring.encryption;
-  if (!cipher) return content;
-  const out: Record<string, unknown> = {
-    ...(content as Record<string, unknown>),
-  };
-  for (const field of fields) {
-    const value = out[field];
-    if (value !== undefined) out[field] = cipher.encrypt(canonicalJson(value));
-  }
-  return out as T;
-}
-
-/** `content` with its encrypted fields decrypted (a clear error without the key). */
-function reveal<T extends object>(
-  ring: KeyRing,
-  content: T,
-  fields: readonly string[],
-  runId: string,
-  what: string,
-): T {
-  let out: Record<string, unknown> | undefined;
-  for (const field of fields) {
-    const value = (content as Record<string, unknown>)[field];
-    if (!PayloadCipher.isEncrypted(value)) continue;
-    if (!ring.encryption) throw noEncryptionKey(runId, what);
-    out ??= { ...(content as Record<string, unknown>) };
-    out[field] = JSON.parse(
-      ring.encryption.decrypt(value, runId, `${what} (${field})`),
-    ) as unknown;
-  }
-  return (out ?? content) as T;
-}
-
-/**
- * A sealed record's body, verified against the coordinates it was read from and with its encrypted
- * `secrets` decrypted; `CheckpointStoreCorrupt` naming `what` when it does not verify. The caller
- * checks the body's shape.
- */
-function openBody<T>(
-  ring: KeyRing,
-  coords: Coordinates,
-  record: { runId: string; sealed: string },
-  what: string,
-  secrets: readonly string[],
-): T {
-  const opened = open(ring, coords, record.sealed);
-  if (!opened.ok) throw corrupt(record.runId, what, opened);
-  return (
-    isObject(opened.content)
-      ? reveal(ring, opened.content, secrets, record.runId, what)
-      : opened.content
-  ) as T;
-}
-
 export function openCheckpoint(
   ring: KeyRing,
   record: CheckpointRecord,
@@ -318,6 +260,17 @@ export function openCheckpoint(
     );
   }
   const { runId, step, flow, status, segment } = record;
+  // Segments count up from the incarnation, one per claim or resume, each with a new step.
+  if (segment < content.incarnation || segment - content.incarnation > step) {
+    throw new CheckpointStoreCorrupt(
+      Messages.corruptUnreadable(
+        runId,
+        what,
+        `segment ${segment} is not one of incarnation ${content.incarnation}'s`,
+      ),
+      runId,
+    );
+  }
   return { ...content, runId, step, flow, status, segment };
 }
 
@@ -325,20 +278,27 @@ export function sealCall(
   ring: KeyRing,
   call: CallDraft & Omit<Call, keyof CallContent>,
 ): CallRecord {
-  const { runId, segment, seq, superstep, ...content } = call;
-  return sealCallAt(ring, { runId, segment, seq, superstep }, content);
+  const { runId, segment, seq, superstep, incarnation, ...content } = call;
+  return sealCallAt(
+    ring,
+    { runId, segment, seq, superstep },
+    incarnation,
+    content,
+  );
 }
 
 /**
  * `sealCall` with the record's columns and its content given apart, as the call log has them: no
- * object is merged only to be split again (this runs for every record of every superstep).
+ * object is merged only to be split again (this runs for every record of every superstep). The
+ * run's incarnation is sealed with the content (see `Call.incarnation`).
  */
 export function sealCallAt(
   ring: KeyRing,
   columns: Omit<CallRecord, 'sealed'>,
+  incarnation: number,
   content: CallDraft,
 ): CallRecord {
-  const body = hide(ring, content, CALL_SECRETS);
+  const body = hide(ring, { ...content, incarnation }, CALL_SECRETS);
   const { runId, segment, seq, superstep } = columns;
   return {
     runId,
@@ -349,9 +309,17 @@ export function sealCallAt(
   };
 }
 
-export function openCall(ring: KeyRing, record: CallRecord): Call {
+/**
+ * A call record, verified. Given the run's `incarnation` (its checkpoint's), a record sealed in
+ * another incarnation (copied from an earlier run with the same id) is `CheckpointStoreCorrupt`.
+ */
+export function openCall(
+  ring: KeyRing,
+  record: CallRecord,
+  incarnation?: number,
+): Call {
   const what = `call record ${record.segment}/${record.seq}`;
-  const content = openBody<CallContent>(
+  const content = openBody<CallContent & { incarnation: number }>(
     ring,
     callCoords(record),
     record,
@@ -365,13 +333,30 @@ export function openCall(ring: KeyRing, record: CallRecord): Call {
       record.runId,
     );
   }
+  if (incarnation !== undefined && content.incarnation !== incarnation) {
+    throw new CheckpointStoreCorrupt(
+      Messages.corruptIncarnation(
+        record.runId,
+        `${what} (superstep ${record.superstep})`,
+        content.incarnation,
+        incarnation,
+      ),
+      record.runId,
+    );
+  }
   const { runId, segment, seq, superstep } = record;
   return { ...content, runId, segment, seq, superstep };
 }
 
 /** Why a validly signed call body cannot be used, if it cannot. */
-function invalidCall(c: CallContent): string | undefined {
-  if (typeof c.phase !== 'string' || typeof c.tool !== 'string')
+function invalidCall(
+  c: CallContent & { incarnation: unknown },
+): string | undefined {
+  if (
+    typeof c.phase !== 'string' ||
+    typeof c.tool !== 'string' ||
+    !Number.isInteger(c.incarnation)
+  )
     return 'missing fields';
   if (!PHASES.has(c.phase))
     return `unknown phase "${c.phase}" (written by a newer version?)`;
@@ -397,21 +382,4 @@ function isError(v: unknown): boolean {
   return (
     isObject(v) && typeof v.name === 'string' && typeof v.message === 'string'
   );
-}
-
-function corrupt(
-  runId: string,
-  what: string,
-  opened: { why: 'unreadable' | 'signature'; detail: string },
-): CheckpointStoreCorrupt {
-  return new CheckpointStoreCorrupt(
-    opened.why === 'signature'
-      ? Messages.corruptSignature(runId, `${what} (${opened.detail})`)
-      : Messages.corruptUnreadable(runId, what, opened.detail),
-    runId,
-  );
-}
-
-function isObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
 }

@@ -16,6 +16,7 @@ function rec(
 ): Call {
   return {
     runId: 'r',
+    incarnation: 1,
     segment: 1,
     seq: ++seq,
     superstep: 2,

@@ -55,10 +55,10 @@ function flipBit(text: string, at: number, bit: number): string {
 }
 
 describe('seal / open', () => {
-  it('has the documented layout: aa1.<key id>.<mac>.<canonical body>', () => {
+  it('has the documented layout: aa2.<key id>.<mac>.<canonical body>', () => {
     const sealed = seal(ring, callAt(), { b: 2, a: [1, 'x'] });
     const [version, kid, mac, ...body] = sealed.split('.');
-    expect(version).toBe('aa1');
+    expect(version).toBe('aa2');
     expect(kid).toBe(ring.current.id);
     expect(mac).toMatch(/^[A-Za-z0-9_-]{43}$/);
     expect(body.join('.')).toBe('{"a":[1,"x"],"b":2}');
@@ -199,9 +199,19 @@ describe('seal / open', () => {
       why: 'unreadable',
     });
     const sealed = seal(ring, coords, { a: 1 });
-    expect(open(ring, coords, sealed.replace(/^aa1/, 'aa2'))).toMatchObject({
+    expect(open(ring, coords, sealed.replace(/^aa2/, 'aa3'))).toMatchObject({
       ok: false,
       why: 'unreadable',
+    });
+  });
+
+  it('refuses the earlier format aa1 by name (no migration: it was never released)', () => {
+    const coords = callAt();
+    const sealed = seal(ring, coords, { a: 1 }).replace(/^aa2/, 'aa1');
+    expect(open(ring, coords, sealed)).toEqual({
+      ok: false,
+      why: 'unreadable',
+      detail: expect.stringMatching(/format aa1 .*no longer read/) as unknown,
     });
   });
 

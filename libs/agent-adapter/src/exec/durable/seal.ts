@@ -13,10 +13,20 @@ export interface Coordinates {
   [column: string]: string | number;
 }
 
-const VERSION = 'aa1';
+const VERSION = 'aa2';
+/**
+ * Earlier formats, refused by name (nothing was released in them, so nothing migrates): `aa1`
+ * sealed call records without the run's incarnation.
+ */
+const RETIRED = new Map([
+  [
+    'aa1',
+    'format aa1 (call records not bound to the run incarnation) is no longer read',
+  ],
+]);
 
 /**
- * The stored form: `aa1.<key id>.<base64url HMAC-SHA256>.<canonical JSON body>`. The body is kept
+ * The stored form: `aa2.<key id>.<base64url HMAC-SHA256>.<canonical JSON body>`. The body is kept
  * verbatim, so verification needs no re-serialisation and the row stays readable in a SQL client.
  * Parts of `content` given as `CanonicalText` (already encoded, e.g. a call's arguments) are written
  * as their text: the body is the same as if they had been given as values.
@@ -47,6 +57,8 @@ export function open(
     /^([a-z0-9]+)\.([A-Za-z0-9_-]+)\.([A-Za-z0-9_-]{43})\.([\s\S]*)$/.exec(
       sealed,
     );
+  const retired = parts && RETIRED.get(parts[1] ?? '');
+  if (retired) return { ok: false, why: 'unreadable', detail: retired };
   if (!parts || parts[1] !== VERSION) {
     return {
       ok: false,
