@@ -265,6 +265,16 @@ function cliSuite(backend: () => Backend): void {
           expect.stringMatching(/belongs to incarnation/),
         ]) as unknown,
       });
+      // runs show lists the copied records as corrupt, not as calls of this run.
+      const shown = await run('runs', 'show', id, '--json');
+      const calls = (
+        JSON.parse(shown.stdout) as {
+          calls: Array<{ segment: number; corrupt?: string }>;
+        }
+      ).calls.filter((c) => c.segment === copied[0]!.segment);
+      expect(calls.length).toBeGreaterThan(0);
+      for (const call of calls)
+        expect(call.corrupt).toMatch(/belongs to incarnation/);
     } finally {
       await store.delete(id);
     }

@@ -103,7 +103,8 @@ export async function showRun(
     };
     let call: Call;
     try {
-      call = openCall(ring, record);
+      // Against the run's incarnation: a record copied from an earlier run with this id is corrupt.
+      call = openCall(ring, record, latest?.incarnation);
     } catch (error) {
       return { ...row, corrupt: corruptWhy(error) };
     }

@@ -130,6 +130,8 @@ export class ViewerService {
     let lastSegment: number | undefined;
     let error: SealedError | undefined;
     let pending: PendingApproval | undefined;
+    // The run's incarnation, from its checkpoints: call records of an earlier run with this id are skipped.
+    let incarnation: number | undefined;
     /** Supersteps a recovery ran again, by the segment that ran them. */
     const rerunIn = new Map<number, Set<number>>();
     const checkpoints = history.checkpoints.map((record): ViewerCheckpoint => {
@@ -144,6 +146,7 @@ export class ViewerService {
       };
       try {
         const cp = openCheckpoint(this.ring, record);
+        incarnation = cp.incarnation;
         const state = cp.state as Record<string, Json>;
         const changed = diff(previous, state);
         previous = state;
@@ -169,7 +172,7 @@ export class ViewerService {
     for (const record of history.calls) {
       let call: Call;
       try {
-        call = openCall(this.ring, record);
+        call = openCall(this.ring, record, incarnation);
       } catch {
         continue; // shown as corrupt by `runs verify`; the viewer lists what verifies
       }
