@@ -559,6 +559,130 @@ describe('agent-adapter CLI: usage errors', () => {
   });
 });
 
+describe('agent-adapter CLI: one behaviour per mistake', () => {
+  const oneLine = (r: Cli) => {
+    expect(r.stderr).toMatch(/^agent-adapter: [^\n]*\n$/);
+    expect(r.stderr).not.toMatch(/\n\s+at |Unhandled error/);
+  };
+
+  it('an unreachable store: one line, exit 3, on every store', async () => {
+    const started = Date.now();
+    const redis = await cli(['--store', 'redis://127.0.0.1:1', 'runs', 'list']);
+    expect([redis.code, redis.stderr]).toEqual([
+      3,
+      'agent-adapter: cannot connect to Redis at redis://127.0.0.1:1: connect ECONNREFUSED 127.0.0.1:1. Check the URL and that the server is up.\n',
+    ]);
+    expect(Date.now() - started).toBeLessThan(10_000);
+    const pg = await cli([
+      '--store',
+      'postgres://postgres@127.0.0.1:1/test',
+      'runs',
+      'list',
+    ]);
+    expect(pg.code).toBe(3);
+    for (const r of [redis, pg]) oneLine(r);
+  });
+
+  it('a mistyped tenant (schema, table prefix, Redis prefix): one line, exit 3, on every store', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'aa-cli-'));
+    const file = join(dir, 'runs.db');
+    const s = new SQLiteCheckpointStore(file);
+    await populate(s);
+    await s.close();
+    const prefix = suiteId('aacli');
+    const admin = new Redis(REDIS_URL);
+    try {
+      const good = new URL(REDIS_URL);
+      good.searchParams.set('prefix', prefix);
+      const redisStore = new RedisCheckpointStore(() => new Redis(REDIS_URL), {
+        prefix,
+      });
+      await populate(redisStore);
+      await redisStore.close();
+      const typo = new URL(REDIS_URL);
+      typo.searchParams.set('prefix', `${prefix}x`);
+      const redis = await cli(['--store', typo.toString(), 'runs', 'list']);
+      expect([redis.code, redis.stderr]).toEqual([
+        3,
+        `agent-adapter: no agent-adapter data under prefix "${prefix}x" on ${REDIS_URL.replace(/\/$/, '')}: check the prefix.\n`,
+      ]);
+      const ok = await cli(['--store', good.toString(), 'runs', 'list']);
+      expect(ok.code).toBe(0);
+      expect(ok.stdout).toMatch(/done-1/);
+
+      const pgUrl = new URL(DATABASE_URL);
+      pgUrl.searchParams.set('schema', 'aa_no_such_schema');
+      const pg = await cli(['--store', pgUrl.toString(), 'runs', 'list']);
+      const sqlite = await cli([
+        '--store',
+        `sqlite:${file}?tablePrefix=zz_`,
+        'runs',
+        'list',
+      ]);
+      for (const r of [redis, pg, sqlite]) {
+        expect(r.code).toBe(3);
+        oneLine(r);
+      }
+    } finally {
+      await dropPrefix(admin, prefix);
+      await admin.quit();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('runs list and prune read only the heads and need no key; every command that opens a record does', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'aa-cli-'));
+    const file = join(dir, 'runs.db');
+    const s = new SQLiteCheckpointStore(file);
+    await populate(s);
+    await s.close();
+    try {
+      const store = ['--store', `sqlite:${file}`];
+      const noKey = { CHECKPOINT_KEY: '' };
+      const listed = await cli([...store, 'runs', 'list'], noKey);
+      expect(listed.code).toBe(0);
+      expect(listed.stdout).toMatch(/done-1/);
+      const shown = await cli([...store, 'runs', 'show', 'done-1'], noKey);
+      expect(shown.code).toBe(2);
+      expect(shown.stderr).toMatch(/CHECKPOINT_KEY is not set/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('records signed with a key the ring does not hold: "is CHECKPOINT_KEY the workers\' key?", not tampering', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'aa-cli-'));
+    const file = join(dir, 'runs.db');
+    const s = new SQLiteCheckpointStore(file);
+    await populate(s);
+    await s.close();
+    try {
+      const store = ['--store', `sqlite:${file}`];
+      const other = { CHECKPOINT_KEY: 'another-secret-of-at-least-32-bytes!' };
+      const verified = await cli([...store, 'runs', 'verify', 'done-1'], other);
+      expect(verified.code).toBe(1);
+      expect(verified.stdout).toMatch(
+        /signed with an unknown key id "[^"]+": is CHECKPOINT_KEY the workers' key\?/,
+      );
+      const cancelled = await cli(
+        [...store, 'runs', 'cancel', 'paused-1'],
+        other,
+      );
+      expect(cancelled.code).toBe(1);
+      oneLine(cancelled);
+      expect(cancelled.stderr).toMatch(
+        /signed with an unknown key id "[^"]+": is CHECKPOINT_KEY the workers' key\?/,
+      );
+      for (const r of [verified, cancelled])
+        expect(r.stdout + r.stderr).not.toMatch(
+          /backup|does not match its signature/,
+        );
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
 describe('agent-adapter CLI on SQLite', () => {
   cliSuite(() => {
     const dir = mkdtempSync(join(tmpdir(), 'aa-cli-sqlite-'));

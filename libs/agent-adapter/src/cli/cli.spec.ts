@@ -437,7 +437,7 @@ describe('runs show', () => {
     const blind = await showRun(store, other, 's');
     expect(blind.latest).toBeUndefined();
     expect(blind.checkpoints[0]!.corrupt).toMatch(
-      /does not match its signature/,
+      /signed with an unknown key id "[^"]+": is CHECKPOINT_KEY the workers. key\?/,
     );
   });
 });

@@ -3,6 +3,7 @@ import {
   CheckpointNotFound,
   CheckpointStoreCorrupt,
 } from '../errors';
+import { corruptMessage } from './corrupt-wording';
 import { Messages } from '../errors/messages';
 import type {
   CheckpointStore,
@@ -161,7 +162,7 @@ export async function inspectRun(
     return {
       ...base,
       verdict: 'corrupt',
-      problems: [error.message],
+      problems: [corruptMessage(error)],
       summary: `recover would refuse the run (CheckpointStoreCorrupt): its latest checkpoint does not verify. Run: agent-adapter runs verify ${runId}`,
     };
   }

@@ -5,6 +5,7 @@ import {
   CheckpointStoreCorrupt,
   RunCancelled,
 } from '../errors';
+import { corruptMessage } from './corrupt-wording';
 import { Messages } from '../errors/messages';
 import type {
   CheckpointStore,
@@ -131,7 +132,11 @@ export async function showRun(
 function corruptWhy(error: unknown): string {
   if (error instanceof CheckpointStoreCorrupt) {
     // The first sentence names the row and the reason; the rest is advice for the runner.
-    return error.message.replace(/^Run "[^"]*": /, '').split('. ')[0] ?? '';
+    return (
+      corruptMessage(error)
+        .replace(/^Run "[^"]*": /, '')
+        .split('. ')[0] ?? ''
+    );
   }
   throw error;
 }

@@ -20,6 +20,7 @@ import type {
 import { StoreDescriptorError } from '../exec/checkpoints/create-store';
 import type { KeyRing } from '../exec/durable/key-ring';
 import { CliError } from './cli.error';
+import { corruptMessage } from './corrupt-wording';
 import { fields, parseBefore, table, time } from './format';
 import { inspectRun, type Inspection } from './inspect';
 import { keyRingFromEnv, KEY_ENV } from './key';
@@ -46,7 +47,6 @@ export const EXIT = {
 } as const;
 
 export const STORE_ENV = 'AGENT_ADAPTER_STORE';
-
 export interface CliIo {
   stdout: (text: string) => void;
   stderr: (text: string) => void;
@@ -461,7 +461,7 @@ function report(error: unknown, io: CliIo): number {
     return error.exitCode;
   }
   if (error instanceof CheckpointStoreCorrupt) {
-    line(error.message);
+    line(corruptMessage(error));
     return EXIT.problems;
   }
   if (

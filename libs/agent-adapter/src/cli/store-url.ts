@@ -5,6 +5,7 @@ import {
   type StoreDescriptor,
 } from '../exec/checkpoints/create-store';
 import { CliError } from './cli.error';
+import { redisStoreFor } from './redis-store';
 
 export const STORE_URL_HELP = [
   'sqlite:<path>[?tablePrefix=aa_]           a SQLite file (sqlite:data/runs.db, sqlite:///abs/runs.db)',
@@ -71,11 +72,12 @@ export function descriptorFromUrl(url: string): StoreDescriptor {
       return {
         type: 'redis',
         url: parsed.toString(),
-        // An operator's command fails fast on an unreachable server instead of retrying forever.
+        // An operator's command fails fast on an unreachable server: no reconnection after the
+        // first failure (the error is one line, see redis-store.ts).
         clientOptions: {
-          maxRetriesPerRequest: 1,
+          maxRetriesPerRequest: 0,
           connectTimeout: 5000,
-          retryStrategy: (times: number) => (times > 2 ? null : 200),
+          retryStrategy: () => null,
         },
         ...(prefix !== undefined && { prefix }),
         ...(ttlSeconds !== undefined && { ttlSeconds }),
@@ -90,7 +92,9 @@ export function descriptorFromUrl(url: string): StoreDescriptor {
 
 /** Opens the store a URL names (connecting on first use). */
 export function storeFromUrl(url: string): CheckpointStore {
-  return openCheckpointStore(descriptorFromUrl(url)).store;
+  const descriptor = descriptorFromUrl(url);
+  if (descriptor.type === 'redis') return redisStoreFor(descriptor);
+  return openCheckpointStore(descriptor).store;
 }
 
 function parse(url: string): URL {

@@ -1,4 +1,5 @@
 import { CheckpointStoreCorrupt } from '../errors';
+import { corruptMessage } from './corrupt-wording';
 import { Messages } from '../errors/messages';
 import type {
   CallRecord,
@@ -55,7 +56,7 @@ export function verifyHistory(
   const problems: Problem[] = [];
   const corrupt = (where: string, error: unknown) => {
     if (!(error instanceof CheckpointStoreCorrupt)) throw error;
-    problems.push({ where, detail: error.message });
+    problems.push({ where, detail: corruptMessage(error) });
   };
 
   const records = [...history.checkpoints].sort((a, b) => a.step - b.step);

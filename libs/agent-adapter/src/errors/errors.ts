@@ -35,10 +35,17 @@ export class CheckpointConflict extends DurableError {
   }
 }
 
-/** A stored row is unreadable, its signature does not match, or a call record is missing. @publicApi */
+/**
+ * A stored row is unreadable, its signature does not match, or a call record is missing. A row
+ * signed with a key id the reader's key ring does not hold has `unknownKeyId`: the ring may be the
+ * wrong one (recovery refuses it all the same). @publicApi
+ */
 export class CheckpointStoreCorrupt extends DurableError {
-  constructor(message: string, runId: string) {
+  readonly unknownKeyId?: string;
+
+  constructor(message: string, runId: string, unknownKeyId?: string) {
     super(message, runId);
+    if (unknownKeyId !== undefined) this.unknownKeyId = unknownKeyId;
   }
 }
 

@@ -31,6 +31,8 @@ export const Messages = {
     `Run "${runId}" is held by worker "${owner}" until ${new Date(until).toISOString()}: that worker may be alive, so it was not taken. Call recoverAll again after that time, or recover it now (recover(flow, runId), or recoverAll with { force: true }) only if you know that worker is gone.`,
   corruptSignature: (runId: string, what: string) =>
     `Run "${runId}": ${what} does not match its signature (changed, forged, copied from another run or position, or signed with a key this worker does not have). Nothing was run from it. Restore the store from a backup or inspect the run; check that every worker uses the same checkpoint key ring.`,
+  corruptUnknownKey: (runId: string, what: string, kid: string) =>
+    `Run "${runId}": ${what} is signed with an unknown key id "${kid}", a key this worker's key ring does not hold. Nothing was run from it. Give this worker the key ring the other workers use (during a rotation, keep the old key in "previous"); if no worker ever had that key, the row was forged.`,
   corruptUnreadable: (runId: string, what: string, why: string) =>
     `Run "${runId}": ${what} is unreadable (${why}). Nothing was run from it. Restore the store from a backup or inspect the run.`,
   corruptIncarnation: (

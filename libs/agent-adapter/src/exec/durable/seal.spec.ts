@@ -1,7 +1,9 @@
 import fc from 'fast-check';
 import type { Json } from './canonical-json';
 import { KeyRing } from './key-ring';
+import { CheckpointStoreCorrupt } from '../../errors';
 import { open, seal, type Coordinates } from './seal';
+import { openBody } from './sealed-body';
 
 const SECRET = 'a-test-secret-of-at-least-32-bytes!';
 /** fast-check's JSON values, typed as the library's Json. */
@@ -245,7 +247,8 @@ describe('key rotation', () => {
     // A worker that only has the old key cannot read what the new one wrote.
     expect(open(oldRing, coords, sealed)).toMatchObject({
       ok: false,
-      why: 'signature',
+      why: 'unknown-key',
+      kid: rotated.current.id,
     });
   });
 
@@ -255,8 +258,34 @@ describe('key rotation', () => {
       coords,
       seal(oldRing, coords, 1),
     );
-    expect(opened).toMatchObject({ ok: false, why: 'signature' });
+    expect(opened).toMatchObject({
+      ok: false,
+      why: 'unknown-key',
+      kid: oldRing.current.id,
+    });
     expect(opened.ok === false && opened.detail).toContain(oldRing.current.id);
+  });
+
+  it('a record with an unknown key id is CheckpointStoreCorrupt naming the key, not tampering', () => {
+    const record = { runId: 'run-1', sealed: seal(oldRing, coords, { v: 1 }) };
+    let caught: unknown;
+    try {
+      openBody(
+        new KeyRing({ current: NEW }),
+        coords,
+        record,
+        'call record 1',
+        [],
+      );
+    } catch (error) {
+      caught = error;
+    }
+    expect(caught).toBeInstanceOf(CheckpointStoreCorrupt);
+    expect(caught).toMatchObject({ unknownKeyId: oldRing.current.id });
+    expect((caught as Error).message).toMatch(
+      /is signed with an unknown key id "[^"]+", a key this worker's key ring does not hold/,
+    );
+    expect((caught as Error).message).not.toMatch(/backup|does not match/);
   });
 
   it('refuses a record whose key id was swapped for a known one', () => {

@@ -43,7 +43,9 @@ export function seal(
 
 export type Opened =
   | { ok: true; content: unknown; kid: string }
-  | { ok: false; why: 'unreadable' | 'signature'; detail: string };
+  | { ok: false; why: 'unreadable' | 'signature'; detail: string }
+  /** Signed with a key id the ring does not hold: the reader's key ring, not the row, may be wrong. */
+  | { ok: false; why: 'unknown-key'; detail: string; kid: string };
 
 /** Verifies and parses a sealed string against the coordinates it was read from. Never throws. */
 export function open(
@@ -70,8 +72,9 @@ export function open(
   if (!ring.has(kid)) {
     return {
       ok: false,
-      why: 'signature',
+      why: 'unknown-key',
       detail: `signed with unknown key id "${kid}"`,
+      kid,
     };
   }
   // Compare the text, not decoded bytes: base64url's last character has padding bits a decoder

@@ -72,8 +72,16 @@ export function openBody<T>(
 export function corrupt(
   runId: string,
   what: string,
-  opened: { why: 'unreadable' | 'signature'; detail: string },
+  opened:
+    | { why: 'unreadable' | 'signature'; detail: string }
+    | { why: 'unknown-key'; kid: string },
 ): CheckpointStoreCorrupt {
+  if (opened.why === 'unknown-key')
+    return new CheckpointStoreCorrupt(
+      Messages.corruptUnknownKey(runId, what, opened.kid),
+      runId,
+      opened.kid,
+    );
   return new CheckpointStoreCorrupt(
     opened.why === 'signature'
       ? Messages.corruptSignature(runId, `${what} (${opened.detail})`)
