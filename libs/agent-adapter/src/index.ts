@@ -32,7 +32,8 @@ export type {
   ToolDefinition,
   JsonSchema,
 } from './exec/tool.registry';
-export { idempotencyKey } from './exec/idempotency-key';
+export { idempotencyKey, inRun, currentCall } from './exec/idempotency-key';
+export type { CurrentCall } from './exec/call-context';
 export { KeyRing } from './exec/durable/key-ring';
 export type {
   CheckpointKey,
@@ -106,6 +107,7 @@ export {
   RecoveryAttemptsExceeded,
   RunCancelled,
   InvalidToolArguments,
+  NotInRun,
 } from './errors';
 export type { StateViolation } from './errors';
 

@@ -262,3 +262,15 @@ export class InvalidToolArguments extends DurableError {
     this.violations = violations;
   }
 }
+
+/**
+ * `idempotencyKey()` was called outside a durable run's tool call (a `@Tool` method called
+ * directly, a node's own code, a script): there is no durable key, and none is made up. Check
+ * `inRun()` first and pass the caller's own key outside a run.
+ * @publicApi
+ */
+export class NotInRun extends DurableError {
+  constructor() {
+    super(Messages.notInRun());
+  }
+}

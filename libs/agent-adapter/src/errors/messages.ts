@@ -77,8 +77,8 @@ export const Messages = {
     `The checkpoint key is ${bytes} bytes; at least 32 are required. Generate one with: node -e "console.log(require('crypto').randomBytes(32).toString('base64'))" and give the same key to every worker.`,
   keyRequired: (store: string) =>
     `${store} is shared between processes, so it needs a checkpoint key (at least 32 bytes, the same on every worker): pass checkpointKey.`,
-  noIdempotencyContext: () =>
-    `idempotencyKey() was called outside a tool call. Call it inside a tool that a run executes (a function registered on the ToolRegistry and called through ctx.call or Call()).`,
+  notInRun: () =>
+    `idempotencyKey() was called outside a durable run's tool call, so there is no key to give: it gives one only while a run executes a tool (a @Tool method called from a node, or a function registered on the ToolRegistry and called through ctx.call or Call()), never a made-up one. Code that may also run outside a run (a @Tool method called directly, a node's own code) should check inRun() and, outside a run, pass its caller's own key: inRun() ? idempotencyKey() : key.`,
   parked: (runId: string, recoveries: number, superstep: number) =>
     `Run "${runId}" was recovered ${recoveries} time(s) without completing superstep ${superstep} (maxRecoveryAttempts), so it was parked as failed instead of being recovered again. Find out why its workers stop there (npx agent-adapter runs inspect ${runId}), then fork it (runs fork ${runId} --from-step N) to run it again.`,
   installCommand: (install: readonly string[]) =>

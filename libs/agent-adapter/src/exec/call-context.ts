@@ -44,11 +44,24 @@ export interface NodeScope {
   nextIndex: number;
 }
 
+/**
+ * Which tool call of which run is in progress: what `currentCall()` returns, and exactly what
+ * `idempotencyKey()` is derived from (with the run's incarnation, under its key).
+ * @publicApi
+ */
+export interface CurrentCall extends Readonly<CallIdentity> {
+  readonly runId: string;
+  /** The superstep the call was made in (0 for the first). */
+  readonly superstep: number;
+}
+
 /** A tool call in progress. */
 export interface ToolScope {
   runId: string;
   tool: string;
   identity: RunIdentity;
+  /** A frozen snapshot: tools get it from `currentCall()`. */
+  call: CurrentCall;
   readonly idempotencyKey: string;
 }
 

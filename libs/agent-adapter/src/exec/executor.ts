@@ -19,14 +19,9 @@ import type {
   CallOutcome,
   SyncDecision,
 } from './durable/records';
-import {
-  nodeStorage,
-  toolStorage,
-  type NodeScope,
-  type ToolScope,
-} from './call-context';
+import { nodeStorage, toolStorage, type NodeScope } from './call-context';
 import { traced, type SpanLike } from '../observability/tracing';
-import { deriveIdempotencyKey } from './idempotency-key';
+import { deriveIdempotencyKey, toolScopeFor } from './idempotency-key';
 import {
   isDelay,
   type ToolDefinition,
@@ -314,26 +309,7 @@ export class Executor {
     identity: CallIdentity,
     argsText: CanonicalText,
   ): Promise<Invoked> {
-    const step = scope.step;
-    const { ring, idemKid, runId, incarnation, superstep } = step;
-    const { node, index, tool } = identity;
-    let key: string | undefined;
-    const toolScope: ToolScope = {
-      runId,
-      tool: definition.name,
-      identity: step.identity,
-      // Derived when the tool first asks (most never do), from the values fixed here.
-      get idempotencyKey() {
-        return (key ??= deriveIdempotencyKey(
-          ring,
-          idemKid,
-          runId,
-          incarnation,
-          superstep,
-          { node, index, tool },
-        ));
-      },
-    };
+    const toolScope = toolScopeFor(scope.step, definition.name, identity);
     try {
       // The tool gets its own copy of exactly the logged arguments, and runs outside the node's
       // scope: tools it calls itself are plain calls, so replaying it cannot shift call indexes.

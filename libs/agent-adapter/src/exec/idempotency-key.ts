@@ -1,9 +1,13 @@
-import { Messages } from '../errors/messages';
-import { DurableError } from '../errors';
+import { NotInRun } from '../errors';
 import { canonicalJson } from './durable/canonical-json';
 import type { KeyRing } from './durable/key-ring';
 import type { CallIdentity } from './durable/records';
-import { toolStorage } from './call-context';
+import {
+  toolStorage,
+  type CurrentCall,
+  type SuperstepScope,
+  type ToolScope,
+} from './call-context';
 
 /**
  * The idempotency key of the tool call in progress: the same for this call on every worker and
@@ -12,12 +16,63 @@ import { toolStorage } from './call-context';
  *
  * Derived with HMAC from run id, superstep, node, call index and tool under the run's checkpoint
  * key, so it reveals none of them and cannot be guessed from the run id.
+ *
+ * Only inside a durable run's tool call: anywhere else (a `@Tool` method called directly, a
+ * node's own code) it throws `NotInRun` and never makes a key up. Code that may run outside a run
+ * checks `inRun()` and passes its caller's key: `inRun() ? idempotencyKey() : key`.
  * @publicApi
  */
 export function idempotencyKey(): string {
   const scope = toolStorage.getStore();
-  if (!scope) throw new DurableError(Messages.noIdempotencyContext());
+  if (!scope) throw new NotInRun();
   return scope.idempotencyKey;
+}
+
+/**
+ * Whether the caller runs inside a durable run's tool call, that is whether `idempotencyKey()`
+ * and `currentCall()` have a call to answer for. False in a `@Tool` method called directly (a
+ * plain method call) and in a node's own code.
+ * @publicApi
+ */
+export function inRun(): boolean {
+  return toolStorage.getStore() !== undefined;
+}
+
+/**
+ * The tool call in progress (run id, superstep, node, call index, tool; a frozen snapshot, the
+ * same on a rerun after a recovery), or undefined outside a durable run's tool call.
+ * @publicApi
+ */
+export function currentCall(): CurrentCall | undefined {
+  return toolStorage.getStore()?.call;
+}
+
+/** The scope a tool runs in; its key is derived when the tool first asks (most never do). */
+export function toolScopeFor(
+  step: SuperstepScope,
+  tool: string,
+  id: CallIdentity,
+): ToolScope {
+  const { ring, idemKid, runId, incarnation, superstep } = step;
+  const { node, index } = id;
+  const call = Object.freeze({ runId, superstep, node, index, tool: id.tool });
+  let key: string | undefined;
+  return {
+    runId,
+    tool,
+    identity: step.identity,
+    call,
+    get idempotencyKey() {
+      return (key ??= deriveIdempotencyKey(
+        ring,
+        idemKid,
+        runId,
+        incarnation,
+        superstep,
+        { node, index, tool: id.tool },
+      ));
+    },
+  };
 }
 
 export function deriveIdempotencyKey(

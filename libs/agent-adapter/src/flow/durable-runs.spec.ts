@@ -1253,7 +1253,7 @@ describe('Durable protocol (DESIGN.md)', () => {
   });
 
   it('idempotencyKey() outside a tool call throws a clear error', () => {
-    expect(() => idempotencyKey()).toThrow(/outside a tool call/);
+    expect(() => idempotencyKey()).toThrow(/outside a durable run's tool call/);
   });
 
   it('key rotation: a run signed with the old key is recovered after rotation, with the same idempotency keys', async () => {
