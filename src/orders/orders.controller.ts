@@ -3,23 +3,55 @@ import {
   Body,
   Controller,
   Get,
+  NotFoundException,
   Param,
   ParseIntPipe,
   Post,
   Query,
   UseFilters,
   DefaultValuePipe,
+  ValidationPipe,
 } from '@nestjs/common';
-import type { RunPage, RunResult, RunStatus } from 'agent-adapter';
+import {
+  CheckpointNotFound,
+  InvalidFlowState,
+  type RunPage,
+  type RunResult,
+  type RunStatus,
+} from 'agent-adapter';
 import {
   CheckpointStore,
   DurableHttpExceptionFilter,
   FlowRunner,
 } from 'agent-adapter/nest';
+import type { ValidationError } from 'class-validator';
 import { Order } from '../tickets/order.state';
 import { TicketsFlow } from '../tickets/tickets.flow';
 
 const STATUSES: readonly RunStatus[] = ['running', 'paused', 'done', 'failed'];
+
+/** The flow whose runs are orders (`@Flow('tickets')`); other runs on the store are not orders. */
+const FLOW = 'tickets';
+
+/**
+ * `POST /orders` bodies, checked before the flow sees them: a field `Order` does not declare is
+ * refused (not stored along), and each field gets its first failure only. Refusals are the
+ * library's `InvalidFlowState`, so every 400 of this controller has the same shape (`violations`).
+ */
+const ORDER_BODY = new ValidationPipe({
+  expectedType: Order,
+  whitelist: true,
+  forbidNonWhitelisted: true,
+  stopAtFirstError: true,
+  exceptionFactory: (errors: ValidationError[]) =>
+    new InvalidFlowState(
+      FLOW,
+      errors.map((e) => ({
+        path: e.property,
+        messages: Object.values(e.constraints ?? {}),
+      })),
+    ),
+});
 
 @Controller('orders')
 @UseFilters(DurableHttpExceptionFilter)
@@ -31,10 +63,11 @@ export class OrdersController {
 
   /**
    * Places an order: runs the tickets flow to its end and answers with the run. The body is
-   * validated against `Order` first (400 naming every violation; nothing is stored).
+   * validated against `Order` first (400 naming every violation, one per field, and any field
+   * `Order` lacks; nothing is stored).
    */
   @Post()
-  place(@Body() order: Partial<Order>): Promise<RunResult<Order>> {
+  place(@Body(ORDER_BODY) order: Partial<Order>): Promise<RunResult<Order>> {
     return this.runner.start<Order>(TicketsFlow, order);
   }
 
@@ -53,17 +86,26 @@ export class OrdersController {
     if (limit < 1 || limit > 100)
       throw new BadRequestException('limit must be between 1 and 100');
     return this.store.list({
-      flow: 'tickets',
+      flow: FLOW,
       limit,
       ...(status !== undefined && { status: status as RunStatus }),
       ...(before !== undefined && { before }),
     });
   }
 
-  /** An order's latest checkpoint: status, step and state. */
+  /**
+   * An order's latest checkpoint: status, step and state. An unknown id, or a run of another flow
+   * on the same store (a support conversation), is no order: 404.
+   */
   @Get(':id')
-  get(@Param('id') id: string): Promise<RunResult<Order>> {
-    return this.runner.get<Order>(id);
+  async get(@Param('id') id: string): Promise<RunResult<Order>> {
+    try {
+      return await this.runner.get<Order>(id, { flow: TicketsFlow });
+    } catch (error) {
+      if (error instanceof CheckpointNotFound)
+        throw new NotFoundException(`no order ${id}`);
+      throw error;
+    }
   }
 
   /**

@@ -12,13 +12,16 @@ import {
  * stored; nodes receive an instance of it.
  */
 export class Order {
-  @IsString()
+  // The type check is the decorator nearest the field: class-validator runs a field's checks from
+  // the bottom up, and `POST /orders` stops at a field's first failure (one message per field, so
+  // `"seats": "x"` is "must be an integer number", not also "must not be less than 1").
   @MinLength(1)
+  @IsString()
   show = '';
 
-  @IsInt()
-  @Min(1)
   @Max(10)
+  @Min(1)
+  @IsInt()
   seats = 1;
 
   /** What the last step did (set by the nodes). */

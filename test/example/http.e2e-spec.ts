@@ -291,6 +291,92 @@ describe('the example AppModule itself (so the example cannot rot)', () => {
   });
 });
 
+describe("the example's input: refused cleanly, logged as what it is", () => {
+  const config = exampleConfig();
+  const logger = new CaptureLogger();
+  let app: INestApplication;
+  let consoleError: jest.SpyInstance;
+  beforeAll(async () => {
+    const moduleRef = await Test.createTestingModule({ imports: [AppModule] })
+      .overrideProvider(EXAMPLE_CONFIG)
+      .useValue(config)
+      .setLogger(logger)
+      .compile();
+    app = moduleRef.createNestApplication({ logger });
+    // As under `npm start` (no NODE_ENV): jest's NODE_ENV=test would silence Express's own logging.
+    const express = app.getHttpAdapter().getInstance() as {
+      set(key: string, value: string): void;
+    };
+    express.set('env', 'development');
+    await app.init();
+    await app.get(RecoveryOrchestrator).waitUntilRecovered();
+  });
+  beforeEach(() => {
+    logger.lines.length = 0;
+    // Express prints errors of its own middleware (the body parser) with console.error.
+    consoleError = jest.spyOn(console, 'error').mockImplementation(() => {});
+  });
+  afterEach(() => consoleError.mockRestore());
+  afterAll(async () => {
+    await app.close();
+    rmSync(config.dataDir, { recursive: true, force: true });
+  });
+
+  const orders = async () =>
+    (await request(app.getHttpServer()).get('/orders').expect(200)).body
+      .runs as unknown[];
+  /** Error-level lines, and any line that carries a stack. */
+  const serverErrors = () => [
+    ...logger.lines.filter((l) => l.level === 'error' || l.trace),
+    ...consoleError.mock.calls,
+  ];
+
+  it('an unknown field is a 400 naming it, and nothing is stored', async () => {
+    const refused = await request(app.getHttpServer())
+      .post('/orders')
+      .send({ show: 'Hamlet', seats: 2, discount: 100 })
+      .expect(400);
+    expect(refused.body.violations).toEqual([
+      { path: 'discount', messages: [expect.stringMatching(/discount/)] },
+    ]);
+    expect(await orders()).toEqual([]);
+    expect(serverErrors()).toEqual([]);
+  });
+
+  it('a string where a number belongs is one message for that field', async () => {
+    const refused = await request(app.getHttpServer())
+      .post('/orders')
+      .send({ show: 'Hamlet', seats: 'x' })
+      .expect(400);
+    expect(refused.body.violations).toEqual([
+      { path: 'seats', messages: ['seats must be an integer number'] },
+    ]);
+    expect(await orders()).toEqual([]);
+    expect(serverErrors()).toEqual([]);
+  });
+
+  it("a run of another flow (the support agent's) is no order: 404", async () => {
+    const server = app.getHttpServer();
+    const chat = await request(server)
+      .post('/support')
+      .send({ message: 'Where is my order 42?' })
+      .expect(201);
+    const runId = chat.body.runId as string;
+    const missing = await request(server).get(`/orders/${runId}`).expect(404);
+    expect(missing.body.message).toBe(`no order ${runId}`);
+    expect(serverErrors()).toEqual([]);
+  });
+
+  it('a body too large is a 413, not logged as a server error', async () => {
+    await request(app.getHttpServer())
+      .post('/orders')
+      .set('content-type', 'application/json')
+      .send(JSON.stringify({ show: 'x'.repeat(200_000), seats: 1 }))
+      .expect(413);
+    expect(serverErrors()).toEqual([]);
+  });
+});
+
 describe('SQLite file (the example default)', () => {
   httpSuite(
     'sqlite',

@@ -5,6 +5,7 @@ import { Inject, Injectable, Module } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
 import {
   CheckpointKeyError,
+  CheckpointNotFound,
   FlowError,
   InvalidFlowState,
   SQLCheckpointStore,
@@ -461,5 +462,13 @@ describe('DurableModule (e2e)', () => {
     expect(ledger.entries).toEqual([]);
     const history = await app.get(CheckpointStore).history(result.runId);
     expect(history.calls).toEqual([]);
+    // get with a flow: a run of another flow is not found, as an unknown id.
+    const runner = app.get(FlowRunner);
+    await expect(
+      runner.get(result.runId, { flow: RefundFlow }),
+    ).resolves.toMatchObject({ status: 'failed' });
+    await expect(
+      runner.get(result.runId, { flow: TicketsFlow }),
+    ).rejects.toBeInstanceOf(CheckpointNotFound);
   });
 });

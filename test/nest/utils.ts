@@ -7,8 +7,13 @@ import { Test } from '@nestjs/testing';
 
 /** Keeps what the application logs, so tests can read the recovery lines. */
 export class CaptureLogger implements LoggerService {
-  readonly lines: Array<{ level: string; message: string; context?: string }> =
-    [];
+  readonly lines: Array<{
+    level: string;
+    message: string;
+    context?: string;
+    /** The stack an `error` line was given. */
+    trace?: string;
+  }> = [];
 
   log(message: unknown, context?: string): void {
     this.add('log', message, context);
@@ -16,8 +21,8 @@ export class CaptureLogger implements LoggerService {
   warn(message: unknown, context?: string): void {
     this.add('warn', message, context);
   }
-  error(message: unknown, _trace?: string, context?: string): void {
-    this.add('error', message, context);
+  error(message: unknown, trace?: string, context?: string): void {
+    this.add('error', message, context, trace);
   }
   debug(message: unknown, context?: string): void {
     this.add('debug', message, context);
@@ -33,11 +38,17 @@ export class CaptureLogger implements LoggerService {
       .map((l) => `${l.level}: ${l.message}`);
   }
 
-  private add(level: string, message: unknown, context?: string): void {
+  private add(
+    level: string,
+    message: unknown,
+    context?: string,
+    trace?: string,
+  ): void {
     this.lines.push({
       level,
       message: String(message),
       ...(context !== undefined && { context }),
+      ...(trace !== undefined && { trace }),
     });
   }
 }

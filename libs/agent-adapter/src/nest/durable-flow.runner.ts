@@ -122,21 +122,32 @@ export class DurableFlowRunner {
     return this.core.recoverEach(this.flow<S>(flow), options);
   }
 
-  /** A run's latest state, whatever its flow (found from the run's stored head). */
+  /**
+   * A run's latest state, whatever its flow (found from the run's stored head). With `flow`, a
+   * run of another flow (or of a tool loop) on the same store is `CheckpointNotFound`, as an
+   * unknown id: `GET /orders/:id` given a support conversation's id is a 404, not a 500.
+   */
   async get<S extends object = Record<string, unknown>>(
     runId: string,
-    options: { ctx?: RunIdentity } = {},
+    options: { ctx?: RunIdentity; flow?: FlowRef } = {},
   ): Promise<RunResult<S>> {
     checkRunId(runId);
+    const expected =
+      options.flow === undefined ? undefined : this.flow(options.flow).name;
     const head = await this.core.store.head(runId);
-    if (!head) throw new CheckpointNotFound(runId);
+    if (!head || (expected !== undefined && head.flow !== expected))
+      throw new CheckpointNotFound(runId);
     const found = this.explorer.findFlow(head.flow);
     if (!found)
       throw new FlowError(
         NestMessages.runOfUnknownFlow(runId, head.flow),
         runId,
       );
-    return this.core.get(found.flow as unknown as CoreFlow<S>, runId, options);
+    return this.core.get(
+      found.flow as unknown as CoreFlow<S>,
+      runId,
+      options.ctx === undefined ? {} : { ctx: options.ctx },
+    );
   }
 
   /** The core `Flow` built from a `@Flow()` class (or found by name). */
