@@ -171,7 +171,7 @@ describe('bootstrap recovery (e2e, SQLite)', () => {
     // Steps: 0 start, 1 hold, 2 pay, (crash in send), 3 the claim, 4 send again: done.
     expect(logger.of('DurableRecovery')).toEqual(
       expect.arrayContaining([
-        `log: Run "${runId}" of flow "tickets" recovered: done at step 4.`,
+        `log: Run "${runId}" of flow "tickets" recovered: done at step 4; replayed print_receipt; ran again email_tickets (idempotent).`,
       ]),
     );
   });
@@ -181,9 +181,10 @@ describe('bootstrap recovery (e2e, SQLite)', () => {
     const logger = new CaptureLogger();
     // Lease of worker 1 (default 15 s) is live: without force nothing is taken yet.
     const app = await restart(path, ledger, { workerId: 'worker-2', logger });
+    // Who holds it, until when (ISO), and that it is looked at again then.
     expect(logger.of('DurableRecovery').join('\n')).toMatch(
       new RegExp(
-        `Run "${runId}" of flow "tickets" is held by worker "worker-1"`,
+        `Run "${runId}" of flow "tickets": worker "worker-1" holds its lease until \\d{4}-\\d\\d-\\d\\dT\\d\\d:\\d\\d:\\d\\d\\.\\d{3}Z .*; retrying then\\.`,
       ),
     );
 
@@ -213,7 +214,7 @@ describe('bootstrap recovery (e2e, SQLite)', () => {
       `^warn: Run "${runId}" of flow "tickets" needs a decision: call\\(s\\) in doubt charge_card \\(`,
     );
     expect(logger.of('DurableRecovery')).toContain(
-      'log: Bootstrap recovery done: 1 unfinished run(s) in 1 flow(s).',
+      'log: Bootstrap recovery done: 1 unfinished run(s) in 1 flow(s): 1 need a decision.',
     );
     expect(ledger.count('charge_card')).toBe(1);
     // The application is up and serves new runs.
@@ -240,7 +241,7 @@ describe('bootstrap recovery (e2e, SQLite)', () => {
     });
     const atBoot = logger.of('DurableRecovery').join('\n');
     expect(atBoot).toMatch(
-      `Run "${runId}" of flow "tickets" is held by worker "worker-dead"`,
+      `Run "${runId}" of flow "tickets": worker "worker-dead" holds its lease until`,
     );
     expect(atBoot).toMatch(
       /1 run\(s\) held by other workers; looking again at/,
@@ -252,6 +253,18 @@ describe('bootstrap recovery (e2e, SQLite)', () => {
     >({ status: 'done' });
     expect(ledger.count('charge_card')).toBe(1);
     expect(ledger.count('print_receipt')).toBe(1);
+    // One summary for the boot and one, labelled, for the re-sweep (not a second "Bootstrap").
+    for (let i = 0; i < 200; i++) {
+      if (logger.of('DurableRecovery').some((l) => l.includes('re-sweep')))
+        break;
+      await new Promise((r) => setTimeout(r, 25));
+    }
+    expect(
+      logger.of('DurableRecovery').filter((l) => / done: /.test(l)),
+    ).toEqual([
+      'log: Bootstrap recovery done: 1 unfinished run(s) in 1 flow(s): 1 held by another worker.',
+      'log: Lease re-sweep (runs held at bootstrap) done: 1 unfinished run(s) in 1 flow(s): 1 recovered.',
+    ]);
   });
 
   it('logs a run that acts with a principal as needing its ctx, and recovers it when given', async () => {
@@ -267,6 +280,53 @@ describe('bootstrap recovery (e2e, SQLite)', () => {
       app.get(FlowRunner).recover(TicketsFlow, runId, { ctx }),
     ).resolves.toMatchObject({ status: 'done' });
     expect(ledger.count('charge_card')).toBe(1);
+  });
+
+  it('logs a lost recovery race as another worker having the run, not as an error', async () => {
+    const { runId, path, ledger } = await crashIn('email_tickets', {
+      workerId: 'worker-dead',
+      leaseMs: 100,
+    });
+    await new Promise((r) => setTimeout(r, 150)); // the dead worker's lease is over
+    // worker-b reads the run's head, then stalls before its claim while worker-a recovers it.
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    let stalled!: () => void;
+    const reading = new Promise<void>((r) => (stalled = r));
+    class StallingStore extends SQLiteCheckpointStore {
+      override async latest(id: string) {
+        stalled();
+        await gate;
+        return super.latest(id);
+      }
+    }
+    const slow = new StallingStore(path);
+    stores.push(slow);
+    // One logger for both apps: Nest's Logger writes to the application booted last.
+    const logger = new CaptureLogger();
+    const b = await apps.boot(
+      [
+        DurableModule.forRoot({ store: slow, key: KEY, workerId: 'worker-b' }),
+        TicketsModule.with(ledger),
+      ],
+      { logger },
+    );
+    await reading;
+    const a = await restart(path, ledger, {
+      workerId: 'worker-a',
+      logger,
+    });
+    await a.get(RecoveryOrchestrator).waitUntilRecovered();
+    release();
+    await b.get(RecoveryOrchestrator).waitUntilRecovered();
+    // worker-a's recovery, then worker-b's lost race: a log line, not an error.
+    expect(logger.of('DurableRecovery')).toEqual([
+      `log: Run "${runId}" of flow "tickets" recovered: done at step 4; replayed print_receipt; ran again email_tickets (idempotent).`,
+      'log: Bootstrap recovery done: 1 unfinished run(s) in 1 flow(s): 1 recovered.',
+      `log: Run "${runId}" of flow "tickets": another worker (worker-a) recovered it first; nothing to do here.`,
+      'log: Bootstrap recovery done: 1 unfinished run(s) in 1 flow(s): 1 recovered by another worker first.',
+    ]);
+    expect(ledger.count('email_tickets')).toBe(2); // the crashed send, and worker-a's
   });
 
   it('never fails the bootstrap: a store that cannot list its runs is logged', async () => {

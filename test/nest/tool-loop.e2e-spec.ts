@@ -191,7 +191,7 @@ describe('ToolLoopRunner (e2e)', () => {
         expect.stringMatching(
           /Run "chat-1" of flow "booking" needs a decision.*book/,
         ),
-        'log: Bootstrap recovery done: 1 unfinished run(s) in 1 tool loop(s).',
+        'log: Bootstrap recovery done: 1 unfinished run(s) in 1 tool loop(s): 1 need a decision.',
       ]),
     );
     expect(agent.model.requests).toHaveLength(0);

@@ -38,15 +38,22 @@ export const NestMessages = {
   toolArity: (where: string, count: number) =>
     `${where} was called with ${count} arguments inside a run: a durable tool takes one arguments object. Pass { ... } instead.`,
 
-  recovered: (flow: string, runId: string, status: string, step: number) =>
-    `Run "${runId}" of flow "${flow}" recovered: ${status} at step ${step}.`,
+  recovered: (
+    flow: string,
+    runId: string,
+    status: string,
+    step: number,
+    calls?: string,
+  ) =>
+    `Run "${runId}" of flow "${flow}" recovered: ${status} at step ${step}${calls ? `; ${calls}` : ''}.`,
   recoveredFailed: (
     flow: string,
     runId: string,
     step: number,
     error: { name: string; message: string } | undefined,
+    calls?: string,
   ) =>
-    `Run "${runId}" of flow "${flow}" recovered and ended failed at step ${step}${error ? `: ${error.name}: ${error.message}` : ''}.`,
+    `Run "${runId}" of flow "${flow}" recovered and ended failed at step ${step}${error ? `: ${error.name}: ${error.message}` : ''}${calls ? `; ${calls}` : ''}.`,
   recoveredPaused: (flow: string, runId: string) =>
     `Run "${runId}" of flow "${flow}" is paused, waiting for an approval: resume it with its decision.`,
   needsDecision: (
@@ -55,8 +62,16 @@ export const NestMessages = {
     calls: ReadonlyArray<readonly [string, string]>,
   ) =>
     `Run "${runId}" of flow "${flow}" needs a decision: call(s) in doubt ${calls.map(([tool, why]) => `${tool} (${why})`).join(', ')}. Check each at its system, then FlowRunner.recover(flow, "${runId}", { rerunInDoubt: true }). Nothing was run or written.`,
-  leaseHeld: (flow: string, runId: string, owner: string, until: number) =>
-    `Run "${runId}" of flow "${flow}" is held by worker "${owner}" (maybe alive) until ${new Date(until).toISOString()}: not taken.`,
+  leaseHeld: (
+    flow: string,
+    runId: string,
+    owner: string,
+    until: number,
+    retry: boolean,
+  ) =>
+    `Run "${runId}" of flow "${flow}": worker "${owner}" holds its lease until ${new Date(until).toISOString()} (it may be alive), so it was not taken; ${retry ? 'retrying then' : 'not retried by this sweep: sweep again after then, or recover it with force only if that worker is gone'}.`,
+  lostRace: (flow: string, runId: string, owner: string | undefined) =>
+    `Run "${runId}" of flow "${flow}": another worker${owner ? ` (${owner})` : ''} recovered it first; nothing to do here.`,
   resweep: (at: number, runs: number) =>
     `${runs} run(s) held by other workers; looking again at ${new Date(at).toISOString()}.`,
   accessDenied: (flow: string, runId: string, message: string) =>
@@ -67,11 +82,17 @@ export const NestMessages = {
     `Run "${runId}" of flow "${flow}" was interrupted by shutdown; another worker recovers it once its lease expires.`,
   sweepFailed: (flow: string, error: Error) =>
     `Recovery of flow "${flow}" could not list its runs: ${error.name}: ${error.message}`,
-  sweepDone: (flows: number, loops: number, runs: number) =>
-    `Bootstrap recovery done: ${runs} unfinished run(s) in ${[
+  sweepDone: (
+    sweep: 'bootstrap' | 'resweep' | 'manual',
+    flows: number,
+    loops: number,
+    runs: number,
+    counts: Readonly<Record<string, number>>,
+  ) =>
+    `${SWEEP_LABEL[sweep]} done: ${runs} unfinished run(s) in ${[
       ...(flows || !loops ? [`${flows} flow(s)`] : []),
       ...(loops ? [`${loops} tool loop(s)`] : []),
-    ].join(' and ')}.`,
+    ].join(' and ')}${runs ? `: ${countsText(counts)}` : ''}.`,
   loopName: (name: unknown) =>
     `ToolLoopRunner.define(name, ...): the name must be a non-empty string, got ${JSON.stringify(name)}.`,
   duplicateLoop: (name: string) =>
@@ -106,3 +127,26 @@ export const NestMessages = {
   noSchema: (where: string) =>
     `${where}: @Tool({ args }) is validated, but models see no JSON schema for it: npm install class-validator-jsonschema (or give "parameters").`,
 } as const;
+
+const SWEEP_LABEL = {
+  bootstrap: 'Bootstrap recovery',
+  resweep: 'Lease re-sweep (runs held at bootstrap)',
+  manual: 'Recovery sweep',
+} as const;
+
+const OUTCOME_WORDS: Readonly<Record<string, string>> = {
+  recovered: 'recovered',
+  needsDecision: 'need a decision',
+  held: 'held by another worker',
+  elsewhere: 'recovered by another worker first',
+  accessDenied: 'refused (identity)',
+  failed: 'failed',
+};
+
+/** "2 recovered, 1 need a decision": the outcomes that happened, in a fixed order. */
+function countsText(counts: Readonly<Record<string, number>>): string {
+  return Object.entries(OUTCOME_WORDS)
+    .filter(([kind]) => counts[kind])
+    .map(([kind, words]) => `${counts[kind]} ${words}`)
+    .join(', ');
+}

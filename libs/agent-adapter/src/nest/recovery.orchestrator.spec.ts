@@ -1,8 +1,15 @@
 import { Logger } from '@nestjs/common';
-import { RecoveryNeedsDecision, RunLeaseHeld } from '../errors';
+import {
+  CheckpointConflict,
+  RecoveryNeedsDecision,
+  RunLeaseHeld,
+} from '../errors';
+import { DurableEvents } from '../events/durable.events';
+import type { CheckpointStore } from '../exec/checkpoints/checkpoint-store';
 import type { RecoveryOutcome, RunResult } from '../flow/flow.interfaces';
 import type { DurableEventsBridge } from './durable-events.bridge';
 import type { DurableFlowRunner } from './durable-flow.runner';
+import { RESWEEP_MARGIN_MS } from './durable.constants';
 import type { DurableExplorer } from './durable.explorer';
 import type { ResolvedDurableOptions } from './durable.providers';
 import type { DurableModuleExtras } from './interfaces/durable-module-options.interface';
@@ -39,6 +46,11 @@ type Sweep = (options?: {
 function orchestrator(
   flowSweep: Sweep,
   loopSweeps: Array<[string, Sweep]> = [],
+  more: {
+    events?: DurableEvents;
+    store?: Partial<CheckpointStore>;
+    recoverOnBoot?: boolean;
+  } = {},
 ) {
   const runner = {
     core: {
@@ -65,10 +77,14 @@ function orchestrator(
   return new RecoveryOrchestrator(
     runner,
     explorer,
-    {} as DurableEventsBridge,
+    { ready: () => Promise.resolve() } as unknown as DurableEventsBridge,
     loops,
-    { recoveryConcurrency: 4 } as ResolvedDurableOptions,
-    { recoverOnBoot: false } as DurableModuleExtras,
+    {
+      recoveryConcurrency: 4,
+      store: more.store,
+    } as unknown as ResolvedDurableOptions,
+    { recoverOnBoot: more.recoverOnBoot ?? false } as DurableModuleExtras,
+    more.events,
   );
 }
 
@@ -108,6 +124,7 @@ describe('RecoveryOrchestrator.sweep', () => {
       recovered: 2_054,
       needsDecision: 260,
       held: 260,
+      elsewhere: 0,
       accessDenied: 0,
       failed: 26,
     });
@@ -126,7 +143,7 @@ describe('RecoveryOrchestrator.sweep', () => {
       260,
     );
     expect(lines.at(-1)).toBe(
-      'log: Bootstrap recovery done: 2600 unfinished run(s) in 1 flow(s).',
+      'log: Recovery sweep done: 2600 unfinished run(s) in 1 flow(s): 2054 recovered, 260 need a decision, 260 held by another worker, 26 failed.',
     );
   });
 
@@ -145,7 +162,7 @@ describe('RecoveryOrchestrator.sweep', () => {
       'error: Recovery of flow "tickets" could not list its runs: Error: connection lost',
       'log: Run "run-0" of flow "support" recovered: done at step 3.',
       'log: Run "run-1" of flow "support" recovered: done at step 3.',
-      'log: Bootstrap recovery done: 3 unfinished run(s) in 1 flow(s) and 1 tool loop(s).',
+      'log: Recovery sweep done: 3 unfinished run(s) in 1 flow(s) and 1 tool loop(s): 3 recovered.',
     ]);
   });
 
@@ -158,5 +175,120 @@ describe('RecoveryOrchestrator.sweep', () => {
     const summary = await o.sweep();
     expect(sweep).toEqual({ pulled: 11, closed: true });
     expect(summary.counts.recovered).toBe(11);
+  });
+});
+
+describe('RecoveryOrchestrator: log lines an operator can trust (issue 15 item 7)', () => {
+  let lines: string[];
+  beforeEach(() => {
+    lines = [];
+    for (const level of ['log', 'warn', 'error'] as const)
+      jest
+        .spyOn(Logger.prototype, level)
+        .mockImplementation((message: unknown, ..._rest: unknown[]) => {
+          lines.push(`${level}: ${String(message)}`);
+        });
+  });
+  afterEach(() => jest.restoreAllMocks());
+
+  it('logs a lost recovery race (CheckpointConflict) as another worker having it, never at error', async () => {
+    const { each } = outcomes(
+      1,
+      () =>
+        new CheckpointConflict(
+          'Run "run-0": step 3 is already saved (at step 3).',
+          'run-0',
+        ),
+    );
+    const store = {
+      head: (runId: string) =>
+        Promise.resolve({ runId, owner: 'w-2' } as never),
+    };
+    const summary = await orchestrator(each, [], { store }).sweep();
+    expect(lines).toEqual([
+      'log: Run "run-0" of flow "tickets": another worker (w-2) recovered it first; nothing to do here.',
+      'log: Recovery sweep done: 1 unfinished run(s) in 1 flow(s): 1 recovered by another worker first.',
+    ]);
+    expect(summary.elsewhere).toEqual(['run-0']);
+    expect(summary.counts.failed).toBe(0);
+  });
+
+  it('says which worker holds a lease and until when, and that it retries then', async () => {
+    const until = Date.parse('2026-12-01T11:40:03Z');
+    const { each } = outcomes(1, () => new RunLeaseHeld('run-0', 'w-2', until));
+    await orchestrator(each).sweep({ resweep: true });
+    expect(lines[0]).toBe(
+      'log: Run "run-0" of flow "tickets": worker "w-2" holds its lease until 2026-12-01T11:40:03.000Z (it may be alive), so it was not taken; retrying then.',
+    );
+    lines = [];
+    await orchestrator(each).sweep();
+    expect(lines[0]).toMatch(
+      /worker "w-2" holds its lease until 2026-12-01T11:40:03.000Z .*; not retried by this sweep/,
+    );
+  });
+
+  it('logs the boot summary once, with its counts, and the lease re-sweep on its own labelled line', async () => {
+    let sweeps = 0;
+    // At boot run-1 is held (a lease that has just expired: the re-sweep is due at once); the
+    // re-sweep recovers it.
+    async function* each(): AsyncGenerator<RecoveryOutcome<Outcome>> {
+      sweeps++;
+      if (sweeps === 1) {
+        yield ['run-0', done(0)];
+        yield [
+          'run-1',
+          new RunLeaseHeld('run-1', 'w-2', Date.now() - RESWEEP_MARGIN_MS),
+        ];
+      } else yield ['run-1', done(1)];
+    }
+    const o = orchestrator(each, [], { recoverOnBoot: true });
+    o.onApplicationBootstrap();
+    await o.waitUntilRecovered();
+    const start = Date.now();
+    while (sweeps < 2 || !lines.some((l) => l.includes('re-sweep'))) {
+      if (Date.now() - start > 2_000) break;
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    const summaries = lines.filter((l) => / done: /.test(l));
+    expect(summaries).toEqual([
+      'log: Bootstrap recovery done: 2 unfinished run(s) in 1 flow(s): 1 recovered, 1 held by another worker.',
+      'log: Lease re-sweep (runs held at bootstrap) done: 1 unfinished run(s) in 1 flow(s): 1 recovered.',
+    ]);
+    o.beforeApplicationShutdown();
+  });
+
+  it('names the calls replayed and the calls run again (from run.recovered)', async () => {
+    const events = new DurableEvents();
+    const call = (tool: string, index: number) => ({ node: 'n', index, tool });
+    async function* each(): AsyncGenerator<RecoveryOutcome<Outcome>> {
+      // As the runner does: run.recovered is emitted before the recovery's outcome settles.
+      events.emit('run.recovered', {
+        kind: 'flow',
+        runId: 'run-0',
+        flow: 'tickets',
+        step: 4,
+        replayed: [
+          call('charge_card', 0),
+          call('hold_seats', 1),
+          call('hold_seats', 2),
+        ],
+        rerun: [call('email_tickets', 3)],
+      });
+      yield ['run-0', { ...done(0), step: 4 }];
+      events.emit('run.recovered', {
+        kind: 'flow',
+        runId: 'run-1',
+        flow: 'tickets',
+        step: 2,
+        replayed: [],
+        rerun: [],
+      });
+      yield ['run-1', { ...done(1), step: 2 }];
+    }
+    await orchestrator(each, [], { events }).sweep();
+    expect(lines.slice(0, 2)).toEqual([
+      'log: Run "run-0" of flow "tickets" recovered: done at step 4; replayed charge_card, hold_seats x2; ran again email_tickets (idempotent).',
+      'log: Run "run-1" of flow "tickets" recovered: done at step 2; no finished call to replay, none run again.',
+    ]);
   });
 });

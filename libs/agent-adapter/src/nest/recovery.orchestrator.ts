@@ -2,15 +2,18 @@ import {
   Inject,
   Injectable,
   Logger,
+  Optional,
   type BeforeApplicationShutdown,
   type OnApplicationBootstrap,
   type OnApplicationShutdown,
 } from '@nestjs/common';
 import {
+  CheckpointConflict,
   RecoveryNeedsDecision,
   RunAccessDenied,
   RunLeaseHeld,
 } from '../errors';
+import { DurableEvents } from '../events/durable.events';
 import type { RecoveryOutcome, RunResult } from '../flow/flow.interfaces';
 import { DurableEventsBridge } from './durable-events.bridge';
 import { ToolLoopRunner } from './tool-loop.runner';
@@ -25,10 +28,16 @@ import { DurableExplorer } from './durable.explorer';
 import { NestMessages } from './durable.messages';
 import type { ResolvedDurableOptions } from './durable.providers';
 import type { DurableModuleExtras } from './interfaces/durable-module-options.interface';
+import { RecoveredCalls, describeCalls } from './recovery.log';
 
 /** The outcomes a recovery sweep tells apart. @publicApi */
 export type RecoveryOutcomeKind =
-  'recovered' | 'needsDecision' | 'held' | 'accessDenied' | 'failed';
+  | 'recovered'
+  | 'needsDecision'
+  | 'held'
+  | 'elsewhere'
+  | 'accessDenied'
+  | 'failed';
 
 /**
  * What one recovery sweep saw, per outcome: how many runs had each (`counts`), and their run ids.
@@ -43,6 +52,8 @@ export interface RecoverySummary {
   needsDecision: string[];
   /** Runs whose owner's lease has not expired (the owner may be alive). */
   held: string[];
+  /** Runs another worker claimed first (a lost recovery race: nothing to do here). */
+  elsewhere: string[];
   /** Runs refused for their identity (a principal is needed). */
   accessDenied: string[];
   /** Runs that could not be recovered for another reason (logged with the error). */
@@ -82,6 +93,7 @@ export class RecoveryOrchestrator
     private readonly options: ResolvedDurableOptions,
     @Inject(DURABLE_MODULE_EXTRAS)
     private readonly extras: DurableModuleExtras,
+    @Optional() private readonly events?: DurableEvents,
   ) {}
 
   onApplicationBootstrap(): void {
@@ -89,7 +101,7 @@ export class RecoveryOrchestrator
     // After @OnEvent() listeners are attached, so they see the recoveries.
     this.boot = this.bridge
       .ready()
-      .then(() => this.sweep({ resweep: true }))
+      .then(() => this.run('bootstrap'))
       .then(
         () => undefined,
         // sweep() catches per flow and per run; this is the last line of defence.
@@ -107,17 +119,26 @@ export class RecoveryOrchestrator
    * after another with `recoveryConcurrency` runs at a time. With `resweep`, runs held by a live
    * lease get one more look (a single unref'd timer) after the latest of their leases expires.
    */
-  async sweep(options: { resweep?: boolean } = {}): Promise<RecoverySummary> {
+  sweep(options: { resweep?: boolean } = {}): Promise<RecoverySummary> {
+    return this.run('manual', options.resweep);
+  }
+
+  private async run(
+    kind: 'bootstrap' | 'resweep' | 'manual',
+    resweep = kind === 'bootstrap',
+  ): Promise<RecoverySummary> {
     const summary: RecoverySummary = {
       recovered: [],
       needsDecision: [],
       held: [],
+      elsewhere: [],
       accessDenied: [],
       failed: [],
       counts: {
         recovered: 0,
         needsDecision: 0,
         held: 0,
+        elsewhere: 0,
         accessDenied: 0,
         failed: 0,
       },
@@ -142,11 +163,16 @@ export class RecoveryOrchestrator
       })),
     ];
     this.loops.markSwept();
+    // The calls each recovery replayed or ran again, for its log line.
+    const calls = new RecoveredCalls(this.events);
     for (const { name, recoverEach } of sweeps) {
       if (this.stop.signal.aborted) break;
       try {
         for await (const [runId, outcome] of recoverEach()) {
-          const kind = this.report(name, runId, outcome);
+          const kind = await this.report(name, runId, outcome, {
+            calls,
+            retry: resweep,
+          });
           summary.counts[kind]++;
           if (summary[kind].length < SUMMARY_RUN_IDS) summary[kind].push(runId);
           if (outcome instanceof RunLeaseHeld)
@@ -156,11 +182,19 @@ export class RecoveryOrchestrator
         this.logger.error(NestMessages.sweepFailed(name, asError(error)));
       }
     }
+    calls.close();
     const runs = Object.values(summary.counts).reduce((n, c) => n + c, 0);
+    // One line per sweep: the bootstrap's, and the re-sweep's labelled as such.
     this.logger.log(
-      NestMessages.sweepDone(flows.length, sweeps.length - flows.length, runs),
+      NestMessages.sweepDone(
+        kind,
+        flows.length,
+        sweeps.length - flows.length,
+        runs,
+        summary.counts,
+      ),
     );
-    if (options.resweep && summary.counts.held && !this.stop.signal.aborted) {
+    if (resweep && summary.counts.held && !this.stop.signal.aborted) {
       this.scheduleResweep(
         latestLease + RESWEEP_MARGIN_MS,
         summary.counts.held,
@@ -183,13 +217,22 @@ export class RecoveryOrchestrator
     if (this.options.ownsStore) await this.options.store.close();
   }
 
+  /** The worker holding the run now (the one that won the race), if the store says. */
+  private async ownerOf(runId: string): Promise<string | undefined> {
+    try {
+      return (await this.options.store.head(runId))?.owner;
+    } catch {
+      return undefined;
+    }
+  }
+
   private scheduleResweep(at: number, runs: number): void {
     if (this.resweepTimer) return;
     this.logger.log(NestMessages.resweep(at, runs));
     this.resweepTimer = setTimeout(
       () => {
         this.resweepTimer = undefined;
-        void this.sweep().catch((error: unknown) =>
+        void this.run('resweep').catch((error: unknown) =>
           this.logger.error(String(error)),
         );
       },
@@ -198,12 +241,15 @@ export class RecoveryOrchestrator
     this.resweepTimer.unref();
   }
 
-  private report(
+  private async report(
     flow: string,
     runId: string,
     outcome: Outcome | Error,
-  ): RecoveryOutcomeKind {
+    sweep: { calls: RecoveredCalls; retry: boolean },
+  ): Promise<RecoveryOutcomeKind> {
+    const recovered = sweep.calls.take(runId);
     if (!(outcome instanceof Error)) {
+      const calls = recovered && describeCalls(recovered);
       if (outcome.status === 'paused')
         this.logger.warn(NestMessages.recoveredPaused(flow, runId));
       else if (outcome.status === 'failed')
@@ -213,11 +259,18 @@ export class RecoveryOrchestrator
             runId,
             outcome.step,
             outcome.error,
+            calls,
           ),
         );
       else
         this.logger.log(
-          NestMessages.recovered(flow, runId, outcome.status, outcome.step),
+          NestMessages.recovered(
+            flow,
+            runId,
+            outcome.status,
+            outcome.step,
+            calls,
+          ),
         );
       return 'recovered';
     }
@@ -227,9 +280,22 @@ export class RecoveryOrchestrator
     }
     if (outcome instanceof RunLeaseHeld) {
       this.logger.log(
-        NestMessages.leaseHeld(flow, runId, outcome.owner, outcome.until),
+        NestMessages.leaseHeld(
+          flow,
+          runId,
+          outcome.owner,
+          outcome.until,
+          sweep.retry && !this.stop.signal.aborted,
+        ),
       );
       return 'held';
+    }
+    if (outcome instanceof CheckpointConflict) {
+      // A lost race: another worker's write (its claim) came first. Not an error: nothing is lost.
+      this.logger.log(
+        NestMessages.lostRace(flow, runId, await this.ownerOf(runId)),
+      );
+      return 'elsewhere';
     }
     if (outcome instanceof RunAccessDenied) {
       this.logger.warn(NestMessages.accessDenied(flow, runId, outcome.message));
