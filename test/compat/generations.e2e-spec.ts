@@ -270,7 +270,8 @@ describe('compatibility: the packed package on the oldest and newest stacks', ()
               expect(r.recoveryLog).toEqual(
                 expect.arrayContaining([
                   expect.stringMatching(
-                    `Run "${r.runId}" of flow "shipping" recovered: done at step \\d+\\.$`,
+                    // The killed step's finished call replays; the idempotent one in flight runs again.
+                    `Run "${r.runId}" of flow "shipping" recovered: done at step \\d+; replayed print_label; ran again send_parcel \\(idempotent\\)\\.$`,
                   ),
                 ]),
               );

@@ -14,10 +14,12 @@ const README = readFileSync(join(__dirname, '..', '..', 'README.md'), 'utf8');
 function tableNames(readme: string): string[] {
   const section = /^## Errors\n([\s\S]*?)(?=^## )/m.exec(readme);
   if (!section) throw new Error('README.md has no "## Errors" section');
-  const rows = section[1]!
-    .split('\n')
-    .filter((line) => line.startsWith('|'))
-    .slice(2); // the header and the |---| line
+  // The first table of the section (`| Error | When |`); later ones (HTTP statuses) name errors
+  // the first one already lists.
+  const lines = section[1]!.split('\n');
+  const start = lines.findIndex((line) => line.startsWith('|'));
+  const end = lines.findIndex((line, i) => i > start && !line.startsWith('|'));
+  const rows = lines.slice(start, end === -1 ? undefined : end).slice(2); // the header and the |---| line
   return rows.flatMap((row) =>
     row
       .split('|')[1]!
@@ -47,6 +49,7 @@ function problem(name: string): string | undefined {
   // its constructor puts on instances (so instanceof works across copies of the package), which a
   // prototype does not carry. The prototype chain is what "extends DurableError" means.
   const ctor = value as { prototype: object; name: string };
+  if (value === DurableError) return undefined; // the base class itself, named in the prose
   if (
     !Object.prototype.isPrototypeOf.call(DurableError.prototype, ctor.prototype)
   )
