@@ -214,16 +214,20 @@ describe('RecoveryOrchestrator: log lines an operator can trust (issue 15 item 7
   });
 
   it('says which worker holds a lease and until when, and that it retries then', async () => {
-    const until = Date.parse('2026-12-01T11:40:03Z');
+    // An hour from now: a fixed date would schedule a real re-sweep once the clock reached it.
+    const until = Date.now() + 3_600_000;
+    const iso = new Date(until).toISOString();
     const { each } = outcomes(1, () => new RunLeaseHeld('run-0', 'w-2', until));
-    await orchestrator(each).sweep({ resweep: true });
+    const first = orchestrator(each);
+    await first.sweep({ resweep: true });
+    first.beforeApplicationShutdown(); // clears the re-sweep it scheduled
     expect(lines[0]).toBe(
-      'log: Run "run-0" of flow "tickets": worker "w-2" holds its lease until 2026-12-01T11:40:03.000Z (it may be alive), so it was not taken; retrying then.',
+      `log: Run "run-0" of flow "tickets": worker "w-2" holds its lease until ${iso} (it may be alive), so it was not taken; retrying then.`,
     );
     lines = [];
     await orchestrator(each).sweep();
-    expect(lines[0]).toMatch(
-      /worker "w-2" holds its lease until 2026-12-01T11:40:03.000Z .*; not retried by this sweep/,
+    expect(lines[0]).toContain(
+      `worker "w-2" holds its lease until ${iso} (it may be alive), so it was not taken; not retried by this sweep`,
     );
   });
 
