@@ -47,6 +47,21 @@ describe('run viewer access', () => {
     await request(app.getHttpServer()).get('/runs/api/runs').expect(404);
   });
 
+  it('forRootAsync serves the viewer too, behind its guard', async () => {
+    const app = await apps.boot([
+      DurableModule.forRootAsync({
+        useFactory: () => ({ store: { type: 'memory' } }),
+        viewer: { path: '/ops/runs', guard: OperatorGuard },
+      }),
+    ]);
+    const server = app.getHttpServer();
+    await request(server).get('/ops/runs/api/runs').expect(403);
+    await request(server)
+      .get('/ops/runs/api/runs')
+      .set('x-operator', 'yes')
+      .expect(200);
+  });
+
   it('with a guard: a request it refuses gets 403 for the page, the API and every action, and nothing runs', async () => {
     const ledger = new Ledger();
     const app = await apps.boot([

@@ -1,13 +1,8 @@
-import { ConfigurableModuleBuilder, type Provider } from '@nestjs/common';
+import { ConfigurableModuleBuilder } from '@nestjs/common';
 import { DURABLE_MODULE_EXTRAS } from './durable.constants';
-import { VIEWER_CONFIG, viewerConfig } from './viewer/viewer.config';
-import { createViewerController } from './viewer/viewer.controller';
-import { ViewerCsrf } from './viewer/viewer.csrf';
-import { ViewerService } from './viewer/viewer.service';
 import type {
   DurableModuleExtras,
   DurableModuleOptions,
-  DurableViewerOptions,
 } from './interfaces/durable-module-options.interface';
 
 /**
@@ -28,9 +23,9 @@ export const {
   .setFactoryMethodName('createDurableOptions')
   .setExtras<DurableModuleExtras>(
     { isGlobal: true, recoverOnBoot: true },
+    // The builder alone: the viewer is wired in durable.module.ts (it needs the runners, which
+    // need the options token defined here).
     (definition, extras) => {
-      // Checked here, at forRoot time: a bad or unguarded (production) viewer fails at once.
-      const viewer = extras.viewer ? viewerParts(extras.viewer) : undefined;
       return {
         ...definition,
         global: extras.isGlobal,
@@ -43,11 +38,6 @@ export const {
               recoverOnBoot: extras.recoverOnBoot,
             } satisfies DurableModuleExtras,
           },
-          ...(viewer?.providers ?? []),
-        ],
-        controllers: [
-          ...(definition.controllers ?? []),
-          ...(viewer ? [viewer.controller] : []),
         ],
       };
     },
@@ -58,19 +48,3 @@ export const {
 export type DurableModuleRootOptions = typeof OPTIONS_TYPE;
 /** What `DurableModule.forRootAsync()` accepts. @publicApi */
 export type DurableModuleAsyncOptions = typeof ASYNC_OPTIONS_TYPE;
-
-/**
- * The viewer's controller and providers, from its checked options (`viewerConfig` refuses an
- * unguarded viewer in production unless told otherwise).
- */
-function viewerParts(options: DurableViewerOptions) {
-  const config = viewerConfig(options);
-  const providers: Provider[] = [
-    { provide: VIEWER_CONFIG, useValue: config },
-    ViewerCsrf,
-    ViewerService,
-  ];
-  // ViewerSecurityGuard is not a provider here: Nest makes it for the controller's @UseGuards
-  // (one instance, whose onApplicationBootstrap warns once).
-  return { providers, controller: createViewerController(config) };
-}

@@ -1,4 +1,4 @@
-import { Module, type DynamicModule } from '@nestjs/common';
+import { Module, type DynamicModule, type Provider } from '@nestjs/common';
 import { DiscoveryModule } from '@nestjs/core';
 import { DurableEvents } from '../events/durable.events';
 import { CheckpointStore } from '../exec/checkpoints/checkpoint-store';
@@ -19,7 +19,12 @@ import { createDurableProviders } from './durable.providers';
 import { DurableSetupError } from './errors/durable-setup.error';
 import { DurableHealthIndicator } from './durable.health';
 import { RecoveryOrchestrator } from './recovery.orchestrator';
+import type { DurableViewerOptions } from './interfaces/durable-module-options.interface';
 import { ToolLoopRunner } from './tool-loop.runner';
+import { VIEWER_CONFIG, viewerConfig } from './viewer/viewer.config';
+import { createViewerController } from './viewer/viewer.controller';
+import { ViewerCsrf } from './viewer/viewer.csrf';
+import { ViewerService } from './viewer/viewer.service';
 
 /**
  * Durable flows and tools for a Nest application:
@@ -60,7 +65,7 @@ import { ToolLoopRunner } from './tool-loop.runner';
 export class DurableModule extends ConfigurableModuleClass {
   /** `forRoot(options)`: the options as they are (`isGlobal`, `recoverOnBoot` extras included). */
   static override forRoot(options: DurableModuleRootOptions): DynamicModule {
-    return super.forRoot(options);
+    return withViewer(super.forRoot(options), options.viewer);
   }
 
   /**
@@ -77,6 +82,33 @@ export class DurableModule extends ConfigurableModuleClass {
     ) {
       throw new DurableSetupError(NestMessages.noAsyncVariant());
     }
-    return super.forRootAsync(options);
+    return withViewer(super.forRootAsync(options), options.viewer);
   }
+}
+
+/**
+ * The module with the viewer's controller and providers when `viewer` is given. Checked here, at
+ * forRoot time: a bad or unguarded (production) viewer fails at once (`viewerConfig`).
+ */
+function withViewer(
+  module: DynamicModule,
+  options: DurableViewerOptions | undefined,
+): DynamicModule {
+  if (!options) return module;
+  const config = viewerConfig(options);
+  // ViewerSecurityGuard is not a provider here: Nest makes it for the controller's @UseGuards
+  // (one instance, whose onApplicationBootstrap warns once).
+  const providers: Provider[] = [
+    { provide: VIEWER_CONFIG, useValue: config },
+    ViewerCsrf,
+    ViewerService,
+  ];
+  return {
+    ...module,
+    providers: [...(module.providers ?? []), ...providers],
+    controllers: [
+      ...(module.controllers ?? []),
+      createViewerController(config),
+    ],
+  };
 }
