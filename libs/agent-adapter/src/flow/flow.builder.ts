@@ -9,27 +9,24 @@ import type {
   StateClass,
 } from './flow.interfaces';
 import { END, isCallNode, type CallNode } from './call-node';
-import { compileFlow, type CompiledFlow } from './flow.graph';
+import {
+  compileFlow,
+  type CompiledFlow,
+  type FlowDefinition,
+  type NodeDef,
+  type RouteDef,
+} from './flow.graph';
 
-export interface NodeDef<S> {
-  name: string;
-  spec: NodeFn<S> | CallNode<S>;
-  maxVisits?: number;
-  callsFirst?: boolean;
-}
-
-export interface RouteDef<S> {
-  from: string;
-  pick: RouteFn<S>;
-  targets: string[];
-}
+export type { NodeDef, RouteDef } from './flow.graph';
 
 /**
  * A graph of nodes run in supersteps. Build it once at start-up; it is checked (and its digest
  * computed) the first time a runner uses it, and may not change after that.
  * @publicApi
  */
-export class Flow<S extends object = Record<string, unknown>> {
+export class Flow<
+  S extends object = Record<string, unknown>,
+> implements FlowDefinition<S> {
   readonly name: string;
   readonly stateClass?: StateClass<S>;
   readonly maxVisits: number;

@@ -1,9 +1,8 @@
 import { createHash } from 'node:crypto';
 import { FlowError } from '../errors';
 import { canonicalJson } from '../exec/durable/canonical-json';
-import { END, isCallNode } from './call-node';
-import type { Flow } from './flow.builder';
-import type { NodeFn, Reducer, RouteFn } from './flow.interfaces';
+import { END, isCallNode, type CallNode } from './call-node';
+import type { NodeFn, Reducer, RouteFn, StateClass } from './flow.interfaces';
 import { StateCodec } from './state';
 
 export interface CompiledNode<S> {
@@ -15,6 +14,33 @@ export interface CompiledNode<S> {
 }
 
 /** An immutable, checked graph. */
+export interface NodeDef<S> {
+  name: string;
+  spec: NodeFn<S> | CallNode<S>;
+  maxVisits?: number;
+  callsFirst?: boolean;
+}
+
+export interface RouteDef<S> {
+  from: string;
+  pick: RouteFn<S>;
+  targets: string[];
+}
+
+/** A graph as the builder (`Flow`) holds it: what `compileFlow` checks and digests. */
+export interface FlowDefinition<S> {
+  readonly name: string;
+  readonly stateClass?: StateClass<S>;
+  readonly maxVisits: number;
+  readonly kind: 'flow' | 'loop';
+  readonly nodes: readonly NodeDef<S>[];
+  readonly edges: ReadonlyArray<readonly [string, string]>;
+  readonly routes: readonly RouteDef<S>[];
+  readonly ends: ReadonlySet<string>;
+  readonly starts: readonly string[];
+  readonly reducers: ReadonlyMap<string, Reducer<unknown>>;
+}
+
 export interface CompiledFlow<S> {
   name: string;
   /** What its checkpoints and events call a run: a flow, or a tool loop. */
@@ -31,7 +57,9 @@ export interface CompiledFlow<S> {
   state: StateCodec<S>;
 }
 
-export function compileFlow<S extends object>(flow: Flow<S>): CompiledFlow<S> {
+export function compileFlow<S extends object>(
+  flow: FlowDefinition<S>,
+): CompiledFlow<S> {
   const fail = (problem: string): never => {
     throw new FlowError(`Flow "${flow.name}": ${problem}.`);
   };
