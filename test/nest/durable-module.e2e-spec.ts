@@ -327,7 +327,7 @@ describe('DurableModule (e2e)', () => {
     it('a bad leaseMs', async () => {
       await expect(
         compile({ store: { type: 'memory' }, leaseMs: 0 }),
-      ).rejects.toThrow(/"leaseMs" must be a positive integer/);
+      ).rejects.toThrow(/"leaseMs" must be an integer of at least 100/);
     });
   });
 

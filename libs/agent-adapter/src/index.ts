@@ -5,8 +5,8 @@
 export { Flow } from './flow/flow.builder';
 export { Call, END } from './flow/call-node';
 export type { CallNode } from './flow/call-node';
-export { FlowRunner } from './flow/flow.runner';
-export type { FlowRunnerOptions } from './flow/flow.runner';
+export { FlowRunner } from './flow/runner/flow-runner';
+export type { FlowRunnerOptions } from './flow/runner/flow-runner.options';
 export type {
   FlowOptions,
   FlowNodeOptions,
@@ -102,6 +102,7 @@ export {
   RunPaused,
   UnsealableValue,
   CheckpointKeyError,
+  DurableSetupError,
   DriverNotInstalledError,
   CheckpointStoreUnavailable,
   RecoveryAttemptsExceeded,
@@ -152,4 +153,7 @@ export type {
   ApprovalRequest,
   ApprovalVerdict,
 } from './exec/approvals';
-export type { ResumePolicy, ResumeRequest } from './flow/flow.runner';
+export type {
+  ResumePolicy,
+  ResumeRequest,
+} from './flow/runner/flow-runner.options';

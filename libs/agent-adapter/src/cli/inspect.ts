@@ -13,7 +13,7 @@ import {
   assertHeadSegment,
   assertLogCount,
   assertNoGaps,
-} from '../exec/durable/call-log';
+} from '../flow/runner/run-reader';
 import type { Json } from '../exec/durable/canonical-json';
 import type { KeyRing } from '../exec/durable/key-ring';
 import {

@@ -4,7 +4,7 @@ import type {
   HistoryPage,
   RunHead,
 } from '../exec/checkpoints/checkpoint-store';
-import { assertLogCount } from '../exec/durable/call-log';
+import { assertLogCount } from '../flow/runner/run-reader';
 import type { KeyRing } from '../exec/durable/key-ring';
 import { openCheckpoint, type Checkpoint } from '../exec/durable/records';
 

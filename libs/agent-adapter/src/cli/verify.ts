@@ -9,7 +9,7 @@ import type {
   RunHead,
   RunStatus,
 } from '../exec/checkpoints/checkpoint-store';
-import { assertNoGaps } from '../exec/durable/call-log';
+import { assertNoGaps } from '../flow/runner/run-reader';
 import { canonicalJson } from '../exec/durable/canonical-json';
 import type { KeyRing } from '../exec/durable/key-ring';
 import {

@@ -158,6 +158,13 @@ export class UnsealableValue extends DurableError {
 /** The checkpoint key is missing, too short or unknown. */
 export class CheckpointKeyError extends DurableError {}
 
+/**
+ * The library is set up wrong: a runner's or the durable module's options, a request-scoped flow or
+ * tool, duplicate names. Thrown when the runner is built or the application boots, before anything
+ * is stored; the message names the option, class or method. @publicApi
+ */
+export class DurableSetupError extends DurableError {}
+
 /** An optional package that a feature in use needs and that is not installed. @publicApi */
 export interface MissingPackage {
   /** The package's name, as `require()` is given it. */

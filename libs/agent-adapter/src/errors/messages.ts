@@ -75,8 +75,16 @@ export const Messages = {
     `Run "${runId}": access denied, ${why}. Recover it with the run's own identity.`,
   keyTooShort: (bytes: number) =>
     `The checkpoint key is ${bytes} bytes; at least 32 are required. Generate one with: node -e "console.log(require('crypto').randomBytes(32).toString('base64'))" and give the same key to every worker.`,
-  keyRequired: (store: string) =>
-    `${store} is shared between processes, so it needs a checkpoint key (at least 32 bytes, the same on every worker): pass checkpointKey.`,
+  keyRequired: (owner: string, store: string, option: string) =>
+    `${owner}: the ${store} is shared between processes, so "${option}" is required: a secret of at least 32 bytes, the same on every worker (e.g. ${option}: process.env.CHECKPOINT_KEY). Generate one with: node -e "console.log(require('crypto').randomBytes(32).toString('base64'))"`,
+  badInteger: (option: string, min: number, value: unknown) =>
+    min === 1
+      ? `"${option}" must be a positive integer, got ${shown(value)}.`
+      : `"${option}" must be an integer of at least ${min}, got ${shown(value)}.`,
+  badApprovals: () =>
+    'approvals must be an ApprovalPort: an object with a decide(request) method.',
+  badCanResume: () =>
+    'canResume must be a function (request) => boolean | Promise<boolean>.',
   notInRun: () =>
     `idempotencyKey() was called outside a durable run's tool call, so there is no key to give: it gives one only while a run executes a tool (a @Tool method called from a node, or a function registered on the ToolRegistry and called through ctx.call or Call()), never a made-up one. Code that may also run outside a run (a @Tool method called directly, a node's own code) should check inRun() and, outside a run, pass its caller's own key: inRun() ? idempotencyKey() : key.`,
   parked: (runId: string, recoveries: number, superstep: number) =>

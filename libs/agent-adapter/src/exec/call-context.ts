@@ -1,5 +1,5 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
-import type { CallLog } from './durable/call-log';
+import type { SegmentWriter } from './durable/segment-writer';
 import type {
   ApprovalDecision,
   CallIdentity,
@@ -16,7 +16,8 @@ export interface SuperstepScope {
   flow: string;
   superstep: number;
   identity: RunIdentity;
-  log: CallLog;
+  /** The segment's write channel: the call records of this superstep go through it. */
+  log: SegmentWriter;
   ring: KeyRing;
   idemKid: string;
   incarnation: number;

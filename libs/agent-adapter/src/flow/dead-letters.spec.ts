@@ -217,7 +217,7 @@ describe.each(stores)('dead letters on the %s store', (_, make) => {
             checkpointKey: KEY,
             maxRecoveryAttempts: bad,
           }),
-      ).toThrow(/maxRecoveryAttempts must be a positive integer/);
+      ).toThrow(/^FlowRunner: "maxRecoveryAttempts" must be a positive integer/);
     }
   });
 });

@@ -70,9 +70,9 @@ describe('FlowRunner lease renewal', () => {
     await sleep(1000); // > leaseMs: drive 2 is healthy, inside `long`
     const head = await store.head('d');
     const live = (head?.leaseExpiresAt ?? 0) > Date.now();
-    const renewed = (runner as unknown as { driving: Set<string> }).driving.has(
-      'd',
-    );
+    const renewed = (
+      runner as unknown as { leases: { isDriving(runId: string): boolean } }
+    ).leases.isDriving('d');
     releaseLong();
     await second;
     runner.close();
@@ -96,7 +96,7 @@ describe('FlowRunner workerId (the owner column of a run head: VARCHAR(200))', (
       expect(
         () => new FlowRunner(executor(), { workerId: id as string }),
       ).toThrow(
-        /^workerId must be a non-empty string of at most 200 characters without control characters/,
+        /^FlowRunner: workerId must be a non-empty string of at most 200 characters without control characters/,
       );
     },
   );

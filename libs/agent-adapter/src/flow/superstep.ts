@@ -1,12 +1,25 @@
 import { FlowError } from '../errors';
 import {
+  nodeStorage,
+  type NodeScope,
+  type SuperstepScope,
+} from '../exec/call-context';
+import {
   canonical,
   canonicalObject,
   type CanonicalText,
   type Json,
 } from '../exec/durable/canonical-json';
+import type {
+  Checkpoint,
+  PendingApproval,
+  SealedError,
+} from '../exec/durable/records';
+import type { Executor } from '../exec/executor';
 import { END } from './call-node';
 import type { CompiledFlow } from './flow.graph';
+import type { NodeContext } from './flow.interfaces';
+import type { SuperstepOutcome } from './runner/run-transitions';
 
 type State = { [key: string]: Json };
 
@@ -99,4 +112,95 @@ export function nextFrontier<S>(
     }
   }
   return flow.order.filter((n) => next.has(n));
+}
+
+/**
+ * Runs the frontier's nodes concurrently on one snapshot of the state and merges what they return:
+ * the next state, frontier and visits; the run's error; or the approval a call waits for (the run
+ * pauses, whatever the nodes made of it).
+ */
+export async function runFrontier<S extends object>(
+  flow: CompiledFlow<S>,
+  cp: Checkpoint,
+  scope: SuperstepScope,
+  executor: Executor,
+): Promise<SuperstepOutcome | { pause: PendingApproval }> {
+  const visits = { ...cp.visits };
+  for (const name of cp.frontier) {
+    const node = flow.nodes.get(name);
+    if (!node)
+      return {
+        error: {
+          name: 'FlowError',
+          message: `node "${name}" is not in the flow`,
+          node: name,
+        },
+      };
+    visits[name] = (visits[name] ?? 0) + 1;
+    if ((visits[name] ?? 0) > node.maxVisits) {
+      return {
+        error: {
+          name: 'FlowError',
+          message: `node "${name}" would run more than ${node.maxVisits} times (maxVisits); the flow loops without end`,
+          node: name,
+        },
+      };
+    }
+  }
+  const state = flow.state.encode(cp.state);
+  const settled = await Promise.allSettled(
+    cp.frontier.map((name) => {
+      const node = flow.nodes.get(name)!;
+      const nodeScope: NodeScope = { step: scope, node: name, nextIndex: 0 };
+      const ctx: NodeContext = {
+        runId: cp.runId,
+        flow: cp.flow,
+        node: name,
+        superstep: cp.superstep,
+        identity: cp.identity,
+        call: <R>(tool: string, args?: unknown) =>
+          executor.call(nodeScope, tool, args) as Promise<R>,
+        skipCall: () => {
+          nodeScope.nextIndex++;
+        },
+      };
+      return nodeStorage.run(nodeScope, async () =>
+        node.run(flow.state.view(state), ctx),
+      );
+    }),
+  );
+  // Calls a node left running (not awaited) finish before the checkpoint; later ones are refused.
+  while (scope.inflight.size) await Promise.allSettled([...scope.inflight]);
+  scope.closed = true;
+  // A refused or lost call write means this worker lost the run, whatever a node made of it.
+  if (scope.log.failure !== undefined) throw scope.log.failure;
+  // A call waits for an approval: the run pauses, whatever the nodes made of it.
+  if (scope.paused) return { pause: scope.paused };
+  const updates: Array<readonly [string, unknown]> = [];
+  for (const [i, result] of settled.entries()) {
+    const node = cp.frontier[i] as string;
+    if (result.status === 'rejected')
+      return { error: sealError(result.reason, node) };
+    updates.push([node, result.value]);
+  }
+  try {
+    const merged = mergeEncoded(flow, state, updates);
+    return {
+      state: merged,
+      frontier: nextFrontier(flow, cp.frontier, merged),
+      visits,
+    };
+  } catch (error) {
+    return { error: sealError(error) };
+  }
+}
+
+/** An error as a checkpoint seals it: name, message and the node it came from. */
+export function sealError(error: unknown, node?: string): SealedError {
+  const e = error instanceof Error ? error : new Error(String(error));
+  return {
+    name: e.name,
+    message: e.message,
+    ...(node !== undefined && { node }),
+  };
 }

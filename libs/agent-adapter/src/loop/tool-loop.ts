@@ -5,14 +5,8 @@ import {
   ToolFailed,
   ToolTimeout,
 } from '../errors';
-import type { DurableEvents } from '../events/durable.events';
-import type { ApprovalPort } from '../exec/approvals';
-import type {
-  CheckpointStore,
-  RunStatus,
-} from '../exec/checkpoints/checkpoint-store';
+import type { RunStatus } from '../exec/checkpoints/checkpoint-store';
 import { canonicalJson } from '../exec/durable/canonical-json';
-import type { CheckpointKey } from '../exec/durable/key-ring';
 import type {
   PendingApproval,
   RunIdentity,
@@ -30,7 +24,8 @@ import type {
   ResumeDecision,
   RunResult,
 } from '../flow/flow.interfaces';
-import { FlowRunner, type ResumePolicy } from '../flow/flow.runner';
+import { FlowRunner } from '../flow/runner/flow-runner';
+import type { FlowRunnerOptions } from '../flow/runner/flow-runner.options';
 import {
   chatTools,
   checkMessage,
@@ -58,48 +53,18 @@ export interface ToolLoopState {
   start: number;
 }
 
-/** Where a tool loop's runs are kept. @publicApi */
-export interface ToolLoopOptions {
-  /** Where checkpoints and call logs go. @default new MemoryCheckpointStore() */
-  checkpoints?: CheckpointStore;
-  /**
-   * Signs every checkpoint and call record (at least 32 bytes, or a key ring); the same on every
-   * worker. Required for every store but the memory one.
-   */
-  checkpointKey?: CheckpointKey;
-  /** Encrypts the history and tool data at rest (see `FlowRunnerOptions.encryptionKey`). */
-  encryptionKey?: CheckpointKey;
-  /** Receives `checkpoint.saved` and `run.recovered`. */
-  events?: DurableEvents;
-  /** This worker's id in run leases. @default `${hostname}:${pid}:${random}` */
-  workerId?: string;
-  /** How long a run stays owned after this worker's last sign of life. @default 15000 */
-  leaseMs?: number;
+/**
+ * Where a tool loop's runs are kept: the runner's options (store, keys, events, worker id, lease,
+ * approvals, resume policy, dead letters), checked by the runner, plus the loop's name.
+ * @publicApi
+ */
+export interface ToolLoopOptions extends FlowRunnerOptions {
   /**
    * The name the loop's runs are stored under (the flow name of their checkpoints): `recoverAll`
    * finds unfinished runs by it. Give each kind of agent its own.
    * @default 'tool-loop'
    */
   name?: string;
-  /**
-   * A synchronous approver: a tool call that needs approval awaits it inside the call instead of
-   * pausing the loop (see `FlowRunnerOptions.approvals`). A crash while it decides leaves the call
-   * in doubt.
-   * @default none: such a call pauses the loop until it is resumed with a `decision`
-   */
-  approvals?: ApprovalPort;
-  /**
-   * Lets someone other than the run's own identity resume a paused loop (see
-   * `FlowRunnerOptions.canResume`).
-   * @default none: only the run's own identity may resume it
-   */
-  canResume?: ResumePolicy;
-  /**
-   * Parks a run as `failed` once it has been recovered this many times without completing a step
-   * (see `FlowRunnerOptions.maxRecoveryAttempts`): it bounds a run whose model call or tool keeps
-   * crashing its worker. @default none: recovered every time
-   */
-  maxRecoveryAttempts?: number;
 }
 
 /** @publicApi */
@@ -170,25 +135,10 @@ export class ToolLoop {
   ) {
     if (typeof model?.complete !== 'function')
       throw new TypeError('A tool loop needs a ChatModel (with complete()).');
-    this.runner = new FlowRunner(new Executor(registry), {
-      ...(options.checkpoints && { checkpoints: options.checkpoints }),
-      ...(options.checkpointKey !== undefined && {
-        checkpointKey: options.checkpointKey,
-      }),
-      ...(options.encryptionKey !== undefined && {
-        encryptionKey: options.encryptionKey,
-      }),
-      ...(options.events && { events: options.events }),
-      ...(options.workerId !== undefined && { workerId: options.workerId }),
-      ...(options.leaseMs !== undefined && { leaseMs: options.leaseMs }),
-      ...(options.approvals !== undefined && { approvals: options.approvals }),
-      ...(options.canResume !== undefined && { canResume: options.canResume }),
-      ...(options.maxRecoveryAttempts !== undefined && {
-        maxRecoveryAttempts: options.maxRecoveryAttempts,
-      }),
-    });
+    const { name, ...runnerOptions } = options;
+    this.runner = new FlowRunner(new Executor(registry), runnerOptions);
     // maxSteps (in the state) is the loop's limit, so the per-node visit limit is out of the way.
-    this.flow = new Flow<ToolLoopState>(options.name ?? 'tool-loop', {
+    this.flow = new Flow<ToolLoopState>(name ?? 'tool-loop', {
       maxVisits: Number.MAX_SAFE_INTEGER,
       kind: 'loop',
     })

@@ -14,7 +14,7 @@ import type {
   RunOptions,
   RunResult,
 } from '../flow/flow.interfaces';
-import { FlowRunner as CoreFlowRunner } from '../flow/flow.runner';
+import { FlowRunner as CoreFlowRunner } from '../flow/runner/flow-runner';
 import { checkRunId } from '../flow/run-id';
 import { DURABLE_RESOLVED_OPTIONS } from './durable.constants';
 import { DurableExplorer } from './durable.explorer';
@@ -45,17 +45,7 @@ export class DurableFlowRunner {
     events: DurableEvents,
     private readonly explorer: DurableExplorer,
   ) {
-    this.core = new CoreFlowRunner(executor, {
-      checkpoints: options.store,
-      ...(options.key && { checkpointKey: options.key }),
-      ...(options.encryptionKey && { encryptionKey: options.encryptionKey }),
-      events,
-      ...(options.workerId !== undefined && { workerId: options.workerId }),
-      leaseMs: options.leaseMs,
-      ...(options.maxRecoveryAttempts !== undefined && {
-        maxRecoveryAttempts: options.maxRecoveryAttempts,
-      }),
-    });
+    this.core = new CoreFlowRunner(executor, { ...options.runner, events });
   }
 
   /** The store runs are kept in. */

@@ -13,8 +13,6 @@ export const DURABLE_RESOLVED_OPTIONS = Symbol(
 );
 
 /** @internal */
-export const DEFAULT_LEASE_MS = 15_000;
-/** @internal */
 export const DEFAULT_RECOVERY_CONCURRENCY = 4;
 /** Added to the latest lease expiry before the one re-sweep after a `RunLeaseHeld`. @internal */
 export const RESWEEP_MARGIN_MS = 250;

@@ -18,7 +18,7 @@ import { idempotencyKey } from '../exec/idempotency-key';
 import { ToolRegistry } from '../exec/tool.registry';
 import { END } from '../flow/call-node';
 import { Flow as CoreFlow } from '../flow/flow.builder';
-import { FlowRunner as CoreFlowRunner } from '../flow/flow.runner';
+import { FlowRunner as CoreFlowRunner } from '../flow/runner/flow-runner';
 import { Flow, Node, Tool } from './decorators';
 import { DurableMetadataAccessor } from './durable-metadata.accessor';
 import { DurableExplorer } from './durable.explorer';

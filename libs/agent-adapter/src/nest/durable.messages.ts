@@ -8,11 +8,6 @@ export const NestMessages = {
     `DurableModule: unknown store type ${JSON.stringify(type)}. Valid types: ${valid.map((t) => `"${t}"`).join(', ')}; or pass a CheckpointStore instance.`,
   storeOption: (type: string, problem: string) =>
     `DurableModule: store { type: "${type}" }: ${problem}.`,
-  keyRequired: (store: string) =>
-    `DurableModule: the ${store} is shared between processes, so "key" is required: a secret of at least 32 bytes, the same on every worker (e.g. key: process.env.CHECKPOINT_KEY). Generate one with: node -e "console.log(require('crypto').randomBytes(32).toString('base64'))"`,
-  badNumber: (option: string, value: unknown) =>
-    `DurableModule: "${option}" must be a positive integer, got ${JSON.stringify(value)}.`,
-
   requestScoped: (where: string, kind: '@Flow' | '@Tool') =>
     `${where} cannot be a durable ${kind}: it is defined in a non-static (request-scoped or transient) provider. Durable flows and tools must be singletons: a run outlives the request, and recovery after a crash has no request. Move the method to a default-scoped provider.`,
   duplicateFlow: (name: string, first: string, second: string) =>

@@ -7,6 +7,7 @@ import { SQLCheckpointStore } from '../exec/checkpoints/sql.store';
 import { SQLiteCheckpointStore } from '../exec/checkpoints/sqlite.store';
 import { KeyRing } from '../exec/durable/key-ring';
 import { CHECKPOINT_STORE_TYPES, createCheckpointStore } from './create-store';
+import { normalizeRunnerOptions } from '../flow/runner/flow-runner.options';
 import { resolveDurableOptions } from './durable.providers';
 import { DurableSetupError } from './errors';
 import type { DurableModuleOptions } from './interfaces';
@@ -178,21 +179,19 @@ describe('createCheckpointStore', () => {
 });
 
 describe('resolveDurableOptions', () => {
-  it('merges the defaults', () => {
+  it("leaves the runner's defaults to the runner, and its own default", () => {
     const resolved = resolveDurableOptions({ store: { type: 'memory' } });
-    expect(resolved).toMatchObject({
-      ownsStore: true,
-      leaseMs: 15_000,
-      recoveryConcurrency: 4,
-    });
-    expect(resolved.key).toBeUndefined();
-    expect(resolved.workerId).toBeUndefined();
-    expect(resolved.maxRecoveryAttempts).toBeUndefined();
+    expect(resolved).toMatchObject({ ownsStore: true, recoveryConcurrency: 4 });
+    expect(resolved.runner).toEqual({ checkpoints: resolved.store });
+    const settings = normalizeRunnerOptions(resolved.runner);
+    expect(settings.leaseMs).toBe(15_000);
+    expect(settings.workerId).toMatch(/^.+:\d+:[0-9a-f]{8}$/);
+    expect(settings.maxRecoveryAttempts).toBeUndefined();
     expect(
       resolveDurableOptions({
         store: { type: 'memory' },
         maxRecoveryAttempts: 3,
-      }).maxRecoveryAttempts,
+      }).runner.maxRecoveryAttempts,
     ).toBe(3);
   });
 
@@ -205,12 +204,11 @@ describe('resolveDurableOptions', () => {
         leaseMs: 500,
         recoveryConcurrency: 2,
       });
-      expect(resolved.key).toBeInstanceOf(KeyRing);
-      expect(resolved).toMatchObject({
-        workerId: 'w1',
-        leaseMs: 500,
-        recoveryConcurrency: 2,
-      });
+      expect(normalizeRunnerOptions(resolved.runner).ring).toBeInstanceOf(
+        KeyRing,
+      );
+      expect(resolved.runner).toMatchObject({ workerId: 'w1', leaseMs: 500 });
+      expect(resolved.recoveryConcurrency).toBe(2);
     }
   });
 
@@ -247,15 +245,22 @@ describe('resolveDurableOptions', () => {
   });
 
   it.each([
-    ['leaseMs', { leaseMs: 0 }],
-    ['leaseMs', { leaseMs: 1.5 }],
-    ['recoveryConcurrency', { recoveryConcurrency: -1 }],
-    ['maxRecoveryAttempts', { maxRecoveryAttempts: 0 }],
-    ['maxRecoveryAttempts', { maxRecoveryAttempts: '3' as unknown as number }],
-  ])('refuses a bad %s', (option, extra) => {
-    expect(() =>
-      resolveDurableOptions({ store: { type: 'memory' }, ...extra }),
-    ).toThrow(`"${option}" must be a positive integer`);
+    ['leaseMs', { leaseMs: 0 }, 'an integer of at least 100'],
+    ['leaseMs', { leaseMs: 1.5 }, 'an integer of at least 100'],
+    // The runner's own floor: one check, so the module cannot accept what the runner refuses.
+    ['leaseMs', { leaseMs: 50 }, 'an integer of at least 100'],
+    ['recoveryConcurrency', { recoveryConcurrency: -1 }, 'a positive integer'],
+    ['maxRecoveryAttempts', { maxRecoveryAttempts: 0 }, 'a positive integer'],
+    [
+      'maxRecoveryAttempts',
+      { maxRecoveryAttempts: '3' as unknown as number },
+      'a positive integer',
+    ],
+  ])('refuses a bad %s (%j)', (option, extra, what) => {
+    const resolve = () =>
+      resolveDurableOptions({ store: { type: 'memory' }, ...extra });
+    expect(resolve).toThrow(DurableSetupError);
+    expect(resolve).toThrow(`DurableModule: "${option}" must be ${what}`);
   });
 
   it.each(['', 'w'.repeat(201)])(

@@ -1,20 +1,22 @@
 import { Logger, type Provider } from '@nestjs/common';
 import { DurableEvents } from '../events/durable.events';
 import { CheckpointStore } from '../exec/checkpoints/checkpoint-store';
-import { KeyRing } from '../exec/durable/key-ring';
 import { Executor } from '../exec/executor';
 import { ToolRegistry } from '../exec/tool.registry';
-import { workerIdOf } from '../flow/worker-id';
+import {
+  integerOption,
+  normalizeRunnerOptions,
+  type FlowRunnerOptions,
+  type OptionNames,
+} from '../flow/runner/flow-runner.options';
 import { createCheckpointStore } from './create-store';
 import {
-  DEFAULT_LEASE_MS,
   DEFAULT_RECOVERY_CONCURRENCY,
   DURABLE_RESOLVED_OPTIONS,
 } from './durable.constants';
 import { NestMessages } from './durable.messages';
 import { DURABLE_MODULE_OPTIONS } from './durable.module-definition';
 import { DurablePackages } from './durable-packages';
-import { DurableSetupError } from './errors/durable-setup.error';
 import type { DurableModuleOptions } from './interfaces/durable-module-options.interface';
 
 /** The module's options with defaults merged, the store created and the key checked. @internal */
@@ -22,82 +24,57 @@ export interface ResolvedDurableOptions {
   store: CheckpointStore;
   /** The module created the store (from a descriptor), so it closes it on shutdown. */
   ownsStore: boolean;
-  /** Undefined only for a store that stays in this process (memory). */
-  key?: KeyRing;
-  /** Encrypts run data at rest. */
-  encryptionKey?: KeyRing;
-  workerId?: string;
-  leaseMs: number;
+  /**
+   * What every runner of the module (flows and tool loops) is built with, already checked by the
+   * runner's own `normalizeRunnerOptions`; each adds the module's events.
+   */
+  runner: Omit<FlowRunnerOptions, 'events'>;
   recoveryConcurrency: number;
-  maxRecoveryAttempts?: number;
 }
 
+/** The module's option names in messages (`store`, `key`, `DurableModule: ...`). */
+const MODULE_NAMES: OptionNames = {
+  owner: 'DurableModule',
+  checkpointKey: 'key',
+};
+
 /**
- * Checks the options and creates the store. Defaults are merged here, where the options are
- * consumed, so `forRoot` and every `forRootAsync` variant agree. Throws at bootstrap.
+ * Checks the options and creates the store. The runner options are checked by the runner's own
+ * `normalizeRunnerOptions` (one check, one message, whichever way the runner is built); defaults
+ * are the runner's. Throws at bootstrap, and closes a store it created first.
  * @internal
  */
 export function resolveDurableOptions(
   options: DurableModuleOptions | undefined,
 ): ResolvedDurableOptions {
   const given = options ?? ({} as Partial<DurableModuleOptions>);
-  const leaseMs = positiveInteger('leaseMs', given.leaseMs, DEFAULT_LEASE_MS);
-  const recoveryConcurrency = positiveInteger(
+  const recoveryConcurrency = integerOption(
     'recoveryConcurrency',
     given.recoveryConcurrency,
     DEFAULT_RECOVERY_CONCURRENCY,
+    1,
+    MODULE_NAMES,
   );
-  const maxRecoveryAttempts =
-    given.maxRecoveryAttempts === undefined
-      ? undefined
-      : positiveInteger('maxRecoveryAttempts', given.maxRecoveryAttempts, 0);
-  if (given.workerId !== undefined) {
-    try {
-      workerIdOf(given.workerId ?? ''); // the runner's own check
-    } catch (error) {
-      throw new DurableSetupError(`DurableModule: ${(error as Error).message}`);
-    }
-  }
   const { store, owned } = createCheckpointStore(given.store);
-  let key: KeyRing | undefined;
-  let encryptionKey: KeyRing | undefined;
+  const runner: Omit<FlowRunnerOptions, 'events'> = {
+    checkpoints: store,
+    ...(given.key !== undefined &&
+      given.key !== null && { checkpointKey: given.key }),
+    ...(given.encryptionKey !== undefined &&
+      given.encryptionKey !== null && { encryptionKey: given.encryptionKey }),
+    ...(given.workerId !== undefined && { workerId: given.workerId }),
+    ...(given.leaseMs !== undefined && { leaseMs: given.leaseMs }),
+    ...(given.maxRecoveryAttempts !== undefined && {
+      maxRecoveryAttempts: given.maxRecoveryAttempts,
+    }),
+  };
   try {
-    if (given.encryptionKey !== undefined && given.encryptionKey !== null)
-      encryptionKey = KeyRing.from(given.encryptionKey);
-    if (given.key !== undefined && given.key !== null) {
-      key = KeyRing.from(given.key);
-      if (encryptionKey) key.withEncryption(encryptionKey); // its keys must differ
-    } else if (store.shared) {
-      throw new DurableSetupError(
-        NestMessages.keyRequired(store.constructor.name),
-      );
-    }
+    normalizeRunnerOptions(runner, MODULE_NAMES);
   } catch (error) {
     if (owned) void store.close().catch(() => undefined);
     throw error;
   }
-  return {
-    store,
-    ownsStore: owned,
-    ...(key && { key }),
-    ...(encryptionKey && { encryptionKey }),
-    ...(given.workerId !== undefined && { workerId: given.workerId }),
-    leaseMs,
-    recoveryConcurrency,
-    ...(maxRecoveryAttempts !== undefined && { maxRecoveryAttempts }),
-  };
-}
-
-function positiveInteger(
-  option: string,
-  value: unknown,
-  fallback: number,
-): number {
-  if (value === undefined) return fallback;
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < 1) {
-    throw new DurableSetupError(NestMessages.badNumber(option, value));
-  }
-  return value;
+  return { store, ownsStore: owned, runner, recoveryConcurrency };
 }
 
 /** The framework-free objects the module wires together, built by pure functions. @internal */

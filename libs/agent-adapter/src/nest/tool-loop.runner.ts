@@ -136,20 +136,9 @@ export class ToolLoopRunner {
         );
       }
       return new ToolLoop(definition.model, registry, {
+        ...this.options.runner,
         name,
-        checkpoints: this.options.store,
-        ...(this.options.key && { checkpointKey: this.options.key }),
-        ...(this.options.encryptionKey && {
-          encryptionKey: this.options.encryptionKey,
-        }),
         events: this.events,
-        ...(this.options.workerId !== undefined && {
-          workerId: this.options.workerId,
-        }),
-        leaseMs: this.options.leaseMs,
-        ...(this.options.maxRecoveryAttempts !== undefined && {
-          maxRecoveryAttempts: this.options.maxRecoveryAttempts,
-        }),
       });
     });
     this.loops.set(name, loop);

@@ -1,6 +1,6 @@
 import type { CanActivate, Type } from '@nestjs/common';
 import type { CheckpointStore } from '../../exec/checkpoints/checkpoint-store';
-import type { CheckpointKey } from '../../exec/durable/key-ring';
+import type { FlowRunnerOptions } from '../../flow/runner/flow-runner.options';
 
 // One definition of the store descriptors, shared with the operator CLI's store URLs: the module
 // creates the store a descriptor names (and closes it on shutdown). With `@nestjs/typeorm`, give
@@ -28,10 +28,16 @@ export type CheckpointStoreDescriptor = StoreDescriptor;
 export type CheckpointStoreType = CheckpointStoreDescriptor['type'];
 
 /**
- * Options of `DurableModule.forRoot()` / what a `forRootAsync()` factory returns.
+ * Options of `DurableModule.forRoot()` / what a `forRootAsync()` factory returns: the runner's
+ * options (`FlowRunnerOptions`: encryption key, worker id, lease, dead letters; checked by the
+ * runner's own check, so the module accepts exactly what a runner does), with the store and key
+ * under the module's names, and the boot sweep's concurrency.
  * @publicApi
  */
-export interface DurableModuleOptions {
+export interface DurableModuleOptions extends Omit<
+  FlowRunnerOptions,
+  'checkpoints' | 'checkpointKey' | 'events' | 'approvals' | 'canResume'
+> {
   /**
    * Where checkpoints and call logs go: a store instance (the application owns it and closes it)
    * or a descriptor (the module creates the store and closes it on shutdown).
@@ -41,24 +47,9 @@ export interface DurableModuleOptions {
    * Signs every checkpoint and call record: a secret of at least 32 bytes, or a key ring for
    * rotation; the same on every worker. Required for every store but the memory one.
    */
-  key?: CheckpointKey;
-  /**
-   * Encrypts run data at rest (state, arguments, results; AES-256-GCM) before it is sealed: a
-   * secret of 32+ bytes or a key ring, the same on every worker. @default no encryption
-   */
-  encryptionKey?: CheckpointKey;
-  /** This worker's id in run leases; a stable id lets a restarted worker take its runs back at once. @default `${hostname}:${pid}:${random}` */
-  workerId?: string;
-  /** How long a run stays owned after this worker's last sign of life. @default 15000 */
-  leaseMs?: number;
+  key?: FlowRunnerOptions['checkpointKey'];
   /** Runs recovered at the same time on bootstrap. @default 4 */
   recoveryConcurrency?: number;
-  /**
-   * Parks a run (flow or tool loop) as `failed` once it has been recovered this many times without
-   * completing a superstep, instead of recovering it on every boot: a run that crashes its worker
-   * each time becomes a dead letter to inspect. @default none: recovered every time
-   */
-  maxRecoveryAttempts?: number;
 }
 
 /**

@@ -1,12 +1,13 @@
-import fc from 'fast-check';
-import { CheckpointConflict, CheckpointStoreCorrupt } from '../../errors';
+import { CheckpointConflict } from '../../errors';
 import { MemoryCheckpointStore } from '../checkpoints/memory.store';
-import { assertNoGaps, CallLog } from './call-log';
+import { assertNoGaps } from '../../flow/runner/run-reader';
+import { SegmentWriter } from './segment-writer';
 import { KeyRing } from './key-ring';
 import {
   openCall,
   sealCheckpoint,
   type CallContent,
+  type Checkpoint,
   type CheckpointContent,
 } from './records';
 
@@ -32,13 +33,13 @@ function content(
   };
 }
 
-/** A sealed checkpoint of RUN (running, superstep 0) at `step`, in `segment`. */
+/** A checkpoint of RUN (running, superstep 0) at `step`, in `segment`. */
 function checkpoint(
   step: number,
   segment = 1,
   reason: CheckpointContent['reason'] = 'start',
-) {
-  return sealCheckpoint(ring, {
+): Checkpoint {
+  return {
     runId: RUN,
     step,
     flow: 'f',
@@ -55,13 +56,19 @@ function checkpoint(
     incarnation: 1,
     logBefore: 0,
     reason,
-  });
+  };
 }
+
+const sealed = (cp: Checkpoint) => sealCheckpoint(ring, cp);
+
+/** Segment `segment` of RUN (incarnation 1), written by worker `w`. */
+const writer = (store: MemoryCheckpointStore, segment = 1) =>
+  new SegmentWriter(store, ring, RUN, segment, 1, { owner: 'w' });
 
 /** A memory store holding step 0 of RUN (segment 1, running). */
 async function storeWithRun(): Promise<MemoryCheckpointStore> {
   const store = new MemoryCheckpointStore();
-  await store.save(checkpoint(0));
+  await store.save(sealed(checkpoint(0)));
   return store;
 }
 
@@ -72,127 +79,10 @@ async function stored(store: MemoryCheckpointStore, superstep: number) {
   });
 }
 
-describe('assertNoGaps', () => {
-  const recs = (...pairs: Array<[number, number]>) =>
-    pairs.map(([segment, seq]) => ({ segment, seq }));
-
-  it('accepts 1..n in every segment, and an empty log', () => {
-    expect(() => assertNoGaps(RUN, [])).not.toThrow();
-    expect(() => assertNoGaps(RUN, recs([1, 1], [1, 2], [1, 3]))).not.toThrow();
-    expect(() =>
-      assertNoGaps(RUN, recs([1, 1], [1, 2], [2, 1], [4, 1], [4, 2])),
-    ).not.toThrow();
-  });
-
-  it.each<[string, Array<[number, number]>, RegExp]>([
-    [
-      'a gap',
-      [
-        [1, 1],
-        [1, 3],
-      ],
-      /segment 1 .*expected record 2, found 3/,
-    ],
-    [
-      'a duplicate',
-      [
-        [1, 1],
-        [1, 2],
-        [1, 2],
-      ],
-      /expected record 3, found 2/,
-    ],
-    ['a log not starting at 1', [[1, 2]], /expected record 1, found 2/],
-    [
-      'a later segment not starting at 1',
-      [
-        [1, 1],
-        [2, 2],
-      ],
-      /segment 2 .*found 2/,
-    ],
-    [
-      'a record 0',
-      [
-        [3, 0],
-        [3, 1],
-      ],
-      /segment 3 .*found 0/,
-    ],
-  ])('rejects %s with CheckpointStoreCorrupt', (_what, pairs, message) => {
-    let error: unknown;
-    try {
-      assertNoGaps(RUN, recs(...pairs));
-    } catch (e) {
-      error = e;
-    }
-    expect(error).toBeInstanceOf(CheckpointStoreCorrupt);
-    expect((error as CheckpointStoreCorrupt).runId).toBe(RUN);
-    expect((error as Error).message).toMatch(message);
-  });
-
-  const segmentSizes = fc.array(fc.integer({ min: 1, max: 6 }), {
-    minLength: 1,
-    maxLength: 5,
-  });
-  const numbered = (sizes: number[]) =>
-    sizes.flatMap((n, s) =>
-      Array.from({ length: n }, (_, i) => ({ segment: s + 1, seq: i + 1 })),
-    );
-
-  it('accepts any complete numbering, and any log cut short at the end of a segment', () => {
-    fc.assert(
-      fc.property(segmentSizes, fc.nat(), (sizes, cut) => {
-        const records = numbered(sizes);
-        assertNoGaps(RUN, records);
-        const s = (cut % sizes.length) + 1;
-        const last = records.filter((r) => r.segment === s).length;
-        assertNoGaps(
-          RUN,
-          records.filter((r) => !(r.segment === s && r.seq === last)),
-        );
-      }),
-      { numRuns: 150 },
-    );
-  });
-
-  it('rejects any log missing a record that is not its segment’s last', () => {
-    fc.assert(
-      fc.property(segmentSizes, fc.nat(), (sizes, pick) => {
-        const records = numbered(sizes);
-        const candidates = records.filter(
-          (r) => r.seq < (sizes[r.segment - 1] ?? 0),
-        );
-        fc.pre(candidates.length > 0);
-        const gone = candidates[pick % candidates.length];
-        expect(() =>
-          assertNoGaps(
-            RUN,
-            records.filter((r) => r !== gone),
-          ),
-        ).toThrow(CheckpointStoreCorrupt);
-      }),
-      { numRuns: 150 },
-    );
-  });
-
-  it('rejects any log with a record repeated', () => {
-    fc.assert(
-      fc.property(segmentSizes, fc.nat(), (sizes, pick) => {
-        const records = numbered(sizes);
-        const i = pick % records.length;
-        const twice = [...records.slice(0, i + 1), ...records.slice(i)];
-        expect(() => assertNoGaps(RUN, twice)).toThrow(CheckpointStoreCorrupt);
-      }),
-      { numRuns: 150 },
-    );
-  });
-});
-
-describe('CallLog', () => {
+describe('SegmentWriter', () => {
   it('numbers records 1, 2, 3 within a superstep and restarts at 1 for the next', async () => {
     const store = await storeWithRun();
-    const log = new CallLog(store, ring, RUN, 1, 1);
+    const log = writer(store, 1);
     await log.started(0, content('started', 0));
     await log.started(0, content('started', 1));
     await log.started(0, content('started', 2));
@@ -211,7 +101,7 @@ describe('CallLog', () => {
 
   it('seals each record at its coordinates', async () => {
     const store = await storeWithRun();
-    const log = new CallLog(store, ring, RUN, 1, 1);
+    const log = writer(store, 1);
     await log.started(0, content('started', 0, { args: { a: 1 } }));
     const [record] = await store.calls(RUN, 0);
     expect(record).toMatchObject({
@@ -229,7 +119,7 @@ describe('CallLog', () => {
 
   it('stores `started` before resolving', async () => {
     const store = await storeWithRun();
-    const log = new CallLog(store, ring, RUN, 1, 1);
+    const log = writer(store, 1);
     const write = jest.spyOn(store, 'recordCall');
     await log.started(0, content('started'));
     expect(write).toHaveBeenCalledTimes(1);
@@ -238,7 +128,7 @@ describe('CallLog', () => {
 
   it('buffers a result and sends it with the next `started` in one write', async () => {
     const store = await storeWithRun();
-    const log = new CallLog(store, ring, RUN, 1, 1);
+    const log = writer(store, 1);
     const write = jest.spyOn(store, 'recordCall');
     await log.started(0, content('started', 0));
     log.finished(0, content('done', 0));
@@ -258,7 +148,7 @@ describe('CallLog', () => {
 
   it('flushes a buffered result right after the current tick', async () => {
     const store = await storeWithRun();
-    const log = new CallLog(store, ring, RUN, 1, 1);
+    const log = writer(store, 1);
     await log.started(0, content('started', 0));
     log.finished(0, content('done', 0));
     log.finished(0, content('unrecordable', 1, { reason: 'a Date' }));
@@ -276,7 +166,7 @@ describe('CallLog', () => {
 
   it('hands buffered results to drain() (for the checkpoint) instead of writing them', async () => {
     const store = await storeWithRun();
-    const log = new CallLog(store, ring, RUN, 1, 1);
+    const log = writer(store, 1);
     const write = jest.spyOn(store, 'recordCall');
     const immediates = () =>
       process.getActiveResourcesInfo().filter((r) => r === 'Immediate').length;
@@ -300,7 +190,7 @@ describe('CallLog', () => {
   it('gives calls started together one write, however many microtasks apart they log', async () => {
     const store = await storeWithRun();
     const write = jest.spyOn(store, 'recordCall');
-    const log = new CallLog(store, ring, RUN, 1, 1);
+    const log = writer(store, 1);
     // A node's Promise.all: each call does some async work of its own before it logs.
     const call = async (awaits: number, i: number) => {
       for (let k = 0; k < awaits; k++) await Promise.resolve();
@@ -316,7 +206,7 @@ describe('CallLog', () => {
 
   it('drain() waits for a started write not yet sent, and does not take its record', async () => {
     const store = await storeWithRun();
-    const log = new CallLog(store, ring, RUN, 1, 1);
+    const log = writer(store, 1);
     const started = log.started(0, content('started', 0));
     expect(await log.drain()).toEqual([]);
     await started;
@@ -332,7 +222,7 @@ describe('CallLog', () => {
       await gate;
       return real(...args);
     });
-    const log = new CallLog(store, ring, RUN, 1, 1);
+    const log = writer(store, 1);
     const started = log.started(0, content('started', 0));
     let drained = false;
     const draining = log.drain().then((records) => {
@@ -349,7 +239,7 @@ describe('CallLog', () => {
 
   it('keeps numbering across flushes with no gap', async () => {
     const store = await storeWithRun();
-    const log = new CallLog(store, ring, RUN, 1, 1);
+    const log = writer(store, 1);
     for (let i = 0; i < 4; i++) {
       await log.started(0, content('started', i));
       log.finished(0, content('done', i));
@@ -364,7 +254,7 @@ describe('CallLog', () => {
 
   it('fails every write after the store refused one (fenced segment)', async () => {
     const store = await storeWithRun();
-    const log = new CallLog(store, ring, RUN, 2, 1); // the run is in segment 1
+    const log = writer(store, 2); // the run is in segment 1
     const write = jest.spyOn(store, 'recordCall');
     const first = await log
       .started(0, content('started', 0))
@@ -381,26 +271,28 @@ describe('CallLog', () => {
     expect(await store.calls(RUN, 0)).toEqual([]);
   });
 
-  describe('saveWith (a checkpoint handed over for the next write)', () => {
-    const options = () => ({ owner: 'w' });
-
-    it("goes out with the next superstep's first started record, in one save", async () => {
+  describe('checkpoint() (sealed here, written in order with the records)', () => {
+    it("deferred: goes out with the next superstep's first started record, in one save", async () => {
       const store = await storeWithRun();
       const [save, record] = [
         jest.spyOn(store, 'save'),
         jest.spyOn(store, 'recordCall'),
       ];
-      const log = new CallLog(store, ring, RUN, 1, 1);
+      const log = writer(store);
       await log.started(0, content('started', 0));
       log.finished(0, content('done', 0));
       const saved = jest.fn();
-      log.saveWith(checkpoint(1), await log.drain(), options, saved);
+      void log
+        .checkpoint(checkpoint(1), { calls: await log.drain(), deferred: true })
+        .then(saved);
+      await Promise.resolve();
       expect(saved).not.toHaveBeenCalled();
       await log.started(1, content('started', 0));
       expect(saved).toHaveBeenCalledTimes(1);
       expect(record).toHaveBeenCalledTimes(1); // superstep 0's started only
       expect(save).toHaveBeenCalledTimes(1);
       expect(save.mock.calls[0]![1]).toMatchObject({ owner: 'w' });
+      expect(save.mock.calls[0]![1]).not.toHaveProperty('leaseExpiresAt');
       expect((await store.latest(RUN))?.step).toBe(1);
       expect((await stored(store, 0)).map((r) => r.phase)).toEqual([
         'started',
@@ -409,40 +301,72 @@ describe('CallLog', () => {
       expect((await stored(store, 1)).map((r) => r.phase)).toEqual(['started']);
     });
 
-    it('goes out alone once the microtask queue is empty, and drain() waits for it', async () => {
+    it('deferred: goes out alone once the microtask queue is empty, and drain() waits for it', async () => {
       const store = await storeWithRun();
-      const log = new CallLog(store, ring, RUN, 1, 1);
+      const log = writer(store);
       const saved = jest.fn();
-      log.saveWith(checkpoint(1), [], options, saved);
+      void log.checkpoint(checkpoint(1), { deferred: true }).then(saved);
       expect(await log.drain()).toEqual([]);
       expect(saved).toHaveBeenCalledTimes(1);
       expect((await store.latest(RUN))?.step).toBe(1);
     });
 
-    it('a refused save fails the started record it carried and every later write; nothing is stored', async () => {
+    it('a refused deferred save fails the started record it carried and every later write; nothing is stored', async () => {
       const store = await storeWithRun();
-      await store.save(checkpoint(1, 2, 'claim')); // another worker claimed the run
-      const log = new CallLog(store, ring, RUN, 1, 1);
-      const saved = jest.fn();
-      log.saveWith(checkpoint(2), [], options, saved);
+      await store.save(sealed(checkpoint(1, 2, 'claim'))); // another worker claimed the run
+      const log = writer(store);
+      const written = log
+        .checkpoint(checkpoint(2), { deferred: true })
+        .catch((e: unknown) => e);
       const refused = await log
         .started(1, content('started', 0))
         .catch((e: unknown) => e);
       expect(refused).toBeInstanceOf(CheckpointConflict);
+      expect(await written).toBe(refused);
       expect(log.failure).toBe(refused);
       await expect(log.drain()).rejects.toBe(refused);
-      expect(saved).not.toHaveBeenCalled();
       expect((await store.latest(RUN))?.segment).toBe(2);
       expect(await store.calls(RUN, 1)).toEqual([]);
+    });
+
+    it('now: writes at once with the records handed over, the lease counted from the write', async () => {
+      const store = await storeWithRun();
+      const save = jest.spyOn(store, 'save');
+      const log = new SegmentWriter(store, ring, RUN, 1, 1, {
+        owner: 'w',
+        leaseMs: 60_000,
+      });
+      await log.started(0, content('started', 0));
+      log.finished(0, content('done', 0));
+      const calls = await log.drain();
+      const before = Date.now();
+      await log.checkpoint(checkpoint(1), { calls, expectCalls: 1 });
+      const options = save.mock.calls[0]![1]!;
+      expect(options).toMatchObject({ owner: 'w', expectCalls: 1 });
+      expect(options.calls?.map((r) => r.seq)).toEqual([2]);
+      expect(options.leaseExpiresAt).toBeGreaterThanOrEqual(before + 60_000);
+      expect((await store.latest(RUN))?.step).toBe(1);
+    });
+
+    it('now: a refused save rejects with the conflict and fails every later write', async () => {
+      const store = await storeWithRun();
+      const log = writer(store);
+      const refused = await log
+        .checkpoint(checkpoint(5))
+        .catch((e: unknown) => e);
+      expect(refused).toBeInstanceOf(CheckpointConflict);
+      expect(log.failure).toBe(refused);
+      await expect(log.started(0, content('started', 0))).rejects.toBe(refused);
+      expect((await store.latest(RUN))?.step).toBe(0);
     });
   });
 
   it('keeps the failure of a background flush for the next write', async () => {
     const store = await storeWithRun();
-    const log = new CallLog(store, ring, RUN, 1, 1);
+    const log = writer(store, 1);
     await log.started(0, content('started', 0));
     // Another worker claims the run: segment 1 is cut off.
-    await store.save(checkpoint(1, 2, 'claim'));
+    await store.save(sealed(checkpoint(1, 2, 'claim')));
     log.finished(0, content('done', 0));
     await tick();
     await tick();

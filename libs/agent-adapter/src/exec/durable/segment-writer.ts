@@ -1,0 +1,237 @@
+import type {
+  CallRecord,
+  CheckpointRecord,
+  CheckpointStore,
+  SaveOptions,
+} from '../checkpoints/checkpoint-store';
+import type { KeyRing } from './key-ring';
+import {
+  sealCallAt,
+  sealCheckpoint,
+  type CallDraft,
+  type Checkpoint,
+} from './records';
+
+/** Who writes a segment, and what its checkpoints say about ownership. */
+export interface SegmentOwner {
+  /** Written as the head's owner with every checkpoint. */
+  owner: string;
+  /** With every checkpoint the lease is set to this long from the write; none without it. */
+  leaseMs?: number;
+}
+
+/** How one checkpoint goes out (see `SegmentWriter.checkpoint`). */
+export interface CheckpointWriteOptions {
+  /** Call records `drain` returned: stored atomically with the checkpoint. */
+  calls?: CallRecord[];
+  /** Refuse (CheckpointConflict) unless the run has exactly this many call records. */
+  expectCalls?: number;
+  /** Ride with the next write (the next superstep's first `started`) instead of going out now. */
+  deferred?: boolean;
+}
+
+/**
+ * The one ordered write channel of one segment of a run (a worker's tenure): every call record
+ * and every checkpoint the segment writes goes through it, sealed here, in the order they were
+ * made (writes are chained), so a crash can cut the log short but never leave a gap.
+ *
+ * `started` is written before the tool runs and awaited. A result (`done`, `unrecordable`) is
+ * buffered and goes out with the next write: another call's `started`, the superstep's checkpoint
+ * (one round trip for both), or a flush scheduled right after the current tick, whichever comes
+ * first — so the window in which a finished call still looks in doubt stays one tick long.
+ *
+ * A checkpoint can be `deferred`: it goes out with the next write, which is the next superstep's
+ * first `started` record when that node reaches its first call before the microtask queue empties,
+ * and is otherwise the checkpoint alone, written right then. So a superstep with one call costs
+ * one round trip, not two.
+ */
+export class SegmentWriter {
+  private superstep = -1;
+  private nextSeq = 1;
+  private buffer: CallRecord[] = [];
+  private chain: Promise<void> = Promise.resolve();
+  /** The flush `finished` scheduled; cancelled when another write takes the buffer first. */
+  private resultFlush?: NodeJS.Immediate;
+  private startedFlush?: Promise<void>;
+  /** A checkpoint waiting for the next write. */
+  private pending?: PendingCheckpoint;
+  /** The first write this segment had refused or lost; every later write fails with it. */
+  failure?: Error;
+
+  constructor(
+    private readonly store: CheckpointStore,
+    private readonly ring: KeyRing,
+    readonly runId: string,
+    readonly segment: number,
+    /** The run's incarnation, sealed into every record (see `Call.incarnation`). */
+    readonly incarnation: number,
+    private readonly writer: SegmentOwner,
+  ) {}
+
+  /** How many records this segment numbered for `superstep` (stored or still buffered). */
+  count(superstep: number): number {
+    return superstep === this.superstep ? this.nextSeq - 1 : 0;
+  }
+
+  /** Logs `started` and resolves once it is stored; throws if refused (fenced) or lost. */
+  async started(superstep: number, content: CallDraft): Promise<void> {
+    this.add(superstep, content);
+    await this.flushStarted();
+  }
+
+  /** Logs a result; stored with the next write (see the class comment). */
+  finished(superstep: number, content: CallDraft): void {
+    this.add(superstep, content);
+    this.resultFlush ??= setImmediate(() => {
+      this.resultFlush = undefined;
+      // A failure here is kept in `failure`; the superstep rethrows it before saving.
+      this.flush().catch(() => undefined);
+    });
+  }
+
+  /**
+   * Seals a checkpoint of this segment and writes it with the store's compare-and-set, after every
+   * record made before it. Resolves once it is stored. A refused or lost write is kept in
+   * `failure`, like a call write's: the segment's later calls and its `drain` fail with it, so
+   * nothing runs on an unsaved checkpoint. Sealing errors throw here, before anything is queued.
+   */
+  checkpoint(
+    cp: Checkpoint,
+    options: CheckpointWriteOptions = {},
+  ): Promise<void> {
+    const record = sealCheckpoint(this.ring, cp);
+    let settle!: { resolve: () => void; reject: (error: Error) => void };
+    const stored = new Promise<void>(
+      (resolve, reject) => (settle = { resolve, reject }),
+    );
+    stored.catch(() => undefined); // a deferred write's failure is read from `failure`
+    this.pending = { record, expectCalls: options.expectCalls, settle };
+    this.buffer = [...(options.calls ?? []), ...this.buffer];
+    if (options.deferred) this.flushStarted().catch(() => undefined);
+    else this.flush().catch(() => undefined);
+    return stored;
+  }
+
+  /** Waits for every queued write, then hands over what is still buffered (for the checkpoint). */
+  async drain(): Promise<CallRecord[]> {
+    await this.settled();
+    if (this.failure !== undefined) throw this.failure;
+    return this.take();
+  }
+
+  /** Resolves once no write is pending or in flight (a scheduled flush may queue one meanwhile). */
+  async settled(): Promise<void> {
+    for (;;) {
+      const [pending, seen] = [this.startedFlush, this.chain];
+      await pending?.catch(() => undefined);
+      await seen;
+      if (pending === this.startedFlush && seen === this.chain) return;
+    }
+  }
+
+  /**
+   * Calls started together (a node's `Promise.all`, a model's parallel tool calls) log their
+   * `started` records a few microtasks apart. The write goes out once the microtask queue is
+   * empty (a `nextTick` scheduled from a microtask runs only then), so they share one round trip;
+   * a lone call waits for nothing but its own promise chain. A caller that finds a write pending
+   * has added its record before that write reads the buffer, so the write carries it.
+   */
+  private flushStarted(): Promise<void> {
+    this.startedFlush ??= new Promise<void>((resolve) =>
+      process.nextTick(resolve),
+    ).then(() => {
+      this.startedFlush = undefined;
+      return this.flush();
+    });
+    return this.startedFlush;
+  }
+
+  /**
+   * Empties the buffer for a write. The result flush `finished` scheduled has nothing left to do
+   * then: cancelled, so a superstep whose result rides with its checkpoint (the usual case) costs
+   * no extra turn of the event loop (a pending immediate makes the loop poll without waiting).
+   */
+  private take(): CallRecord[] {
+    const records = this.buffer;
+    this.buffer = [];
+    if (this.resultFlush) {
+      clearImmediate(this.resultFlush);
+      this.resultFlush = undefined;
+    }
+    return records;
+  }
+
+  private add(superstep: number, content: CallDraft): void {
+    if (superstep !== this.superstep) {
+      this.superstep = superstep;
+      this.nextSeq = 1;
+    }
+    // Seal before taking the number: a value that cannot be sealed must not leave a gap.
+    const record = sealCallAt(
+      this.ring,
+      {
+        runId: this.runId,
+        segment: this.segment,
+        seq: this.nextSeq,
+        superstep,
+      },
+      this.incarnation,
+      content,
+    );
+    this.nextSeq++;
+    this.buffer.push(record);
+  }
+
+  private flush(): Promise<void> {
+    const job = this.chain.then(async () => {
+      const checkpoint = this.pending;
+      this.pending = undefined;
+      if (this.failure !== undefined) {
+        checkpoint?.settle.reject(this.failure);
+        throw this.failure;
+      }
+      if (this.buffer.length === 0 && !checkpoint) return;
+      const records = this.take();
+      try {
+        if (checkpoint) {
+          await this.store.save(
+            checkpoint.record,
+            this.saveOptions(checkpoint, records),
+          );
+        } else {
+          await this.store.recordCall(this.runId, this.segment, records);
+        }
+      } catch (error) {
+        this.failure =
+          error instanceof Error ? error : new Error(String(error));
+        checkpoint?.settle.reject(this.failure);
+        throw this.failure;
+      }
+      checkpoint?.settle.resolve();
+    });
+    this.chain = job.catch(() => undefined);
+    return job;
+  }
+
+  /** Read when the write is made: the lease counts from then. */
+  private saveOptions(
+    checkpoint: PendingCheckpoint,
+    records: CallRecord[],
+  ): SaveOptions {
+    const { owner, leaseMs } = this.writer;
+    return {
+      ...(records.length && { calls: records }),
+      ...(checkpoint.expectCalls !== undefined && {
+        expectCalls: checkpoint.expectCalls,
+      }),
+      owner,
+      ...(leaseMs !== undefined && { leaseExpiresAt: Date.now() + leaseMs }),
+    };
+  }
+}
+
+interface PendingCheckpoint {
+  record: CheckpointRecord;
+  expectCalls: number | undefined;
+  settle: { resolve: () => void; reject: (error: Error) => void };
+}

@@ -1,0 +1,211 @@
+import { CheckpointKeyError, DurableSetupError } from '../../errors';
+import { Messages } from '../../errors/messages';
+import { DurableEvents } from '../../events/durable.events';
+import type { ApprovalPort } from '../../exec/approvals';
+import type { CheckpointStore } from '../../exec/checkpoints/checkpoint-store';
+import { MemoryCheckpointStore } from '../../exec/checkpoints/memory.store';
+import { KeyRing, type CheckpointKey } from '../../exec/durable/key-ring';
+import type { PendingApproval, RunIdentity } from '../../exec/durable/records';
+import type { ResumeDecision } from '../flow.interfaces';
+import { workerIdOf } from '../worker-id';
+
+/**
+ * The runner's options: the one place they are declared, checked and defaulted. The tool loop
+ * takes them as they are; the Nest module's options derive from them and are checked here too.
+ */
+
+/** How long a run stays owned after its worker's last sign of life, unless told. */
+export const DEFAULT_LEASE_MS = 15_000;
+/** The shortest lease: renewals go out every third of it. */
+export const MIN_LEASE_MS = 100;
+
+/** @publicApi */
+export interface FlowRunnerOptions {
+  /** Where checkpoints and call logs go. @default new MemoryCheckpointStore() */
+  checkpoints?: CheckpointStore;
+  /**
+   * Signs every checkpoint and call record: one secret of at least 32 bytes, or a key ring for
+   * rotation. The same on every worker. Required for every store but the memory one.
+   */
+  checkpointKey?: CheckpointKey;
+  /**
+   * Encrypts at rest (AES-256-GCM) what records hold of the run's data (state, pending approvals,
+   * call arguments, results and errors) before they are sealed, so a database reader sees none of
+   * it. One secret of at least 32 bytes or a key ring (current + previous, for rotation); the same
+   * on every worker. Not the checkpoint key. @default no encryption
+   */
+  encryptionKey?: CheckpointKey;
+  /** Receives `checkpoint.saved` and `run.recovered`. */
+  events?: DurableEvents;
+  /**
+   * This worker's id in run leases; a stable id lets a restarted worker take its runs back at once.
+   * @default `${hostname}:${pid}:${random}`
+   */
+  workerId?: string;
+  /** How long a run stays owned after this worker's last sign of life (at least 100). @default 15000 */
+  leaseMs?: number;
+  /**
+   * A synchronous approver (for CLIs and tests): a call that needs approval awaits it inside the
+   * call instead of pausing the run. A crash while it decides leaves the call in doubt.
+   * @default none: such a call pauses the run until `resume`
+   */
+  approvals?: ApprovalPort;
+  /**
+   * Lets someone other than the run's own identity resume it (an approver, an operator). Asked
+   * only when `resume` is given a ctx that is not the run's; only `true` allows it. The run keeps
+   * its own identity either way.
+   * @default none: only the run's own identity may resume it
+   */
+  canResume?: ResumePolicy;
+  /**
+   * Dead letters: a run recovered this many times without completing a superstep (it keeps
+   * killing or losing its worker at the same point) is not claimed again. The next `recover`
+   * parks it as `failed` (error `RecoveryAttemptsExceeded`, a sealed checkpoint written with a
+   * compare-and-set) and returns that result; `recoverAll` reports it like any result. Completing
+   * a superstep resets the count.
+   * @default none: recovered every time
+   */
+  maxRecoveryAttempts?: number;
+}
+
+/** What a resume policy is asked. @publicApi */
+export interface ResumeRequest {
+  readonly runId: string;
+  readonly flow: string;
+  /** The identity sealed into the run. */
+  readonly run: Readonly<RunIdentity>;
+  /** The ctx `resume` was given. */
+  readonly requester: Readonly<RunIdentity>;
+  /** The call the run waits for. */
+  readonly pending: Readonly<PendingApproval>;
+  readonly decision: Readonly<ResumeDecision>;
+}
+
+/** Allows (`true`) a requester that is not the run's identity to resume it. @publicApi */
+export type ResumePolicy = (
+  request: ResumeRequest,
+) => boolean | Promise<boolean>;
+
+/** The options checked, defaulted and built into what the runner works with. */
+export interface RunnerSettings {
+  store: CheckpointStore;
+  /** Seals and opens records (with the encryption key, when one is given). */
+  ring: KeyRing;
+  events: DurableEvents;
+  workerId: string;
+  leaseMs: number;
+  approvals?: ApprovalPort;
+  canResume?: ResumePolicy;
+  maxRecoveryAttempts?: number;
+}
+
+/**
+ * How the caller names the options, for messages: the Nest module calls the store `store` and the
+ * key `key`, and its errors start with `DurableModule:`.
+ */
+export interface OptionNames {
+  readonly owner: string;
+  readonly checkpointKey: string;
+}
+
+const RUNNER_NAMES: OptionNames = {
+  owner: 'FlowRunner',
+  checkpointKey: 'checkpointKey',
+};
+
+// A memory store without a key gets one random key, shared by every runner on that store.
+const ephemeralKeys = new WeakMap<CheckpointStore, KeyRing>();
+
+/**
+ * Checks every option and applies the defaults. Throws `DurableSetupError` naming the option (a
+ * key that is too short or reused is `CheckpointKeyError`), before anything is stored.
+ */
+export function normalizeRunnerOptions(
+  options: FlowRunnerOptions = {},
+  names: OptionNames = RUNNER_NAMES,
+): RunnerSettings {
+  const setup = (message: string) =>
+    new DurableSetupError(`${names.owner}: ${message}`);
+  const store = options.checkpoints ?? new MemoryCheckpointStore();
+  let workerId: string;
+  try {
+    workerId = workerIdOf(options.workerId);
+  } catch (error) {
+    throw setup((error as Error).message);
+  }
+  const leaseMs = integerOption(
+    'leaseMs',
+    options.leaseMs,
+    DEFAULT_LEASE_MS,
+    MIN_LEASE_MS,
+    names,
+  );
+  const maxRecoveryAttempts =
+    options.maxRecoveryAttempts === undefined
+      ? undefined
+      : integerOption(
+          'maxRecoveryAttempts',
+          options.maxRecoveryAttempts,
+          1,
+          1,
+          names,
+        );
+  if (
+    options.approvals !== undefined &&
+    typeof options.approvals?.decide !== 'function'
+  ) {
+    throw setup(Messages.badApprovals());
+  }
+  if (
+    options.canResume !== undefined &&
+    typeof options.canResume !== 'function'
+  ) {
+    throw setup(Messages.badCanResume());
+  }
+  let ring: KeyRing;
+  if (options.checkpointKey !== undefined && options.checkpointKey !== null) {
+    ring = KeyRing.from(options.checkpointKey);
+  } else if (store.shared) {
+    throw new CheckpointKeyError(
+      Messages.keyRequired(
+        names.owner,
+        store.constructor.name,
+        names.checkpointKey,
+      ),
+    );
+  } else {
+    ring = ephemeralKeys.get(store) ?? KeyRing.ephemeral();
+    ephemeralKeys.set(store, ring);
+  }
+  if (options.encryptionKey !== undefined && options.encryptionKey !== null)
+    ring = ring.withEncryption(options.encryptionKey); // its keys must differ
+  return {
+    store,
+    ring,
+    events: options.events ?? new DurableEvents(),
+    workerId,
+    leaseMs,
+    ...(options.approvals && { approvals: options.approvals }),
+    ...(options.canResume && { canResume: options.canResume }),
+    ...(maxRecoveryAttempts !== undefined && { maxRecoveryAttempts }),
+  };
+}
+
+/**
+ * An integer option of at least `min`, or its default when absent: `DurableSetupError` naming the
+ * option otherwise (the Nest module checks its own numbers with it too).
+ */
+export function integerOption(
+  option: string,
+  value: unknown,
+  fallback: number,
+  min: number,
+  names: Pick<OptionNames, 'owner'> = RUNNER_NAMES,
+): number {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < min)
+    throw new DurableSetupError(
+      `${names.owner}: ${Messages.badInteger(option, min, value)}`,
+    );
+  return value;
+}

@@ -1,0 +1,401 @@
+import { randomBytes } from 'node:crypto';
+import {
+  CheckpointConflict,
+  CheckpointNotFound,
+  FlowError,
+  RecoveryAttemptsExceeded,
+  RecoveryNeedsDecision,
+  RunAccessDenied,
+} from '../../errors';
+import { Messages } from '../../errors/messages';
+import type { DurableEvents } from '../../events/durable.events';
+import type { CheckpointStore } from '../../exec/checkpoints/checkpoint-store';
+import type { KeyRing } from '../../exec/durable/key-ring';
+import {
+  openCheckpoint,
+  type Checkpoint,
+  type RunIdentity,
+} from '../../exec/durable/records';
+import type { Executor } from '../../exec/executor';
+import type { Flow } from '../flow.builder';
+import type { CompiledFlow } from '../flow.graph';
+import type {
+  RecoverAllOptions,
+  RecoverOptions,
+  RecoveryOutcome,
+  ResumeDecision,
+  ResumeOptions,
+  RunOptions,
+  RunResult,
+} from '../flow.interfaces';
+import { checkRunId } from '../run-id';
+import { sealError } from '../superstep';
+import {
+  normalizeRunnerOptions,
+  type FlowRunnerOptions,
+  type RunnerSettings,
+} from './flow-runner.options';
+import { LeaseKeeper } from './lease-keeper';
+import { sweepUnfinished } from './recovery-sweep';
+import {
+  accessAs,
+  checkAccess,
+  identityOf,
+  resumePolicyAllows,
+} from './run-access';
+import { openLatest, readCutSuperstep, readHeadAndLatest } from './run-reader';
+import {
+  claimCheckpoint,
+  newIncarnation,
+  parkCheckpoint,
+  resumeCheckpoint,
+  startCheckpoint,
+} from './run-transitions';
+import { resultOf, SegmentDriver } from './segment-driver';
+
+/**
+ * Runs flows durably: a signed checkpoint after every superstep, every tool call logged before and
+ * after it runs, recovery that replays finished calls and fails closed on calls in doubt.
+ *
+ * This class is the facade: it reads and checks the run (`run-reader`, `run-access`), builds the
+ * transition (`run-transitions`), and hands the segment to the driver; leases and the recovery
+ * sweep have their own homes.
+ * @publicApi
+ */
+export class FlowRunner {
+  readonly store: CheckpointStore;
+  readonly events: DurableEvents;
+  readonly workerId: string;
+  private readonly settings: RunnerSettings;
+  private readonly leases: LeaseKeeper;
+  private readonly driver: SegmentDriver;
+
+  constructor(
+    readonly executor: Executor,
+    options: FlowRunnerOptions = {},
+  ) {
+    this.settings = normalizeRunnerOptions(options);
+    this.store = this.settings.store;
+    this.events = this.settings.events;
+    this.workerId = this.settings.workerId;
+    this.leases = new LeaseKeeper(
+      this.store,
+      this.workerId,
+      this.settings.leaseMs,
+    );
+    this.driver = new SegmentDriver(this.settings, executor, this.leases);
+  }
+
+  /** The key ring this runner seals and opens records with (operators' tools read with it). */
+  get keyRing(): KeyRing {
+    return this.settings.ring;
+  }
+
+  /** Starts a run and drives it until it ends, pauses, or this worker loses it. */
+  async run<S extends object>(
+    flow: Flow<S>,
+    input: Partial<NoInfer<S>>,
+    options: RunOptions = {},
+  ): Promise<RunResult<S>> {
+    const compiled = flow.compile();
+    const state = compiled.state.encode(await compiled.state.fromInput(input));
+    const runId = options.runId ?? randomBytes(16).toString('hex');
+    checkRunId(runId);
+    const cp = startCheckpoint({
+      runId,
+      flow: compiled.name,
+      kind: compiled.kind,
+      digest: compiled.digest,
+      state,
+      frontier: compiled.starts,
+      identity: identityOf(options.ctx),
+      idemKid: this.settings.ring.current.id,
+      incarnation: newIncarnation(),
+    });
+    const writer = this.driver.writerFor(cp);
+    await this.driver.save(writer, cp);
+    return this.driver.drive(compiled, cp, writer);
+  }
+
+  /**
+   * Goes on with a run from its latest checkpoint: the superstep that was cut short runs again,
+   * finished calls replay, calls in doubt fail closed unless their tool is idempotent or
+   * `rerunInDoubt` is set. A paused run is returned as it is.
+   */
+  async recover<S extends object>(
+    flow: Flow<S>,
+    runId: string,
+    options: RecoverOptions = {},
+  ): Promise<RunResult<S>> {
+    checkRunId(runId);
+    return this.recoverRun(flow, runId, options, false);
+  }
+
+  /** `recover`; with `unlessHeld`, a run whose owner's lease is live is `RunLeaseHeld`, not taken. */
+  private async recoverRun<S extends object>(
+    flow: Flow<S>,
+    runId: string,
+    options: RecoverOptions,
+    unlessHeld: boolean,
+  ): Promise<RunResult<S>> {
+    const compiled = flow.compile();
+    const { head, cp, identity } = await this.readLatest(
+      compiled,
+      runId,
+      options.ctx,
+    );
+    const held = unlessHeld && this.leases.held(head, Date.now());
+    if (held) throw held;
+    if (cp.status === 'paused') return resultOf(compiled, cp);
+    const recoveries = cp.recoveries ?? 0;
+    const max = this.settings.maxRecoveryAttempts;
+    if (max !== undefined && recoveries >= max) {
+      // Dead letter: ends the run as `failed` instead of claiming it again, with a compare-and-set
+      // (a worker still driving it is fenced; a call it logged meanwhile makes this conflict).
+      const parked = parkCheckpoint(
+        cp,
+        sealError(
+          new RecoveryAttemptsExceeded(runId, recoveries, cp.superstep),
+        ),
+      );
+      await this.driver.save(this.driver.writerFor(parked), parked, {
+        expectCalls: head.calls,
+      });
+      return resultOf(compiled, parked);
+    }
+    const { calls, book } = await readCutSuperstep(
+      this.store,
+      this.settings.ring,
+      cp,
+      head,
+    );
+    this.decideInDoubt(runId, book, options.rerunInDoubt);
+    // The claim: one racing recoverer wins this step, the other gets CheckpointConflict here.
+    // (A forked run adopts this graph here: readLatest let its digest differ.)
+    const claim = claimCheckpoint(cp, { identity, digest: compiled.digest });
+    const writer = this.driver.writerFor(claim);
+    await this.driver.save(writer, claim, { expectCalls: head.calls });
+    return this.driver.drive(compiled, claim, writer, {
+      book,
+      seen: calls.length,
+      recovered: true,
+    });
+  }
+
+  /**
+   * Decides the call a paused run waits for, and goes on. The decision is sealed into the next
+   * checkpoint with a compare-and-set (of two resumes at once, one wins; the other gets
+   * CheckpointConflict) and only then spent: a crash before that save leaves the run paused, a
+   * crash after it is recovered by spending the stored decision. An approved call runs once; a
+   * denied one gives the node `ToolDenied`.
+   */
+  async resume<S extends object>(
+    flow: Flow<S>,
+    runId: string,
+    decision: ResumeDecision,
+    options: ResumeOptions = {},
+  ): Promise<RunResult<S>> {
+    checkRunId(runId);
+    if (typeof decision?.approved !== 'boolean') {
+      throw new TypeError(
+        'resume(flow, runId, decision): decision.approved must be true or false.',
+      );
+    }
+    const compiled = flow.compile();
+    const { head, cp, identity } = await this.readLatest(
+      compiled,
+      runId,
+      options.ctx,
+      (cp, requester) => {
+        // Rerunning calls in doubt (a charge that may have happened) is the run's own call, or an
+        // operator's through recover: a requester the policy lets decide does not get to make it.
+        if (options.rerunInDoubt)
+          throw new RunAccessDenied(Messages.strangerRerun(runId), runId);
+        return resumePolicyAllows(
+          this.settings.canResume,
+          cp,
+          requester,
+          decision,
+        );
+      },
+    );
+    if (cp.status !== 'paused' || !cp.pending) {
+      throw new CheckpointConflict(Messages.notPaused(runId, cp.status), runId);
+    }
+    const { calls, book } = await readCutSuperstep(
+      this.store,
+      this.settings.ring,
+      cp,
+      head,
+    );
+    this.decideInDoubt(runId, book, options.rerunInDoubt);
+    const next = resumeCheckpoint(
+      { ...cp, pending: cp.pending },
+      {
+        identity,
+        approved: decision.approved,
+        ...(decision.by !== undefined && { by: String(decision.by) }),
+        ...(decision.reason !== undefined && {
+          reason: String(decision.reason),
+        }),
+      },
+    );
+    const writer = this.driver.writerFor(next);
+    await this.driver.save(writer, next, { expectCalls: head.calls });
+    return this.driver.drive(compiled, next, writer, {
+      book,
+      seen: calls.length,
+      recovered: false,
+    });
+  }
+
+  /**
+   * The run's head and latest checkpoint, checked: flow, identity (or, for a ctx that is not the
+   * run's, `allow`), not ended, same graph.
+   */
+  private async readLatest<S>(
+    compiled: CompiledFlow<S>,
+    runId: string,
+    ctx: RunIdentity | undefined,
+    allow?: (cp: Checkpoint, requester: RunIdentity) => Promise<boolean>,
+  ) {
+    const { head, record } = await readHeadAndLatest(this.store, runId);
+    const cp = openLatest(this.settings.ring, head, record);
+    // Identity before anything else: a stranger learns nothing of the run, not even its flow.
+    const identity = await accessAs(cp, ctx, allow);
+    if (cp.flow !== compiled.name) {
+      throw new CheckpointConflict(
+        Messages.otherFlow(runId, cp.flow, compiled.name),
+        runId,
+      );
+    }
+    if (cp.status === 'done' || cp.status === 'failed') {
+      throw new CheckpointConflict(Messages.ended(runId, cp.status), runId);
+    }
+    // A fork has run nothing yet: its first claim adopts the flow's current graph.
+    if (cp.digest !== compiled.digest && cp.reason !== 'fork')
+      throw new FlowError(Messages.graphChanged(runId, compiled.name), runId);
+    return { head, cp, identity };
+  }
+
+  /** Calls in doubt of tools that are not idempotent stop the run here, before anything is written. */
+  private decideInDoubt(
+    runId: string,
+    book: Awaited<ReturnType<typeof readCutSuperstep>>['book'],
+    rerunInDoubt = false,
+  ): void {
+    const undecided = book
+      .inDoubt()
+      .filter((p) => !this.executor.registry.get(p.call.tool)?.idempotent)
+      .map((p) => [p.call.tool, p.why] as const);
+    if (undecided.length && !rerunInDoubt)
+      throw new RecoveryNeedsDecision(runId, undecided);
+  }
+
+  /**
+   * Recovers every unfinished run of the flow (for a worker on startup): run id → result or error.
+   * A run whose owner's lease is still live is not taken (that worker may be healthy): it maps to
+   * `RunLeaseHeld`, which says until when; call again after that. Runs this worker id owns but is
+   * not driving are taken at once (this process restarted under a stable `workerId`).
+   *
+   * The map holds every run's outcome: for a sweep over many runs, `recoverEach` gives the same
+   * outcomes one at a time, in memory that does not grow with the number of runs.
+   */
+  async recoverAll<S extends object>(
+    flow: Flow<S>,
+    options: RecoverAllOptions = {},
+  ): Promise<Map<string, RunResult<S> | Error>> {
+    const out = new Map<string, RunResult<S> | Error>();
+    for await (const [runId, outcome] of this.recoverEach(flow, options))
+      out.set(runId, outcome);
+    return out;
+  }
+
+  /**
+   * `recoverAll` as a stream: recovers every unfinished run of the flow and yields each run's
+   * outcome (`[runId, result | error]`) as it settles, so a sweep over any number of runs holds at
+   * most one page of listed runs (100) and `concurrency` recoveries (running, or settled and not
+   * yet taken) at a time.
+   *
+   * ```ts
+   * for await (const [runId, outcome] of runner.recoverEach(flow, { concurrency: 8 })) {
+   *   if (outcome instanceof RecoveryNeedsDecision) alert(runId, outcome.calls);
+   * }
+   * ```
+   *
+   * Runs are listed by run id, a page at a time, only when a recovery slot is free and the last
+   * page is used up; runs that finish meanwhile leave the unfinished set behind the cursor, so no
+   * run is skipped or taken twice. Recovery goes on only while the loop pulls outcomes: a slow
+   * consumer slows the sweep rather than piling up results. Leaving the loop early (`break`,
+   * `throw`) stops listing and starting runs; the recoveries already started finish before the
+   * loop exits. Leases, `force`, `rerunInDoubt` and `ctxFor` work as in `recoverAll` (a run's lease
+   * is judged against the time its page was listed). A store that cannot list its runs makes the
+   * iteration throw, after the outcomes of the recoveries already started.
+   */
+  recoverEach<S extends object>(
+    flow: Flow<S>,
+    options: RecoverAllOptions = {},
+  ): AsyncGenerator<RecoveryOutcome<RunResult<S>>, void, undefined> {
+    return sweepUnfinished<RunResult<S>>(
+      {
+        store: this.store,
+        held: (head, now) => this.leases.held(head, now),
+        recover: (runId) => this.recoverListed(flow, runId, options),
+      },
+      flow.name,
+      options,
+    );
+  }
+
+  /** One listed run's recovery, as an outcome (never rejects). */
+  private async recoverListed<S extends object>(
+    flow: Flow<S>,
+    runId: string,
+    options: RecoverAllOptions,
+  ): Promise<RecoveryOutcome<RunResult<S>>> {
+    try {
+      const ctx = options.ctxFor?.(runId);
+      // The lease is judged again on the head read just before the claim: a worker that took the
+      // run since it was listed (another worker's sweep, an operator's recover) is not fenced.
+      const result = await this.recoverRun(
+        flow,
+        runId,
+        {
+          ...(ctx && { ctx }),
+          ...(options.rerunInDoubt && { rerunInDoubt: true }),
+        },
+        !options.force,
+      );
+      return [runId, result];
+    } catch (error) {
+      return [runId, error instanceof Error ? error : new Error(String(error))];
+    }
+  }
+
+  /** The run's latest state as a result, without running anything. */
+  async get<S extends object>(
+    flow: Flow<S>,
+    runId: string,
+    options: { ctx?: RunIdentity } = {},
+  ): Promise<RunResult<S>> {
+    checkRunId(runId);
+    const record = await this.store.latest(runId);
+    if (!record) throw new CheckpointNotFound(runId);
+    const cp = openCheckpoint(this.settings.ring, record);
+    checkAccess(cp, options.ctx); // first: a stranger learns nothing of the run, not its flow
+    if (cp.flow !== flow.name)
+      throw new CheckpointConflict(
+        Messages.otherFlow(runId, cp.flow, flow.name),
+        runId,
+      );
+    return resultOf(flow.compile(), cp);
+  }
+
+  /**
+   * Stops renewing leases (for shutdown): runs still in flight here become recoverable by other
+   * workers once their leases expire. The store is not closed.
+   */
+  close(): void {
+    this.leases.close();
+  }
+}

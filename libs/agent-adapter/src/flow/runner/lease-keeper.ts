@@ -1,0 +1,84 @@
+import { RunLeaseHeld } from '../../errors';
+import type {
+  CheckpointStore,
+  RunHead,
+} from '../../exec/checkpoints/checkpoint-store';
+
+/**
+ * One worker's run leases: keeps the leases of the runs it drives alive (one store write per
+ * interval for all of them) and judges other workers' leases. A run it stops driving (ended,
+ * paused, or lost to an error) is no longer renewed, so its lease runs out and another worker may
+ * take it.
+ */
+export class LeaseKeeper {
+  /** Runs this worker is driving right now, with how many drives. */
+  private readonly driving = new Map<string, number>();
+  private renewTimer?: NodeJS.Timeout;
+  private renewing = false;
+  private closed = false;
+
+  constructor(
+    readonly store: CheckpointStore,
+    readonly workerId: string,
+    readonly leaseMs: number,
+  ) {}
+
+  /** Marks a run driven (`true`) or no longer driven by this worker. */
+  hold(runId: string, driving: boolean): void {
+    // Counted: a run recovered here while an older drive of it is still unwinding stays renewed.
+    const drives = (this.driving.get(runId) ?? 0) + (driving ? 1 : -1);
+    if (drives > 0) this.driving.set(runId, drives);
+    else this.driving.delete(runId);
+    if (this.driving.size > 0 && !this.renewTimer && !this.closed) {
+      this.renewTimer = setInterval(
+        () => void this.renew(),
+        Math.max(100, Math.floor(this.leaseMs / 3)),
+      );
+      this.renewTimer.unref();
+    } else if (this.driving.size === 0 && this.renewTimer) {
+      clearInterval(this.renewTimer);
+      this.renewTimer = undefined;
+    }
+  }
+
+  /** Whether this worker is driving the run now (and so renews its lease). */
+  isDriving(runId: string): boolean {
+    return this.driving.has(runId);
+  }
+
+  /**
+   * `RunLeaseHeld` when the run's owner may be alive at `now` (its lease has not expired); runs
+   * this worker id owns but is not driving are free (this process restarted under a stable id).
+   */
+  held(head: RunHead, now: number): RunLeaseHeld | undefined {
+    const { runId, status, owner, leaseExpiresAt } = head;
+    if (status !== 'running' || leaseExpiresAt === undefined) return undefined;
+    if (leaseExpiresAt < now) return undefined;
+    if (owner === this.workerId && !this.driving.has(runId)) return undefined;
+    return new RunLeaseHeld(runId, owner ?? '?', leaseExpiresAt);
+  }
+
+  /** Stops renewing (for shutdown): the runs still driven here expire and become recoverable. */
+  close(): void {
+    this.closed = true;
+    if (this.renewTimer) clearInterval(this.renewTimer);
+    this.renewTimer = undefined;
+  }
+
+  private async renew(): Promise<void> {
+    if (this.renewing || this.driving.size === 0) return; // a slow store: skip, never pile up
+    this.renewing = true;
+    try {
+      await this.store.renewLeases(this.workerId, Date.now() + this.leaseMs, [
+        ...this.driving.keys(),
+      ]);
+    } catch (error) {
+      console.warn(
+        `agent-adapter: lease renewal failed for worker ${this.workerId}`,
+        error,
+      );
+    } finally {
+      this.renewing = false;
+    }
+  }
+}

@@ -1,0 +1,107 @@
+import pLimit from 'p-limit';
+import type { RunLeaseHeld } from '../../errors';
+import type {
+  CheckpointStore,
+  RunHead,
+} from '../../exec/checkpoints/checkpoint-store';
+import type { RecoverAllOptions, RecoveryOutcome } from '../flow.interfaces';
+
+/** Unfinished runs listed per store read. */
+export const RECOVER_PAGE_SIZE = 100;
+
+/** What a sweep needs from the runner. */
+export interface SweepPort<R> {
+  readonly store: CheckpointStore;
+  /** `RunLeaseHeld` when the listed run's owner may still be alive at `now`. */
+  held(head: RunHead, now: number): RunLeaseHeld | undefined;
+  /** One listed run's recovery, as an outcome (never rejects). */
+  recover(runId: string): Promise<RecoveryOutcome<R>>;
+}
+
+/**
+ * The paged recovery sweep behind `recoverEach`: lists the flow's unfinished runs a page at a
+ * time, only when a recovery slot is free and the last page is used up, and yields each run's
+ * outcome as it settles. It holds at most one page of listed runs and `concurrency` recoveries
+ * (running, or settled and not yet taken) at a time; runs that finish meanwhile leave the
+ * unfinished set behind the cursor, so no run is skipped or taken twice. Recovery goes on only while
+ * the consumer pulls: leaving the loop early stops listing and starting runs, and the recoveries
+ * already started finish before the loop exits. A listing that fails is thrown after the outcomes
+ * of the recoveries already started.
+ */
+export function sweepUnfinished<R>(
+  port: SweepPort<R>,
+  flow: string,
+  options: Pick<RecoverAllOptions, 'concurrency' | 'force' | 'signal'>,
+): AsyncGenerator<RecoveryOutcome<R>, void, undefined> {
+  const concurrency = options.concurrency ?? 4;
+  // Checked here, not on the first pull: a TypeError for a concurrency that is not 1 or more.
+  const limit = pLimit(concurrency);
+  return sweep(port, flow, options, concurrency, limit);
+}
+
+async function* sweep<R>(
+  port: SweepPort<R>,
+  flow: string,
+  options: Pick<RecoverAllOptions, 'force' | 'signal'>,
+  concurrency: number,
+  limit: ReturnType<typeof pLimit>,
+): AsyncGenerator<RecoveryOutcome<R>, void, undefined> {
+  let page: RunHead[] = [];
+  let next = 0;
+  let listedAt = 0;
+  let after: string | undefined;
+  let lastPage = false;
+  // Settled outcomes not yet yielded: at most `concurrency` recoveries plus one lease-held run.
+  const settled: Array<RecoveryOutcome<R>> = [];
+  const running = new Set<Promise<void>>();
+  let wake: (() => void) | undefined;
+  try {
+    for (;;) {
+      // The consumer first: nothing more starts until what settled has been taken.
+      while (settled.length) yield settled.shift()!;
+      const more =
+        !options.signal?.aborted && (next < page.length || !lastPage);
+      if (more && running.size < concurrency) {
+        if (next === page.length) {
+          try {
+            page = await port.store.listUnfinished(flow, {
+              limit: RECOVER_PAGE_SIZE,
+              ...(after !== undefined && { after }),
+            });
+          } catch (error) {
+            // The runs recovered so far are still reported, then the listing's error.
+            await Promise.all(running);
+            while (settled.length) yield settled.shift()!;
+            throw error;
+          }
+          listedAt = Date.now();
+          next = 0;
+          lastPage = page.length < RECOVER_PAGE_SIZE;
+          after = page[page.length - 1]?.runId ?? after;
+          continue;
+        }
+        const head = page[next++]!;
+        const held = !options.force && port.held(head, listedAt);
+        if (held) {
+          settled.push([head.runId, held]);
+          continue;
+        }
+        const task: Promise<void> = limit(() => port.recover(head.runId)).then(
+          (outcome) => {
+            running.delete(task);
+            settled.push(outcome);
+            wake?.();
+          },
+        );
+        running.add(task);
+        continue;
+      }
+      if (!running.size) return; // nothing left to list, start or wait for
+      await new Promise<void>((resolve) => (wake = resolve));
+      wake = undefined;
+    }
+  } finally {
+    // Abandoned, or a listing failed: what was started finishes before the iteration ends.
+    await Promise.all(running);
+  }
+}

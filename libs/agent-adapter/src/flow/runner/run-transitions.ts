@@ -1,0 +1,215 @@
+import { randomInt } from 'node:crypto';
+import type { CanonicalText } from '../../exec/durable/canonical-json';
+import type {
+  ApprovalDecision,
+  Checkpoint,
+  PendingApproval,
+  RunIdentity,
+  SealedError,
+} from '../../exec/durable/records';
+
+/**
+ * Every checkpoint transition of the protocol, as pure constructors: the checkpoint that follows
+ * `cp`. The runner and the operator's CLI both build their checkpoints here, so the rules (which
+ * transitions open a new segment, what a claim counts, what a superstep drops) live in one place.
+ * Writing them is the caller's (a `SegmentWriter`, with the store's compare-and-set).
+ *
+ * A transition that opens a new segment fences whoever wrote the old one: its next call record is
+ * refused and its next save conflicts.
+ */
+
+/**
+ * A run's first segment: random, so a run id deleted and used again starts an unrelated range of
+ * segments (a worker of the old run is fenced from the new one) and new idempotency keys.
+ */
+export function newIncarnation(): number {
+  return randomInt(1, 2 ** 30);
+}
+
+/** What a run starts from. */
+export interface RunStart {
+  runId: string;
+  flow: string;
+  kind: Checkpoint['kind'];
+  digest: string;
+  state: CanonicalText;
+  frontier: string[];
+  identity: RunIdentity;
+  /** The key id the run's idempotency keys derive from, for its whole life. */
+  idemKid: string;
+  incarnation: number;
+}
+
+/** Step 0 of a new run. */
+export function startCheckpoint(start: RunStart): Checkpoint {
+  const { incarnation, ...rest } = start;
+  return {
+    ...rest,
+    step: 0,
+    status: 'running',
+    segment: incarnation,
+    incarnation,
+    logBefore: 0,
+    superstep: 0,
+    visits: {},
+    reason: 'start',
+  };
+}
+
+/**
+ * A recoverer takes the run over: a new segment, the same superstep (it runs again, replaying what
+ * finished), one more recovery counted. A fork adopts the recovering flow's graph here.
+ */
+export function claimCheckpoint(
+  cp: Checkpoint,
+  by: { identity: RunIdentity; digest: string },
+): Checkpoint {
+  return {
+    ...cp,
+    identity: by.identity,
+    step: cp.step + 1,
+    segment: cp.segment + 1,
+    reason: 'claim',
+    digest: by.digest,
+    recoveries: (cp.recoveries ?? 0) + 1,
+  };
+}
+
+/** Dead letter: the run ends `failed` instead of being claimed again. */
+export function parkCheckpoint(cp: Checkpoint, error: SealedError): Checkpoint {
+  return {
+    ...cp,
+    step: cp.step + 1,
+    segment: cp.segment + 1,
+    status: 'failed',
+    reason: 'parked',
+    error,
+  };
+}
+
+/** A call waits for an approval: the superstep stays open (it reruns on resume). */
+export function pauseCheckpoint(
+  cp: Checkpoint,
+  pending: PendingApproval,
+): Checkpoint {
+  return {
+    ...cp,
+    step: cp.step + 1,
+    status: 'paused',
+    reason: 'pause',
+    pending,
+  };
+}
+
+/**
+ * A paused run goes on with the decision for its pending call, sealed before it is spent; the
+ * decisions of the open superstep so far are kept.
+ */
+export function resumeCheckpoint(
+  cp: Checkpoint & { pending: PendingApproval },
+  by: {
+    identity: RunIdentity;
+    approved: boolean;
+    by?: string;
+    reason?: string;
+  },
+): Checkpoint {
+  const { args: _args, ...call } = cp.pending;
+  const decision: ApprovalDecision = {
+    ...call,
+    approved: by.approved,
+    ...(by.by !== undefined && { by: by.by }),
+    ...(by.reason !== undefined && { reason: by.reason }),
+  };
+  return {
+    ...cp,
+    identity: by.identity,
+    step: cp.step + 1,
+    segment: cp.segment + 1,
+    status: 'running',
+    reason: 'resume',
+    pending: undefined,
+    decisions: [...(cp.decisions ?? []), decision],
+  };
+}
+
+/** How a superstep that ran to its end came out. */
+export type SuperstepOutcome =
+  | {
+      state: CanonicalText;
+      frontier: string[];
+      visits: Record<string, number>;
+    }
+  | { error: SealedError };
+
+/**
+ * A superstep closed: the next one (or the run's end), its call records counted, the spent
+ * decisions and the recovery count dropped.
+ */
+export function advanceCheckpoint(
+  cp: Checkpoint,
+  outcome: SuperstepOutcome,
+  /** Call records the superstep wrote, in every segment. */
+  logged: number,
+): Checkpoint {
+  return {
+    ...cp,
+    step: cp.step + 1,
+    superstep: cp.superstep + 1,
+    logBefore: cp.logBefore + logged,
+    reason: 'superstep',
+    decisions: undefined,
+    recoveries: undefined,
+    ...('error' in outcome
+      ? { status: 'failed', error: outcome.error }
+      : {
+          status: outcome.frontier.length ? 'running' : 'done',
+          state: outcome.state,
+          frontier: outcome.frontier,
+          visits: outcome.visits,
+        }),
+  };
+}
+
+/** An operator ends an unfinished run as `failed`, fencing any worker on it. */
+export function cancelCheckpoint(
+  cp: Checkpoint,
+  error: SealedError,
+): Checkpoint {
+  return {
+    ...cp,
+    step: cp.step + 1,
+    segment: cp.segment + 1,
+    status: 'failed',
+    reason: 'cancel',
+    pending: undefined,
+    error,
+  };
+}
+
+/**
+ * Step 0 of a new run copied from checkpoint `from.step` of another: its state, frontier, visits
+ * and identity, with a new incarnation (new segments, new idempotency keys). Nothing of the old
+ * call log comes along: the checkpoint's superstep runs in full in the new run.
+ */
+export function forkCheckpoint(
+  source: Checkpoint,
+  fork: { runId: string; incarnation: number; idemKid: string },
+): Checkpoint {
+  return {
+    ...source,
+    runId: fork.runId,
+    step: 0,
+    status: 'running',
+    segment: fork.incarnation,
+    incarnation: fork.incarnation,
+    logBefore: 0,
+    idemKid: fork.idemKid,
+    reason: 'fork',
+    forkedFrom: { runId: source.runId, step: source.step },
+    pending: undefined,
+    decisions: undefined,
+    error: undefined,
+    recoveries: undefined,
+  };
+}

@@ -1,0 +1,246 @@
+import type { DurableEvents } from '../../events/durable.events';
+import type { SuperstepScope } from '../../exec/call-context';
+import type { ApprovalPort } from '../../exec/approvals';
+import type { KeyRing } from '../../exec/durable/key-ring';
+import type { Checkpoint } from '../../exec/durable/records';
+import type { ReplayBook } from '../../exec/durable/replay';
+import type { CheckpointWriteOptions } from '../../exec/durable/segment-writer';
+import { SegmentWriter } from '../../exec/durable/segment-writer';
+import type { Executor } from '../../exec/executor';
+import { traced } from '../../observability/tracing';
+import type { CompiledFlow } from '../flow.graph';
+import type { RunResult } from '../flow.interfaces';
+import { runFrontier } from '../superstep';
+import type { LeaseKeeper } from './lease-keeper';
+import { advanceCheckpoint, pauseCheckpoint } from './run-transitions';
+import type { RunnerSettings } from './flow-runner.options';
+
+/** What a recovery or resume found of the superstep it took over. */
+export interface TakenOver {
+  book: ReplayBook;
+  /** Records of the current superstep that other segments wrote before this one. */
+  seen: number;
+  /** A recovery (reported as `run.recovered`), not a resume. */
+  recovered: boolean;
+}
+
+/** What a saved checkpoint's event says besides the checkpoint itself. */
+export interface SavedExtra {
+  unreplayed?: SuperstepScope['unreplayed'];
+  /** The node(s) whose superstep this checkpoint closes (or pauses). */
+  stage?: string;
+}
+
+/**
+ * Drives one segment of a run (a start, a recovery or a resume): superstep after superstep, each
+ * closed by a checkpoint, until the run ends, pauses, or this worker loses it. Every write goes
+ * through the segment's `SegmentWriter`; this class announces what was stored.
+ */
+export class SegmentDriver {
+  private readonly ring: KeyRing;
+  private readonly events: DurableEvents;
+  private readonly approvals?: ApprovalPort;
+
+  constructor(
+    settings: RunnerSettings,
+    private readonly executor: Executor,
+    private readonly leases: LeaseKeeper,
+  ) {
+    this.ring = settings.ring;
+    this.events = settings.events;
+    if (settings.approvals) this.approvals = settings.approvals;
+  }
+
+  /** The write channel of the segment `cp` opens or continues, owned by this worker. */
+  writerFor(cp: Checkpoint): SegmentWriter {
+    return new SegmentWriter(
+      this.leases.store,
+      this.ring,
+      cp.runId,
+      cp.segment,
+      cp.incarnation,
+      { owner: this.leases.workerId, leaseMs: this.leases.leaseMs },
+    );
+  }
+
+  /** Writes a checkpoint now and announces it (`checkpoint.saved`) once it is stored. */
+  async save(
+    writer: SegmentWriter,
+    cp: Checkpoint,
+    options: Omit<CheckpointWriteOptions, 'deferred'> = {},
+    extra: SavedExtra = {},
+  ): Promise<void> {
+    await writer.checkpoint(cp, options);
+    this.announce(cp, extra);
+  }
+
+  /** One segment, in its own span when traced. */
+  drive<S extends object>(
+    flow: CompiledFlow<S>,
+    start: Checkpoint,
+    writer: SegmentWriter,
+    taken?: TakenOver,
+  ): Promise<RunResult<S>> {
+    return traced(
+      'agent-adapter.run',
+      {
+        'agent_adapter.run_id': start.runId,
+        'agent_adapter.flow': start.flow,
+        'agent_adapter.segment': start.segment,
+        'agent_adapter.step': start.step,
+        'agent_adapter.reason': start.reason ?? '',
+        'agent_adapter.worker': this.leases.workerId,
+      },
+      async (span) => {
+        const result = await this.driveSegment(flow, start, writer, taken);
+        span?.setAttribute('agent_adapter.status', result.status);
+        span?.setAttribute('agent_adapter.final_step', result.step);
+        return result;
+      },
+    );
+  }
+
+  private async driveSegment<S extends object>(
+    flow: CompiledFlow<S>,
+    start: Checkpoint,
+    writer: SegmentWriter,
+    taken?: TakenOver,
+  ): Promise<RunResult<S>> {
+    this.leases.hold(start.runId, true);
+    try {
+      let cp = start;
+      let book = taken?.book;
+      // Records of the current superstep that other segments wrote before this one took over.
+      let seen = taken?.seen ?? 0;
+      while (cp.status === 'running') {
+        const scope = this.scopeOf(cp, writer, book);
+        const outcome = await traced(
+          'agent-adapter.superstep',
+          {
+            'agent_adapter.run_id': cp.runId,
+            'agent_adapter.step': cp.step,
+            'agent_adapter.superstep': cp.superstep,
+            'agent_adapter.frontier': cp.frontier.join(','),
+          },
+          async (span) => {
+            const out = await runFrontier(flow, cp, scope, this.executor);
+            span?.setAttribute('agent_adapter.replayed', scope.replayed.length);
+            span?.setAttribute('agent_adapter.rerun', scope.rerun.length);
+            return out;
+          },
+        );
+        const calls = await writer.drain(); // rethrows a refused or lost call write: this worker stops
+        // A pause keeps the superstep open (it reruns on resume, replaying what finished) with
+        // its decisions so far; any other outcome closes it and drops the spent decisions.
+        const next =
+          'pause' in outcome
+            ? pauseCheckpoint(cp, outcome.pause)
+            : advanceCheckpoint(cp, outcome, seen + writer.count(cp.superstep));
+        const extra: SavedExtra = {
+          ...(scope.unreplayed.length && { unreplayed: scope.unreplayed }),
+          stage: cp.frontier.join('+'),
+        };
+        const recovered = book !== undefined && taken?.recovered === true;
+        if (
+          next.status === 'running' &&
+          !recovered &&
+          next.frontier.every((n) => flow.nodes.get(n)?.callsFirst)
+        ) {
+          // The next nodes only compute until their first call: the checkpoint goes out with that
+          // call's `started` record (one round trip for both), or alone once the microtask queue
+          // is empty. No tool runs before both are stored; a refused write fails its calls.
+          writer.checkpoint(next, { calls, deferred: true }).then(
+            () => this.announce(next, extra),
+            () => undefined,
+          );
+        } else {
+          await this.save(writer, next, { calls }, extra);
+        }
+        if (recovered) {
+          this.events.emit('run.recovered', {
+            kind: cp.kind,
+            runId: cp.runId,
+            flow: cp.flow,
+            step: next.step,
+            replayed: scope.replayed,
+            rerun: scope.rerun,
+          });
+        }
+        book = undefined;
+        if (next.reason !== 'pause') seen = 0;
+        cp = next;
+      }
+      return resultOf(flow, cp);
+    } catch (error) {
+      // A checkpoint handed to the writer may still be in flight: the caller learns of the error
+      // only once the store is quiet, so what it reads next is what this worker left.
+      await writer.settled();
+      throw error;
+    } finally {
+      this.leases.hold(start.runId, false);
+    }
+  }
+
+  private scopeOf(
+    cp: Checkpoint,
+    log: SegmentWriter,
+    book: ReplayBook | undefined,
+  ): SuperstepScope {
+    return {
+      runId: cp.runId,
+      flow: cp.flow,
+      superstep: cp.superstep,
+      identity: cp.identity,
+      log,
+      ring: this.ring,
+      idemKid: cp.idemKid,
+      incarnation: cp.incarnation,
+      inflight: new Set(),
+      closed: false,
+      ...(cp.decisions && { decisions: cp.decisions }),
+      ...(this.approvals && { approvals: this.approvals }),
+      ...(book && { replay: book }),
+      replayed: [],
+      rerun: [],
+      unreplayed: [],
+    };
+  }
+
+  /**
+   * `checkpoint.saved`, once the checkpoint is stored. What a listener does is not the write's
+   * failure (it would fail the `started` records the write carried, leaving calls in doubt that
+   * never ran).
+   */
+  private announce(cp: Checkpoint, extra: SavedExtra): void {
+    const { stage, ...rest } = extra;
+    try {
+      this.events.emit('checkpoint.saved', {
+        kind: cp.kind,
+        runId: cp.runId,
+        flow: cp.flow,
+        step: cp.step,
+        status: cp.status,
+        // A loop's stage: the node that just ran ('model' | 'tools'), else why it was saved.
+        ...(cp.kind === 'loop' && { stage: stage ?? cp.reason }),
+        ...rest,
+      });
+    } catch (error) {
+      console.warn('agent-adapter: a checkpoint.saved listener failed', error);
+    }
+  }
+}
+
+/** A checkpoint as the result a caller gets. */
+export function resultOf<S extends object>(
+  flow: CompiledFlow<S>,
+  cp: Checkpoint,
+): RunResult<S> {
+  return {
+    runId: cp.runId,
+    status: cp.status,
+    step: cp.step,
+    state: flow.state.view(cp.state),
+    ...(cp.error && { error: cp.error }),
+    ...(cp.pending && { pending: cp.pending }),
+  };
+}
