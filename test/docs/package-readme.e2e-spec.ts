@@ -4,10 +4,11 @@
  * sources (strict, the repository's tsconfig) and runs in a child process, printing what its
  * `console.log(...); // expected` comments say (the Nest logger's lines aside); the packages it
  * tells users to install are the package's peers; its `overrides` snippet is the one this
- * repository uses itself.
+ * repository uses itself; the reference it points to (the repository's docs/ pages) exists.
  */
 import { execFile } from 'node:child_process';
 import {
+  existsSync,
   mkdirSync,
   mkdtempSync,
   readFileSync,
@@ -130,6 +131,17 @@ describe('the package README (libs/agent-adapter/README.md)', () => {
     expect(packages.length).toBeGreaterThan(0);
     for (const p of packages)
       expect([p, p in peerDependencies]).toEqual([p, true]);
+  });
+
+  it("points to the reference, the repository's docs/ pages, each of which exists", () => {
+    const pages = [...README.matchAll(/`(docs\/[\w.-]+\.md)`/g)].map(
+      ([, page]) => page!,
+    );
+    expect(pages).toEqual(
+      expect.arrayContaining(['docs/guarantees.md', 'docs/stores.md']),
+    );
+    for (const page of pages)
+      expect([page, existsSync(join(ROOT, page))]).toEqual([page, true]);
   });
 
   it("gives the TypeORM 1 / ioredis 6 overrides this repository's package.json uses", () => {

@@ -1,19 +1,34 @@
 /**
- * Every error the README names is one a user can import: each name in the first column of its
- * `## Errors` table (cells like `ToolFailed` / `ToolDenied` split), and each error-like name in
- * its prose, is a class exported by the root entry ('agent-adapter') that extends DurableError.
+ * Every error the documentation names is one a user can import: each name in the first column of
+ * the errors table (docs/errors.md; cells like `ToolFailed` / `ToolDenied` split), and each
+ * error-like name in the prose of README.md and every docs/*.md page, is a class exported by the
+ * root entry ('agent-adapter') that extends DurableError.
  */
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import * as api from 'agent-adapter';
 import { DurableError } from 'agent-adapter';
 
-const README = readFileSync(join(__dirname, '..', '..', 'README.md'), 'utf8');
+const ROOT = join(__dirname, '..', '..');
+const read = (page: string): string => readFileSync(join(ROOT, page), 'utf8');
+/** The page with the errors table. */
+const ERRORS = read('docs/errors.md');
+/** Every page whose prose may name errors: the README and the reference in docs/. */
+const PAGES = [
+  'README.md',
+  ...readdirSync(join(ROOT, 'docs'))
+    .filter((name) => name.endsWith('.md'))
+    .sort()
+    .map((name) => `docs/${name}`),
+];
+const ALL = PAGES.map(read).join('\n');
 
-/** The names in the first column of the `## Errors` table. */
+/** The names in the first column of the errors table (the first table of the `# Errors` section). */
 function tableNames(readme: string): string[] {
-  const section = /^## Errors\n([\s\S]*?)(?=^## )/m.exec(readme);
-  if (!section) throw new Error('README.md has no "## Errors" section');
+  const section = /^#{1,2} Errors\n([\s\S]*?)(?=^#{1,2} |(?![\s\S]))/m.exec(
+    readme,
+  );
+  if (!section) throw new Error('docs/errors.md has no "# Errors" section');
   // The first table of the section (`| Error | When |`); later ones (HTTP statuses) name errors
   // the first one already lists.
   const lines = section[1]!.split('\n');
@@ -59,8 +74,8 @@ function problem(name: string): string | undefined {
   return undefined;
 }
 
-describe('the errors the README names', () => {
-  const table = tableNames(README);
+describe('the errors the README and docs/ name', () => {
+  const table = tableNames(ERRORS);
 
   it('reads the Errors table (the check is not vacuous)', () => {
     expect(table).toEqual(
@@ -84,7 +99,7 @@ describe('the errors the README names', () => {
   );
 
   it('every error named in the prose is exported by agent-adapter as a DurableError class', () => {
-    const names = proseNames(README);
+    const names = proseNames(ALL);
     expect(names).toEqual(
       expect.arrayContaining([
         'RecoveryAttemptsExceeded',
@@ -96,8 +111,8 @@ describe('the errors the README names', () => {
   });
 
   it('fails for a row naming something that is not exported', () => {
-    const readme = README.replace(
-      /^(## Errors\n[\s\S]*?\|---\|---\|\n)/m,
+    const readme = ERRORS.replace(
+      /^(#{1,2} Errors\n[\s\S]*?\|---\|---\|\n)/m,
       '$1| `NoSuchError` / `ToolFailed` | never |\n',
     );
     const names = tableNames(readme);
