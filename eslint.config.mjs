@@ -15,9 +15,8 @@ const NEST_FILES = [`${LIB}/nest/**/*.ts`];
 /** Files that may import a store driver: the store's own file(s). */
 const STORE_FILES = [
   `${LIB}/**/*.store.ts`,
-  `${LIB}/exec/checkpoints/sql*.ts`,
-  `${LIB}/exec/checkpoints/sqlite*.ts`,
-  `${LIB}/exec/checkpoints/redis*.ts`,
+  `${LIB}/exec/checkpoints/sql/**/*.ts`,
+  `${LIB}/exec/checkpoints/redis/**/*.ts`,
 ];
 
 const NEST_BAN = {
@@ -37,7 +36,7 @@ const DRIVER_BAN = {
     'better-sqlite3/*',
   ],
   message:
-    "A store driver is imported only by that store's file (*.store.ts, exec/checkpoints/{sql,sqlite,redis}*.ts), so a user of one store never loads the others.",
+    "A store driver is imported only by that store's file (*.store.ts, exec/checkpoints/{sql,redis}/), so a user of one store never loads the others.",
 };
 const restrict = (...patterns) => [
   'error',

@@ -81,6 +81,11 @@ import {
   type RunResult,
   type SaveOptions,
 } from 'agent-adapter';
+import {
+  HEAD_FIELDS,
+  RedisKeys,
+  checkpointField,
+} from 'agent-adapter/exec/checkpoints/redis/redis.layout';
 import { dropPrefix } from '../test/utils/redis-keys';
 import { runTs } from '../test/utils/ts-child';
 import { writeResults, type Measure } from './results';
@@ -455,18 +460,9 @@ async function floorOps(
   }
   if (kind === 'redis') {
     const redis = new Redis(REDIS_URL);
-    const index = `{${ns}}:unfinished:${FLOW}`;
-    const tag = (id: string) => `{${ns}:${id}}`;
-    const HEAD = [
-      'step',
-      'flow',
-      'status',
-      'segment',
-      'updatedAt',
-      'calls',
-      'owner',
-      'lease',
-    ];
+    // The store's own layout: the same keys and head fields its reads touch.
+    const keys = new RedisKeys(ns);
+    const index = keys.unfinished(FLOW);
     return {
       list: async (after) => {
         const ids = await redis.zrangebylex(
@@ -478,16 +474,17 @@ async function floorOps(
           PAGE,
         );
         await Promise.all(
-          ids.map((id) => redis.hmget(`${tag(id)}:run`, ...HEAD)),
+          ids.map((id) => redis.hmget(keys.runHash(id), ...HEAD_FIELDS)),
         );
         return ids;
       },
       // Three reads of the run hash: the head, the latest checkpoint, and every value (the call
       // records among them; a raw read cannot pick one superstep's without the index script).
       read: async (id) => {
-        const [step] = await redis.hmget(`${tag(id)}:run`, ...HEAD);
-        await redis.hget(`${tag(id)}:run`, `cp:${step ?? 0}`);
-        await redis.hvals(`${tag(id)}:run`);
+        const run = keys.runHash(id);
+        const [step] = await redis.hmget(run, ...HEAD_FIELDS);
+        await redis.hget(run, checkpointField(step ?? 0));
+        await redis.hvals(run);
       },
       write: async (id, k, payload) => {
         await redis.set(`${ns}:floor:${id}:${k}`, payload);

@@ -203,63 +203,6 @@ describeWithService('redis', 'RedisCheckpointStore', () => {
       expect((await store.head(b))?.leaseExpiresAt).toBe(1_000);
     });
 
-    it('a run stored in the earlier four-key layout is refused by name, never started again, hidden or cleaned away', async () => {
-      const { store, prefix } = make();
-      const flow = uid('flow');
-      const unfinished = `{${prefix}}:unfinished:${flow}`;
-      const old = (id: string) => `{${prefix}:${id}}`;
-      // What an earlier build left: a head hash, checkpoints, calls and their index, indexed long ago.
-      const leave = async (id: string, status: string) => {
-        await admin.hset(
-          `${old(id)}:head`,
-          'step',
-          3,
-          'flow',
-          flow,
-          'status',
-          status,
-        );
-        await admin.hset(`${old(id)}:cps`, '3', 'sealed');
-        await admin.zadd(`${old(id)}:callindex`, 2, '2:1:1');
-        await admin.zadd(unfinished, 0, id);
-        await admin.zadd(`{${prefix}}:runs`, 1, id);
-        await admin.hset(`{${prefix}}:born`, id, Date.now() - 120_000);
-      };
-      const live = uid('old-live');
-      const ended = uid('old-done');
-      await leave(live, 'running');
-      await leave(ended, 'done');
-      const before = await scan(`*${prefix}*`);
-      const refused = `run "${live}" (prefix "${prefix}") is stored in the key layout of an earlier development build`;
-
-      // Recovery fails loudly rather than leaving the live one unrecovered.
-      await expect(store.listUnfinished(flow)).rejects.toThrow(refused);
-      // The run id cannot start again (its calls would run twice), be read as absent, or be deleted.
-      await expect(store.save(cp(live, 0, { flow }))).rejects.toThrow(refused);
-      await expect(store.latest(live)).rejects.toThrow(refused);
-      await expect(store.head(live)).rejects.toThrow(refused);
-      await expect(store.delete(live)).rejects.toThrow(refused);
-      // An operator's listing still works; the runs it cannot read are left out, not removed.
-      expect((await store.list({ flow })).runs).toEqual([]);
-      // A finished one is no reason to stop recovery of the flow's other runs.
-      await admin.zrem(unfinished, live);
-      const fresh = uid('new');
-      await store.save(cp(fresh, 0, { flow }));
-      expect((await store.listUnfinished(flow)).map((h) => h.runId)).toEqual([
-        fresh,
-      ]);
-      // Nothing of either old run was changed or removed.
-      await admin.zadd(unfinished, 0, live);
-      const after = await scan(`*${prefix}*`);
-      const created = (k: string) => k.includes(fresh) || k.endsWith('}:seq');
-      expect(after.filter((k) => !created(k)).sort()).toEqual(before.sort());
-      expect((await admin.zrange(unfinished, 0, '-1')).sort()).toEqual(
-        [live, ended, fresh].sort(),
-      );
-      expect(await admin.hget(`${old(live)}:head`, 'step')).toBe('3');
-      expect(await admin.zcard(`${old(live)}:callindex`)).toBe(1);
-    });
-
     it('listUnfinished keeps an index entry whose step 0 may be in flight, and cleans stale ones', async () => {
       const { store, prefix } = make();
       const flow = uid('flow');

@@ -3,7 +3,7 @@ import {
   openCheckpointStore,
   type RedisStoreDescriptor,
 } from '../exec/checkpoints/create-store';
-import type { RedisClientLike } from '../exec/checkpoints/redis.store';
+import type { RedisClientLike } from '../exec/checkpoints/redis/redis.store';
 import { requirePackage } from '../peers/optional-packages';
 import { CliError } from './cli.error';
 

@@ -2,7 +2,7 @@
  * agent-adapter/typeorm: the SQL store's TypeORM entities and migrations. A separate entry so that
  * the typings of 'agent-adapter' never name typeorm: only users of this entry need it installed.
  */
-export { agentAdapterEntities } from '../exec/checkpoints/sql.entities';
+export { agentAdapterEntities } from '../exec/checkpoints/sql/sql.entities';
 export type {
   AgentAdapterEntities,
   AgentAdapterEntitiesOptions,
@@ -10,10 +10,10 @@ export type {
   AgentAdapterCheckpointRow,
   AgentAdapterCallRow,
   AgentAdapterMetaRow,
-} from '../exec/checkpoints/sql.entities';
-export { agentAdapterMigrations } from '../exec/checkpoints/migrations/1795900000000-agent-adapter-init';
+} from '../exec/checkpoints/sql/sql.entities';
+export { agentAdapterMigrations } from '../exec/checkpoints/sql/migrations/1795900000000-agent-adapter-init';
 export type {
   AgentAdapterMigration,
   MigrationQueryRunner,
-} from '../exec/checkpoints/migrations/1795900000000-agent-adapter-init';
-export type { SqlTableOptions } from '../exec/checkpoints/sql.schema';
+} from '../exec/checkpoints/sql/migrations/1795900000000-agent-adapter-init';
+export type { SqlTableOptions } from '../exec/checkpoints/sql/sql.schema';

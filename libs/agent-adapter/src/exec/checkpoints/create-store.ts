@@ -5,9 +5,12 @@ import {
 } from '../../peers/optional-packages';
 import type { CheckpointStore } from './checkpoint-store';
 import { MemoryCheckpointStore } from './memory.store';
-import { RedisCheckpointStore, type RedisClientLike } from './redis.store';
-import { SQLCheckpointStore, type DataSourceLike } from './sql.store';
-import { SQLiteCheckpointStore } from './sqlite.store';
+import {
+  RedisCheckpointStore,
+  type RedisClientLike,
+} from './redis/redis.store';
+import { SQLCheckpointStore, type DataSourceLike } from './sql/sql.store';
+import { SQLiteCheckpointStore } from './sql/sqlite.store';
 
 /*
  * Store descriptors → store instances, framework-free (DESIGN.md puts this file beside the stores).

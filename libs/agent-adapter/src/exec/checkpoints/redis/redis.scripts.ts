@@ -1,20 +1,21 @@
 /**
- * Lua for RedisCheckpointStore. Two families, each touching ONE hash slot (Redis Cluster safe):
+ * Lua for RedisCheckpointStore, and the TypeScript side of its arguments and replies. Two families,
+ * each touching ONE hash slot (Redis Cluster safe); the keys and fields are redis.layout.ts's:
  *
- * - run scripts: KEYS = the run's two keys, both tagged `{prefix:runId}`: 1 the run hash, 2 the
- *   calls' index; save, latest and delete also get 3, the head key of the four-key layout of
- *   earlier development builds, to refuse such a run instead of overwriting or hiding it. The run hash holds the head's fields (`step`, `status`, `segment`, `flow`,
- *   `updatedAt`, `calls`, `w`, `created`, `owner`, `lease`), every checkpoint (`cp:<step>` → sealed,
- *   `cols:<step>` → its columns) and every call record (`call:<superstep>:<segment>:<seq>` →
- *   sealed). The index is a sorted set of those `<superstep>:<segment>:<seq>` by superstep, so one
- *   superstep's records are a range read. One hash, so a save reads what it checks with one HMGET
- *   and writes everything with one HSET; two keys however long the run, so a TTL refresh is O(1).
+ * - run scripts: KEYS = the run's two keys (`RedisKeys.run`): 1 the run hash (the head's fields,
+ *   every checkpoint and every call record), 2 the calls' index (by superstep, so one superstep's
+ *   records are a range read). One hash, so a save reads what it checks with one HMGET and writes
+ *   everything with one HSET.
  * - index scripts: KEYS tagged `{prefix}` (unfinished index per flow, list index, creation times).
  *
- * Refusals are replies, not errors: `{code, ...details}`; the TypeScript side builds the message.
+ * Refusals are replies, not errors: `{code, ...details}`; `refusal` below builds the message.
  * Scripts that stamp a time read the server's TIME; Redis 7 allows it in writing scripts
  * (effects replication), and every worker then agrees on one clock.
  */
+import { CheckpointConflict } from '../../../errors';
+import { Messages } from '../../../errors/messages';
+import type { CallRecord } from '../checkpoint-store';
+import { CALL_FIELD, CHECKPOINT_FIELD, COLUMNS_FIELD } from './redis.layout';
 
 const NOW = `
 local function now_ms()
@@ -46,7 +47,7 @@ local function batch(at)
     local o = at + (i - 1) * 4
     local m = ARGV[o + 2] .. ':' .. ARGV[o + 1] .. ':' .. ARGV[o + 3]
     members[i] = m
-    fields[i] = 'call:' .. m
+    fields[i] = '${CALL_FIELD}' .. m
   end
   return members, fields
 end
@@ -120,8 +121,6 @@ if head[5] == ARGV[1] then return {'ok'} end
 local step = tonumber(ARGV[3])
 if step == 0 then
   if head[1] then return {'step', head[1]} end
-  -- The id is taken by a run this version cannot read: starting it again would rerun its calls.
-  if redis.call('EXISTS', KEYS[3]) == 1 then return {'layout'} end
   -- The index entry was written at ARGV[13]; an index cleaner only drops entries whose head is
   -- still missing long after that, so a creation must not land late.
   if now_ms() - tonumber(ARGV[13]) > tonumber(ARGV[14]) then return {'late'} end
@@ -148,7 +147,7 @@ end
 -- its owner or lease).
 local fields = {'step', ARGV[3], 'status', ARGV[4], 'segment', ARGV[5], 'flow', ARGV[6],
   'updatedAt', now_ms(), 'calls', tonumber(head[4] or 0) + tonumber(ARGV[16]), 'w', ARGV[1],
-  'cp:' .. ARGV[3], ARGV[7], 'cols:' .. ARGV[3], ARGV[8]}
+  '${CHECKPOINT_FIELD}' .. ARGV[3], ARGV[7], '${COLUMNS_FIELD}' .. ARGV[3], ARGV[8]}
 local gone = {}
 if step == 0 then fields[#fields + 1] = 'created'; fields[#fields + 1] = ARGV[12] end
 if ARGV[9] ~= '' then fields[#fields + 1] = 'owner'; fields[#fields + 1] = ARGV[9] else gone[#gone + 1] = 'owner' end
@@ -191,7 +190,7 @@ local members = redis.call('ZRANGEBYSCORE', KEYS[2], ARGV[1], ARGV[1])
 local out = {}
 for s = 1, #members, 1000 do
   local fields = {}
-  for i = s, math.min(s + 999, #members) do fields[#fields + 1] = 'call:' .. members[i] end
+  for i = s, math.min(s + 999, #members) do fields[#fields + 1] = '${CALL_FIELD}' .. members[i] end
   local got = redis.call('HMGET', KEYS[1], unpack(fields))
   for j = 1, #got do
     -- A record lost from the hash is left out; the head's call count tells it is missing.
@@ -207,11 +206,8 @@ return out
 /** The latest checkpoint: head columns and the sealed text of the head's step, read together. */
 export const LATEST_LUA = `
 local h = redis.call('HMGET', KEYS[1], 'step', 'flow', 'status', 'segment')
-if not h[1] then
-  if redis.call('EXISTS', KEYS[3]) == 1 then return {'layout'} end
-  return false
-end
-return {h[1], h[2], h[3], h[4], redis.call('HGET', KEYS[1], 'cp:' .. h[1])}
+if not h[1] then return false end
+return {h[1], h[2], h[3], h[4], redis.call('HGET', KEYS[1], '${CHECKPOINT_FIELD}' .. h[1])}
 `;
 
 /** Every field of the run hash: the head, every checkpoint and every call record. */
@@ -221,7 +217,6 @@ return redis.call('HGETALL', KEYS[1])
 
 /** Deletes every key of the run; returns {deleted count, flow, owner} for the index cleanup. */
 export const DELETE_LUA = `${RUN}
-if redis.call('EXISTS', KEYS[3]) == 1 then return {'layout'} end
 local h = redis.call('HMGET', KEYS[1], 'flow', 'owner')
 return {delete_run(), h[1], h[2]}
 `;
@@ -291,3 +286,52 @@ export const REDIS_SCRIPTS = {
   aaScanRuns: SCAN_RUNS_LUA,
   aaIndexDrop: INDEX_DROP_LUA,
 } as const;
+
+/** A script's reply: `{'ok'}`, or a refusal code and its details. */
+export type Reply = Array<string | number | null>;
+
+/**
+ * Appends the ARGV tail of save and recordCall: the 1-based index of a call of another run (0:
+ * none), the count, then segment, superstep, seq and sealed text per call.
+ */
+export function pushCalls(
+  args: string[],
+  runId: string,
+  calls: readonly CallRecord[] = [],
+): void {
+  const at = args.length;
+  let foreign = 0;
+  args.push('', String(calls.length));
+  for (let i = 0; i < calls.length; i++) {
+    const c = calls[i]!;
+    if (foreign === 0 && c.runId !== runId) foreign = i + 1;
+    args.push(String(c.segment), String(c.superstep), String(c.seq), c.sealed);
+  }
+  args[at] = String(foreign);
+}
+
+/**
+ * A write script's refusal as the CheckpointConflict the other stores throw (undefined for `ok`);
+ * an unknown code is a plain error: nothing was written, the write may be retried.
+ */
+export function refusal(
+  [code, a, b, c]: Reply,
+  runId: string,
+  step = 0,
+): Error | undefined {
+  if (code === 'ok') return undefined;
+  const num = (v: unknown) => (v == null ? undefined : Number(v));
+  const refusals: Record<string, () => string> = {
+    step: () => Messages.conflictStep(runId, step, num(a)),
+    ended: () => Messages.ended(runId, String(a)),
+    moved: () => Messages.logMoved(runId),
+    fenced: () => Messages.fenced(runId, Number(a), num(b)),
+    duplicate: () =>
+      Messages.duplicateCall(runId, Number(a), Number(b), Number(c)),
+  };
+  const message = refusals[String(code)]?.();
+  if (message !== undefined) return new CheckpointConflict(message, runId);
+  return new Error(
+    `RedisCheckpointStore: run "${runId}": the write was refused (${String(code)}) and nothing was written; retry it.`,
+  );
+}

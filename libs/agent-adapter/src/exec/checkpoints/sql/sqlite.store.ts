@@ -1,5 +1,6 @@
 import type { SqlTableOptions } from './sql.schema';
-import { SQLCheckpointStore, sqliteConnection } from './sql.store';
+import { sqliteConnection } from './sql.driver';
+import { SQLCheckpointStore } from './sql.store';
 
 /**
  * The SQL store on one SQLite file: WAL journal, a 10 s busy timeout, full sync, immediate

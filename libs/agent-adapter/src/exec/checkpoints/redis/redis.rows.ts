@@ -1,4 +1,11 @@
-import type { CheckpointRecord, RunStatus } from './checkpoint-store';
+/** The Redis store's reads turned into the store port's types. */
+import type {
+  CallRecord,
+  CheckpointRecord,
+  RunHead,
+  RunStatus,
+} from '../checkpoint-store';
+import { HEAD_FIELDS } from './redis.layout';
 
 /** Columns kept beside each checkpoint's sealed text (`cols:<step>` in the run hash). */
 export type Cols = [flow: string, status: RunStatus, segment: number];
@@ -76,4 +83,55 @@ function unreadable(
     sealed,
   );
   return { ...record, unreadable: why };
+}
+
+/**
+ * A run's head from the values of `HMGET <run hash> ...HEAD_FIELDS` (in that order); undefined
+ * when the run has none.
+ */
+export function toHead(
+  runId: string,
+  values: ReadonlyArray<string | null>,
+): RunHead | undefined {
+  const h: Partial<Record<(typeof HEAD_FIELDS)[number], string>> = {};
+  HEAD_FIELDS.forEach((name, k) => {
+    const value = values[k];
+    if (value != null) h[name] = value;
+  });
+  if (h.step === undefined) return undefined;
+  return {
+    runId,
+    flow: h.flow ?? '',
+    step: Number(h.step),
+    status: h.status as RunStatus,
+    segment: Number(h.segment),
+    updatedAt: Number(h.updatedAt),
+    calls: Number(h.calls ?? 0),
+    ...(h.owner !== undefined && { owner: h.owner }),
+    ...(h.lease !== undefined && { leaseExpiresAt: Number(h.lease) }),
+  };
+}
+
+/** Call records from `superstep:segment:seq` → sealed pairs of the run's call fields. */
+export function toCalls(
+  runId: string,
+  fields: Array<[string, string]>,
+): CallRecord[] {
+  return fields.map(([field, sealed]) => {
+    const [superstep = 0, segment = 0, seq = 0] = field.split(':').map(Number);
+    return { runId, segment, seq, superstep, sealed };
+  });
+}
+
+/** A flat `[field, value, field, value, ...]` reply as pairs. */
+export function pairs(flat: string[]): Array<[string, string]> {
+  const out: Array<[string, string]> = [];
+  for (let i = 0; i + 1 < flat.length; i += 2)
+    out.push([flat[i]!, flat[i + 1]!]);
+  return out;
+}
+
+/** The order the other stores return call records in: segment, superstep, seq. */
+export function byCallKey(a: CallRecord, b: CallRecord): number {
+  return a.segment - b.segment || a.superstep - b.superstep || a.seq - b.seq;
 }

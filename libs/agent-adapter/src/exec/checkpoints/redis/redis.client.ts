@@ -1,0 +1,68 @@
+/** The ioredis client the Redis store drives: its type, the store's scripts on it, closing it. */
+// Type-only: the user's factory creates the client, so `require('agent-adapter')` never loads ioredis.
+import type { Cluster, Redis } from 'ioredis';
+import { REDIS_SCRIPTS } from './redis.scripts';
+
+export type RedisClient = Redis | Cluster;
+
+/**
+ * An ioredis client (`new Redis(url)` or `new Cluster(nodes)`), typed by the two methods the
+ * store needs at construction so these typings do not require ioredis to be installed.
+ * @publicApi
+ */
+export interface RedisClientLike {
+  defineCommand(
+    name: string,
+    definition: { lua: string; numberOfKeys?: number },
+  ): void;
+  quit(): Promise<unknown>;
+}
+
+/** The client the factory makes, with every script of the store defined on it. */
+export function connectWithScripts(
+  connect: () => RedisClientLike,
+): RedisClient {
+  const client = connect() as RedisClient;
+  for (const [name, lua] of Object.entries(REDIS_SCRIPTS)) {
+    client.defineCommand(name, { lua });
+  }
+  return client;
+}
+
+/** Runs one of the store's scripts (EVALSHA, falling back to EVAL on NOSCRIPT). */
+export function runScript(
+  client: RedisClient,
+  name: keyof typeof REDIS_SCRIPTS,
+  keys: readonly string[],
+  args: Array<string | number>,
+): Promise<unknown> {
+  type Command = (...a: Array<string | number>) => Promise<unknown>;
+  // Defined without numberOfKeys, so the key count goes first (some scripts take a key list).
+  const command = (client as unknown as Record<string, Command>)[name]!;
+  return command.call(client, keys.length, ...keys, ...args);
+}
+
+/**
+ * QUIT when the server answers (pending replies arrive first); when it does not (down,
+ * reconnecting), or QUIT takes longer than 2 s, the connection is dropped: a shutdown never hangs
+ * on an unreachable Redis. Nothing is lost either way: every write was one script, applied or not.
+ */
+export async function quitOrDrop(client: RedisClient): Promise<void> {
+  if (client.status !== 'ready') {
+    client.disconnect();
+    return;
+  }
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    await Promise.race([
+      client.quit(),
+      new Promise((_, reject) => {
+        timer = setTimeout(() => reject(new Error('QUIT timed out')), 2_000);
+      }),
+    ]);
+  } catch {
+    client.disconnect();
+  } finally {
+    clearTimeout(timer);
+  }
+}

@@ -1,0 +1,95 @@
+/**
+ * The Redis store's key layout, in one place: the store, the key lists its scripts get and the
+ * benches that read the store raw all take their key and field names from here.
+ *
+ * P = prefix (a tenant).
+ * - A run's keys, tagged `{P:runId}` (one slot per run, so every write is one Lua script):
+ *   - `{P:runId}:run` hash: the head's fields (`HEAD_FIELDS`, plus `w`, the last write's token, and
+ *     `created`, the run's place in `{P}:runs`), every checkpoint (`cp:<step>` → sealed,
+ *     `cols:<step>` → its columns) and every call record (`call:<superstep>:<segment>:<seq>` →
+ *     sealed). A save reads what it checks with one HMGET and writes with one HSET.
+ *   - `{P:runId}:index` sorted set: those `<superstep>:<segment>:<seq>` by superstep, so one
+ *     superstep's records are a range read. Two keys however long the run: a TTL refresh is O(1).
+ * - Index keys, tagged `{P}` so one script updates them together: `{P}:unfinished:<flow>` sorted
+ *   set (score 0, paged by run id), `{P}:runs` sorted set (by a creation sequence, `{P}:seq`),
+ *   `{P}:born` hash (run id → when its step 0 was announced).
+ * - `{P:owner:<owner>}:leases` sorted set (run id → lease expiry ms) of the runs an owner drives:
+ *   one write renews them all, and several runners of one worker id add to it side by side.
+ */
+
+/** The head's fields of the run hash, in the order the store reads them (HMGET). */
+export const HEAD_FIELDS = [
+  'step',
+  'flow',
+  'status',
+  'segment',
+  'updatedAt',
+  'calls',
+  'owner',
+  'lease',
+] as const;
+
+/** Field prefixes of the run hash: `cp:<step>`, `cols:<step>`, `call:<superstep>:<segment>:<seq>`. */
+export const CHECKPOINT_FIELD = 'cp:';
+export const COLUMNS_FIELD = 'cols:';
+export const CALL_FIELD = 'call:';
+
+/** The run hash's field holding the sealed checkpoint of `step`. */
+export function checkpointField(step: number | string): string {
+  return CHECKPOINT_FIELD + String(step);
+}
+
+/** A run's keys in the order every run script takes them as KEYS: the run hash, the call index. */
+export type RunKeys = [run: string, index: string];
+
+/** Every key of one tenant (prefix), checked once. */
+export class RedisKeys {
+  /** Index keys, tagged `{prefix}` so one script can update them together. */
+  readonly runs: string;
+  readonly born: string;
+  readonly seq: string;
+
+  constructor(readonly prefix: string) {
+    if (!/^[^{}:]+$/.test(prefix)) {
+      throw new Error(
+        `RedisCheckpointStore: prefix "${prefix}" must be non-empty, without "{", "}" or ":" (they would break the hash tags that keep a run in one slot, or let two tenants share keys).`,
+      );
+    }
+    this.runs = `{${prefix}}:runs`;
+    this.born = `{${prefix}}:born`;
+    this.seq = `{${prefix}}:seq`;
+  }
+
+  /** The KEYS of a run script: both of the run's keys, in one slot. */
+  run(runId: string): RunKeys {
+    const tag = this.tag(runId);
+    return [`${tag}:run`, `${tag}:index`];
+  }
+
+  /** The run hash alone (head, checkpoints, call records). */
+  runHash(runId: string): string {
+    return `${this.tag(runId)}:run`;
+  }
+
+  unfinished(flow: string): string {
+    return `{${this.prefix}}:unfinished:${flow}`;
+  }
+
+  owned(owner: string): string {
+    return `{${this.prefix}:owner:${owner}}:leases`;
+  }
+
+  /** The KEYS of the step-0 announcement (INDEX_CREATE_LUA): unfinished(flow), born, runs, seq. */
+  announce(flow: string): string[] {
+    return [this.unfinished(flow), this.born, this.runs, this.seq];
+  }
+
+  private tag(runId: string): string {
+    if (/[{}]/.test(runId)) {
+      throw new Error(
+        `RedisCheckpointStore: run id "${runId}" must not contain "{" or "}" (they would break the hash tag that keeps the run in one slot).`,
+      );
+    }
+    return `{${this.prefix}:${runId}}`;
+  }
+}

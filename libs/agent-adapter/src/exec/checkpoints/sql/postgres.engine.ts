@@ -1,0 +1,182 @@
+import { createHash } from 'node:crypto';
+import type {
+  CallRecord,
+  CheckpointRecord,
+  SaveOptions,
+} from '../checkpoint-store';
+import type { DataSourceLike } from './sql.driver';
+import { foreignTables, type Engine } from './sql.engine';
+import { CALL_COLUMNS } from './sql.rows';
+import type { SqlNames } from './sql.schema';
+import {
+  appendHeadSql,
+  appendParams,
+  insertCheckpointSql,
+  saveHeadSql,
+  saveParams,
+} from './sql.writes';
+
+/** The part of pg's Pool the engine uses. */
+interface PgPool {
+  query(q: {
+    name: string;
+    text: string;
+    values: unknown[];
+  }): Promise<{ rows: unknown[] }>;
+  connect(): Promise<{
+    query(
+      text: string,
+      values?: unknown[],
+    ): Promise<{ rowCount: number | null }>;
+    release(): void;
+  }>;
+}
+
+function isPgPool(value: unknown): value is PgPool {
+  return typeof (value as PgPool | undefined)?.query === 'function';
+}
+
+function quoteLiteral(s: string): string {
+  return `'${s.replace(/'/g, "''")}'`;
+}
+
+/**
+ * Postgres: each write is ONE statement (data-modifying CTEs), so it is atomic and costs one
+ * round trip and one commit. The UPDATE of the head row takes its row lock, which serialises a
+ * claim against a fenced append: whichever commits second re-checks the head and matches nothing.
+ */
+export class PostgresEngine implements Engine {
+  readonly dialect = 'postgres' as const;
+  /** Statement text → prepared-statement name (pg prepares each once per connection). */
+  private readonly names = new Map<string, string>();
+  private readonly pool?: PgPool;
+
+  constructor(
+    private readonly ds: DataSourceLike,
+    private readonly prepared: boolean,
+  ) {
+    // TypeORM's pg pool (the primary's, with replication): named statements are parsed and
+    // planned once per connection instead of on every write.
+    const master = (ds.driver as { master?: unknown }).master;
+    if (isPgPool(master)) this.pool = master;
+  }
+
+  async deleteRun(n: SqlNames, runId: string): Promise<boolean> {
+    const sql = [
+      // The head's row lock first: a save in flight finishes before, and the deletes that follow
+      // (each with a fresh snapshot) see what it wrote; a later save finds no head.
+      `SELECT 1 FROM ${n.runs} WHERE run_id = $1 FOR UPDATE`,
+      `DELETE FROM ${n.calls} WHERE run_id = $1`,
+      `DELETE FROM ${n.checkpoints} WHERE run_id = $1`,
+      `DELETE FROM ${n.runs} WHERE run_id = $1`,
+    ];
+    if (!this.pool) {
+      let removed = 0;
+      for (const q of sql.slice(1)) removed += await this.change(q, [runId]);
+      return removed > 0;
+    }
+    const client = await this.pool.connect();
+    try {
+      await client.query('BEGIN');
+      let removed = 0;
+      for (const q of sql)
+        removed += (await client.query(q, [runId])).rowCount ?? 0;
+      await client.query('COMMIT');
+      return removed > 0;
+    } catch (error) {
+      await client.query('ROLLBACK').catch(() => undefined);
+      throw error;
+    } finally {
+      client.release();
+    }
+  }
+
+  async all<T>(sql: string, params: unknown[]): Promise<T[]> {
+    if (!this.pool || !this.prepared)
+      return (await this.ds.query(sql, params)) as T[];
+    let name = this.names.get(sql);
+    if (!name) {
+      name = `aa_${createHash('sha1').update(sql).digest('hex').slice(0, 20)}`;
+      this.names.set(sql, name);
+    }
+    return (await this.pool.query({ name, text: sql, values: params }))
+      .rows as T[];
+  }
+
+  async change(sql: string, params: unknown[]): Promise<number> {
+    const [row] = await this.all<{ n: number }>(
+      `WITH w AS (${sql} RETURNING 1) SELECT count(*)::int AS n FROM w`,
+      params,
+    );
+    return row?.n ?? 0;
+  }
+
+  /** The shared head write, the checkpoint and the calls as one statement: all or nothing. */
+  async save(
+    n: SqlNames,
+    cp: CheckpointRecord,
+    o: SaveOptions,
+    now: number,
+  ): Promise<boolean> {
+    const calls = o.calls ?? [];
+    const params = saveParams(cp, o, now);
+    // The batch as one array per column, bound after the shared parameters.
+    const at = params.length;
+    params.push(
+      calls.map((c) => c.superstep),
+      calls.map((c) => c.segment),
+      calls.map((c) => c.seq),
+      calls.map((c) => c.sealed),
+    );
+    const [row] = await this.all<{ n: number }>(
+      `WITH head AS (${saveHeadSql('postgres', n, cp.step)} RETURNING run_id),
+       cp AS (${insertCheckpointSql(n)} SELECT run_id, $2, $8, $3, $4, $10 FROM head),
+       calls AS (INSERT INTO ${n.calls} (${CALL_COLUMNS})
+              SELECT head.run_id, c.superstep, c.segment, c.seq, c.sealed FROM head,
+                unnest($${at + 1}::int[], $${at + 2}::int[], $${at + 3}::int[], $${at + 4}::text[])
+                  AS c(superstep, segment, seq, sealed))
+       SELECT count(*)::int AS n FROM head`,
+      params,
+    );
+    return (row?.n ?? 0) === 1;
+  }
+
+  async recordCall(
+    n: SqlNames,
+    runId: string,
+    segment: number,
+    calls: CallRecord[],
+  ): Promise<boolean> {
+    const params = appendParams(runId, segment, calls);
+    params.push(
+      calls.map((c) => c.superstep),
+      calls.map((c) => c.seq),
+      calls.map((c) => c.sealed),
+    );
+    const [row] = await this.all<{ n: number }>(
+      `WITH head AS (${appendHeadSql(n)} RETURNING run_id),
+       calls AS (INSERT INTO ${n.calls} (${CALL_COLUMNS})
+         SELECT head.run_id, c.superstep, $2, c.seq, c.sealed FROM head,
+           unnest($4::int[], $5::int[], $6::text[]) AS c(superstep, seq, sealed))
+       SELECT count(*)::int AS n FROM head`,
+      params,
+    );
+    return (row?.n ?? 0) === 1;
+  }
+
+  async ddl(n: SqlNames, statements: string[]): Promise<void> {
+    // Several workers may start at once: an advisory lock keeps their CREATE IF NOT EXISTS apart,
+    // and the foreign-table check runs under it, so a concurrent creator cannot trip it.
+    await this.ds
+      .query(
+        `DO $$ BEGIN PERFORM pg_advisory_xact_lock(7262001);
+       IF to_regclass(${quoteLiteral(n.runs)}) IS NOT NULL AND to_regclass(${quoteLiteral(n.meta)}) IS NULL THEN
+         RAISE EXCEPTION 'agent-adapter: % exists without its meta table', ${quoteLiteral(n.runs)};
+       END IF;
+       ${statements.map((s) => `EXECUTE ${quoteLiteral(s)};`).join(' ')} END $$`,
+      )
+      .catch((error: Error) => {
+        throw foreignTables(n, error);
+      });
+  }
+}

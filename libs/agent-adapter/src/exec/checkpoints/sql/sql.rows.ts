@@ -1,0 +1,83 @@
+/** The SQL store's rows as the drivers return them, and their mapping to the store port's types. */
+import type {
+  CallRecord,
+  CheckpointRecord,
+  RunHead,
+  RunStatus,
+} from '../checkpoint-store';
+
+/** A head row. BIGINT columns come back as strings from Postgres and as numbers from SQLite. */
+export interface RunRow {
+  run_id: string;
+  flow: string;
+  step: number;
+  status: RunStatus;
+  segment: number;
+  calls: number | string;
+  owner: string | null;
+  lease_expires_at: number | string | null;
+  updated_at: number | string;
+  id?: number | string;
+}
+
+export interface CheckpointRow {
+  run_id: string;
+  step: number;
+  flow: string;
+  status: RunStatus;
+  segment: number;
+  sealed: string;
+}
+
+export interface CallRow {
+  run_id: string;
+  superstep: number;
+  segment: number;
+  seq: number;
+  sealed: string;
+}
+
+/** The columns of a `RunRow` (without `id`, which only listing reads). */
+export const HEAD_COLUMNS =
+  'run_id, flow, step, status, segment, calls, owner, lease_expires_at, updated_at';
+export const CHECKPOINT_COLUMNS = 'run_id, step, flow, status, segment, sealed';
+export const CALL_COLUMNS = 'run_id, superstep, segment, seq, sealed';
+
+const num = (v: number | string) => Number(v);
+
+export function toHead(r: RunRow): RunHead {
+  return {
+    runId: r.run_id,
+    flow: r.flow,
+    step: num(r.step),
+    status: r.status,
+    segment: num(r.segment),
+    calls: num(r.calls),
+    updatedAt: num(r.updated_at),
+    ...(r.owner !== null && { owner: r.owner }),
+    ...(r.lease_expires_at !== null && {
+      leaseExpiresAt: num(r.lease_expires_at),
+    }),
+  };
+}
+
+export function toCheckpoint(r: CheckpointRow): CheckpointRecord {
+  return {
+    runId: r.run_id,
+    step: num(r.step),
+    flow: r.flow,
+    status: r.status,
+    segment: num(r.segment),
+    sealed: r.sealed,
+  };
+}
+
+export function toCall(r: CallRow): CallRecord {
+  return {
+    runId: r.run_id,
+    superstep: num(r.superstep),
+    segment: num(r.segment),
+    seq: num(r.seq),
+    sealed: r.sealed,
+  };
+}

@@ -1,0 +1,335 @@
+import {
+  CheckpointStoreUnavailable,
+  type CheckpointConflict,
+} from '../../../errors';
+import { requireFeatures } from '../../../peers/optional-packages';
+import {
+  CheckpointStore,
+  type CallRecord,
+  type CheckpointRecord,
+  type HistoryPage,
+  type ListQuery,
+  type ListUnfinishedOptions,
+  type RunHead,
+  type RunPage,
+  type SaveOptions,
+} from '../checkpoint-store';
+import { PostgresEngine } from './postgres.engine';
+import {
+  createDataSource,
+  isDataSource,
+  sqlFeature,
+  type DataSourceLike,
+  type SqlConnectionOptions,
+} from './sql.driver';
+import { UNFINISHED_SQL, type Engine } from './sql.engine';
+import {
+  checkBatch,
+  duplicateOr,
+  whyRefused,
+  type RefusedWrite,
+} from './sql.refusals';
+import {
+  CALL_COLUMNS,
+  CHECKPOINT_COLUMNS,
+  HEAD_COLUMNS,
+  toCall,
+  toCheckpoint,
+  toHead,
+  type CallRow,
+  type CheckpointRow,
+  type RunRow,
+} from './sql.rows';
+import {
+  sqlNames,
+  type SqlDialect,
+  type SqlNames,
+  type SqlTableOptions,
+} from './sql.schema';
+import { prepareTables } from './sql.tables';
+import { SqliteEngine } from './sqlite.engine';
+
+// The connection types are declared beside the driver loading; the store's entry re-exports them.
+export type { DataSourceLike, SqlConnectionOptions } from './sql.driver';
+
+/** @publicApi */
+export interface SQLCheckpointStoreOptions extends SqlTableOptions {
+  /**
+   * Create missing tables on first use. Turn off when you run the shipped migrations
+   * (`agentAdapterMigrations()`) yourself; the store then only checks the tables are there.
+   * @default true
+   */
+  createTables?: boolean;
+  /**
+   * Postgres: name the hot-path statements so the server parses and plans them once per
+   * connection. Turn off behind a pooler that cannot keep prepared statements (PgBouncer in
+   * transaction mode before 1.21).
+   * @default true
+   */
+  preparedStatements?: boolean;
+}
+
+/**
+ * Runs in SQL through TypeORM: Postgres (`pg`) or SQLite (`better-sqlite3`), one implementation.
+ * Every write is one atomic statement (Postgres) or one immediate transaction (SQLite); the
+ * compare-and-set and the fencing check happen inside it, on the run's head row.
+ * @publicApi
+ */
+export class SQLCheckpointStore extends CheckpointStore {
+  readonly shared = true;
+  private readonly source: DataSourceLike | SqlConnectionOptions;
+  private readonly owned: boolean;
+  private readonly options: SQLCheckpointStoreOptions;
+  private engine?: Promise<{
+    engine: Engine;
+    names: SqlNames;
+    dataSource: DataSourceLike;
+  }>;
+  private closed = false;
+
+  constructor(
+    source: DataSourceLike | SqlConnectionOptions,
+    options: SQLCheckpointStoreOptions = {},
+  ) {
+    super();
+    this.source = source;
+    this.owned = !isDataSource(source);
+    this.options = options;
+    const type = isDataSource(source) ? source.options.type : source.type;
+    if (type !== 'postgres' && type !== 'better-sqlite3') {
+      throw new TypeError(
+        `SQLCheckpointStore supports TypeORM type "postgres" or "better-sqlite3", not "${type}".`,
+      );
+    }
+    sqlNames(type === 'postgres' ? 'postgres' : 'sqlite', options); // validates the names now
+    // A DataSource the store makes needs typeorm and the driver: checked now (resolved, not
+    // loaded; typeorm loads on first use), so a missing one fails here, not at the first run.
+    if (!isDataSource(source))
+      requireFeatures([sqlFeature(source)], new.target.name);
+  }
+
+  /** Connects (once) and makes sure the tables exist and are of this version. */
+  private open() {
+    if (this.closed)
+      return Promise.reject(
+        new CheckpointStoreUnavailable('This SQLCheckpointStore was closed.'),
+      );
+    return (this.engine ??= this.connect().catch((error: unknown) => {
+      this.engine = undefined; // a later call may try again (the database may come back)
+      throw error;
+    }));
+  }
+
+  private async connect() {
+    const dataSource = isDataSource(this.source)
+      ? this.source
+      : createDataSource(this.source);
+    const dialect: SqlDialect =
+      dataSource.options.type === 'postgres' ? 'postgres' : 'sqlite';
+    if (!dataSource.isInitialized) {
+      try {
+        await dataSource.initialize();
+      } catch (error) {
+        throw new CheckpointStoreUnavailable(
+          `SQLCheckpointStore cannot connect to the ${dialect} database: ${(error as Error).message}. Check the connection options and that the server is up.`,
+          undefined,
+          { cause: error },
+        );
+      }
+    }
+    try {
+      const names = sqlNames(dialect, this.options);
+      const engine =
+        dialect === 'postgres'
+          ? new PostgresEngine(
+              dataSource,
+              this.options.preparedStatements ?? true,
+            )
+          : new SqliteEngine(dataSource);
+      await prepareTables(
+        engine,
+        names,
+        dialect,
+        this.options.createTables ?? true,
+      );
+      return { engine, names, dataSource };
+    } catch (error) {
+      // A DataSource this store made is not left open by a failed start (a later call retries).
+      if (this.owned && dataSource.isInitialized)
+        await dataSource.destroy().catch(() => undefined);
+      throw error;
+    }
+  }
+
+  async save(
+    checkpoint: CheckpointRecord,
+    options: SaveOptions = {},
+  ): Promise<void> {
+    const calls = options.calls ?? [];
+    checkBatch(checkpoint.runId, calls);
+    const { engine, names } = await this.open();
+    // Whole milliseconds: the column is a BIGINT.
+    const lease = options.leaseExpiresAt;
+    const saving =
+      lease === undefined
+        ? options
+        : { ...options, leaseExpiresAt: Math.floor(lease) };
+    let matched: boolean;
+    try {
+      matched = await engine.save(names, checkpoint, saving, Date.now());
+    } catch (error) {
+      throw duplicateOr(error, checkpoint.runId, calls);
+    }
+    if (!matched)
+      throw await this.whyRefused(checkpoint.runId, {
+        save: checkpoint,
+        options,
+      });
+  }
+
+  async recordCall(
+    runId: string,
+    segment: number,
+    records: CallRecord[],
+  ): Promise<void> {
+    if (records.length === 0) return;
+    checkBatch(runId, records, segment);
+    const { engine, names } = await this.open();
+    let matched: boolean;
+    try {
+      matched = await engine.recordCall(names, runId, segment, records);
+    } catch (error) {
+      throw duplicateOr(error, runId, records);
+    }
+    if (!matched) throw await this.whyRefused(runId, { segment });
+  }
+
+  async latest(runId: string): Promise<CheckpointRecord | undefined> {
+    const { engine, names } = await this.open();
+    const [row] = await engine.all<CheckpointRow>(
+      `SELECT ${CHECKPOINT_COLUMNS} FROM ${names.checkpoints} WHERE run_id = $1 ORDER BY step DESC LIMIT 1`,
+      [runId],
+    );
+    return row && toCheckpoint(row);
+  }
+
+  async head(runId: string): Promise<RunHead | undefined> {
+    const { engine, names } = await this.open();
+    const [row] = await engine.all<RunRow>(
+      `SELECT ${HEAD_COLUMNS} FROM ${names.runs} WHERE run_id = $1`,
+      [runId],
+    );
+    return row && toHead(row);
+  }
+
+  async listUnfinished(
+    flow: string,
+    options: ListUnfinishedOptions = {},
+  ): Promise<RunHead[]> {
+    const { engine, names } = await this.open();
+    const params: unknown[] = [flow];
+    let where = `flow = $1 AND ${UNFINISHED_SQL}`;
+    if (options.after !== undefined)
+      where += ` AND run_id > $${params.push(options.after)}`;
+    if (options.leaseExpiredBefore !== undefined) {
+      where += ` AND (lease_expires_at IS NULL OR lease_expires_at < $${params.push(options.leaseExpiredBefore)})`;
+    }
+    const rows = await engine.all<RunRow>(
+      `SELECT ${HEAD_COLUMNS} FROM ${names.runs} WHERE ${where} ORDER BY run_id LIMIT $${params.push(options.limit ?? 100)}`,
+      params,
+    );
+    return rows.map(toHead);
+  }
+
+  async delete(runId: string): Promise<boolean> {
+    const { engine, names } = await this.open();
+    return engine.deleteRun(names, runId);
+  }
+
+  async calls(runId: string, superstep: number): Promise<CallRecord[]> {
+    const { engine, names } = await this.open();
+    const rows = await engine.all<CallRow>(
+      `SELECT ${CALL_COLUMNS} FROM ${names.calls} WHERE run_id = $1 AND superstep = $2 ORDER BY segment, seq`,
+      [runId, superstep],
+    );
+    return rows.map(toCall);
+  }
+
+  async list(query: ListQuery = {}): Promise<RunPage> {
+    const { engine, names } = await this.open();
+    const limit = query.limit ?? 50;
+    const params: unknown[] = [];
+    const where: string[] = [];
+    if (query.flow !== undefined)
+      where.push(`flow = $${params.push(query.flow)}`);
+    if (query.status !== undefined)
+      where.push(`status = $${params.push(query.status)}`);
+    if (query.before !== undefined)
+      where.push(`id < $${params.push(Number(query.before))}`);
+    const rows = await engine.all<RunRow>(
+      `SELECT id, ${HEAD_COLUMNS} FROM ${names.runs}${where.length ? ` WHERE ${where.join(' AND ')}` : ''} ORDER BY id DESC LIMIT $${params.push(limit + 1)}`,
+      params,
+    );
+    const page = rows.slice(0, limit);
+    const last = page[page.length - 1];
+    return {
+      runs: page.map(toHead),
+      ...(rows.length > limit && last && { next: String(last.id) }),
+    };
+  }
+
+  async history(runId: string): Promise<HistoryPage> {
+    const { engine, names } = await this.open();
+    const [checkpoints, calls] = await Promise.all([
+      engine.all<CheckpointRow>(
+        `SELECT ${CHECKPOINT_COLUMNS} FROM ${names.checkpoints} WHERE run_id = $1 ORDER BY step`,
+        [runId],
+      ),
+      engine.all<CallRow>(
+        `SELECT ${CALL_COLUMNS} FROM ${names.calls} WHERE run_id = $1 ORDER BY segment, superstep, seq`,
+        [runId],
+      ),
+    ]);
+    return {
+      checkpoints: checkpoints.map(toCheckpoint),
+      calls: calls.map(toCall),
+    };
+  }
+
+  async renewLeases(
+    owner: string,
+    leaseExpiresAt: number,
+    runIds: readonly string[],
+  ): Promise<number> {
+    if (runIds.length === 0) return 0;
+    const { engine, names } = await this.open();
+    // One statement for all the runs this worker drives.
+    const listed =
+      engine.dialect === 'postgres'
+        ? 'run_id = ANY($3::varchar[])'
+        : 'run_id IN (SELECT value FROM json_each($3))';
+    return engine.change(
+      `UPDATE ${names.runs} SET lease_expires_at = $1 WHERE owner = $2 AND ${listed} AND ${UNFINISHED_SQL}`,
+      [
+        Math.floor(leaseExpiresAt),
+        owner,
+        engine.dialect === 'postgres' ? [...runIds] : JSON.stringify(runIds),
+      ],
+    );
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    const opened = this.engine && (await this.engine.catch(() => undefined));
+    if (this.owned && opened?.dataSource.isInitialized)
+      await opened.dataSource.destroy();
+  }
+
+  /** After a refused write: reads the head to say why (a message only; the write did nothing). */
+  private async whyRefused(
+    runId: string,
+    write: RefusedWrite,
+  ): Promise<CheckpointConflict> {
+    return whyRefused(runId, await this.head(runId), write);
+  }
+}

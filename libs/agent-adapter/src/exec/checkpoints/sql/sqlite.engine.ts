@@ -1,0 +1,191 @@
+import { CheckpointStoreUnavailable } from '../../../errors';
+import type {
+  CallRecord,
+  CheckpointRecord,
+  SaveOptions,
+} from '../checkpoint-store';
+import type { DataSourceLike } from './sql.driver';
+import { foreignTables, type Engine } from './sql.engine';
+import { CALL_COLUMNS } from './sql.rows';
+import type { SqlNames } from './sql.schema';
+import {
+  appendHeadSql,
+  appendParams,
+  insertCheckpointSql,
+  saveHeadSql,
+  saveParams,
+} from './sql.writes';
+
+/** The synchronous better-sqlite3 connection TypeORM holds. */
+interface SqliteStatement {
+  run(...params: unknown[]): { changes: number };
+  all(...params: unknown[]): unknown[];
+}
+
+interface SqliteDb {
+  prepare(sql: string): SqliteStatement;
+  readonly inTransaction: boolean;
+  transaction<F extends (...args: never[]) => unknown>(
+    fn: F,
+  ): F & { immediate: F };
+}
+
+/**
+ * SQLite: each write is one IMMEDIATE transaction on better-sqlite3's synchronous connection: it
+ * takes the database's write lock up front, so processes on one host are serialised by SQLite.
+ */
+/* eslint-disable @typescript-eslint/require-await -- better-sqlite3 is synchronous; async keeps the
+   Engine contract and turns its throws into rejections. */
+export class SqliteEngine implements Engine {
+  readonly dialect = 'sqlite' as const;
+  /** SQL text → the prepared statement and the order its `$n` parameters bind in. */
+  private readonly statements = new Map<
+    string,
+    { stmt: SqliteStatement; order: number[] }
+  >();
+  private readonly db: SqliteDb;
+
+  /** One BEGIN IMMEDIATE ... COMMIT around `work` (made once: better-sqlite3 wraps it per call). */
+  private readonly immediate: (work: () => boolean) => boolean;
+
+  constructor(ds: DataSourceLike) {
+    this.db = (
+      ds.driver as { databaseConnection: SqliteDb }
+    ).databaseConnection;
+    const tx = this.db.transaction((work: () => boolean) => work());
+    this.immediate = (work) => {
+      // better-sqlite3 has one connection: inside a transaction the application opened on it, our
+      // "transaction" would be a savepoint its rollback could undo after we reported success.
+      if (this.db.inTransaction) {
+        throw new CheckpointStoreUnavailable(
+          'The SQLite connection the store shares has a transaction open (an application transaction on the same DataSource). A checkpoint written inside it could be rolled back after the fact: give the store its own connection (new SQLiteCheckpointStore(path) or a DataSource of its own).',
+        );
+      }
+      return tx.immediate(work);
+    };
+  }
+
+  async deleteRun(n: SqlNames, runId: string): Promise<boolean> {
+    return this.immediate(() => {
+      let removed = 0;
+      for (const table of [n.calls, n.checkpoints, n.runs]) {
+        removed += this.db
+          .prepare(`DELETE FROM ${table} WHERE run_id = ?`)
+          .run(runId).changes;
+      }
+      return removed > 0;
+    });
+  }
+
+  /** Prepares once per SQL text, rewriting `$n` placeholders to `?` (in order of appearance). */
+  private prepare(sql: string, params: unknown[]) {
+    let s = this.statements.get(sql);
+    if (!s) {
+      const order: number[] = [];
+      const text = sql.replace(
+        /\$(\d+)/g,
+        (_, i: string) => (order.push(Number(i) - 1), '?'),
+      );
+      s = { stmt: this.db.prepare(text), order };
+      this.statements.set(sql, s);
+    }
+    return { stmt: s.stmt, args: s.order.map((i) => params[i]) };
+  }
+
+  async all<T>(sql: string, params: unknown[]): Promise<T[]> {
+    const { stmt, args } = this.prepare(sql, params);
+    return stmt.all(...args) as T[];
+  }
+
+  async change(sql: string, params: unknown[]): Promise<number> {
+    return this.run(sql, params);
+  }
+
+  /** The shared head write, then the checkpoint and the calls, in one immediate transaction. */
+  async save(
+    n: SqlNames,
+    cp: CheckpointRecord,
+    o: SaveOptions,
+    now: number,
+  ): Promise<boolean> {
+    const params = saveParams(cp, o, now);
+    return this.immediate(() => {
+      if (
+        !this.sameTenure(n, cp, params) &&
+        this.run(saveHeadSql('sqlite', n, cp.step), params) !== 1
+      ) {
+        return false;
+      }
+      this.run(
+        `${insertCheckpointSql(n)} VALUES ($1, $2, $8, $3, $4, $10)`,
+        params,
+      );
+      this.insertCalls(n, o.calls ?? []);
+      return true;
+    });
+  }
+
+  /**
+   * The common checkpoint: same status (running), segment and owner. Setting only the columns that
+   * change leaves the indexes on status and owner alone, so the commit writes fewer pages. Same
+   * compare-and-set conditions as the full update (over the same `saveParams`), which runs when
+   * this one matches nothing.
+   */
+  private sameTenure(
+    n: SqlNames,
+    cp: CheckpointRecord,
+    params: unknown[],
+  ): boolean {
+    if (cp.step === 0 || cp.status !== 'running') return false;
+    const narrow = `UPDATE ${n.runs} SET step = $2, lease_expires_at = $6, updated_at = $7, calls = calls + $9
+       WHERE run_id = $1 AND step = $2 - 1 AND status = 'running' AND segment = $4 AND owner IS $5
+         AND ($11 IS NULL OR calls = $11) AND ($12 IS NULL OR segment = $12)`;
+    return this.run(narrow, params) === 1;
+  }
+
+  async recordCall(
+    n: SqlNames,
+    runId: string,
+    segment: number,
+    calls: CallRecord[],
+  ): Promise<boolean> {
+    const params = appendParams(runId, segment, calls);
+    return this.immediate(() => {
+      if (this.run(appendHeadSql(n), params) !== 1) return false;
+      this.insertCalls(n, calls);
+      return true;
+    });
+  }
+
+  /** Runs one prepared statement inside the caller's transaction; the rows it changed. */
+  private run(sql: string, params: unknown[]): number {
+    const { stmt, args } = this.prepare(sql, params);
+    return stmt.run(...args).changes;
+  }
+
+  private insertCalls(n: SqlNames, calls: readonly CallRecord[]): void {
+    for (const c of calls) {
+      this.run(
+        `INSERT INTO ${n.calls} (${CALL_COLUMNS}) VALUES ($1, $2, $3, $4, $5)`,
+        [c.runId, c.superstep, c.segment, c.seq, c.sealed],
+      );
+    }
+  }
+
+  async ddl(n: SqlNames, statements: string[]): Promise<void> {
+    const unquoted = (table: string) => table.replace(/"/g, '');
+    this.db
+      .transaction(() => {
+        const has = (table: string) =>
+          this.db
+            .prepare(
+              "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
+            )
+            .all(unquoted(table)).length > 0;
+        if (has(n.runs) && !has(n.meta)) throw foreignTables(n);
+        for (const sql of statements) this.db.prepare(sql).run();
+      })
+      .immediate();
+  }
+}
+/* eslint-enable @typescript-eslint/require-await */
