@@ -1,15 +1,13 @@
-import { randomBytes, randomInt } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { CheckpointConflict, CheckpointNotFound } from '../errors';
 import type {
   CheckpointStore,
   RunStatus,
 } from '../exec/checkpoints/checkpoint-store';
 import type { KeyRing } from '../exec/durable/key-ring';
-import {
-  openCheckpoint,
-  sealCheckpoint,
-  type Checkpoint,
-} from '../exec/durable/records';
+import { openCheckpoint } from '../exec/durable/records';
+import { SegmentWriter } from '../exec/durable/segment-writer';
+import { forkCheckpoint, newIncarnation } from '../flow/runner/run-transitions';
 import { CliError } from './cli.error';
 import { cancelRun, operatorId, type CancelResult } from './operations';
 import { runIdArg } from './run-id-arg';
@@ -89,25 +87,22 @@ export async function forkRun(
       expectStep: source.step,
     });
   }
-  const incarnation = randomInt(1, 2 ** 30);
-  const fork: Checkpoint = {
-    ...cp,
+  const fork = forkCheckpoint(cp, {
     runId: newRunId,
-    step: 0,
-    status: 'running',
-    segment: incarnation,
-    incarnation,
-    logBefore: 0,
+    incarnation: newIncarnation(),
     idemKid: ring.current.id,
-    reason: 'fork',
-    forkedFrom: { runId, step },
-    pending: undefined,
-    decisions: undefined,
-    error: undefined,
-    recoveries: undefined,
-  };
+  });
   try {
-    await store.save(sealCheckpoint(ring, fork), { owner: by });
+    await new SegmentWriter(
+      store,
+      ring,
+      newRunId,
+      fork.segment,
+      fork.incarnation,
+      {
+        owner: by,
+      },
+    ).checkpoint(fork);
   } catch (error) {
     const why =
       error instanceof CheckpointConflict

@@ -1,8 +1,4 @@
-import {
-  CheckpointConflict,
-  CheckpointNotFound,
-  CheckpointStoreCorrupt,
-} from '../errors';
+import { CheckpointConflict, CheckpointStoreCorrupt } from '../errors';
 import { corruptMessage } from './corrupt-wording';
 import { Messages } from '../errors/messages';
 import type {
@@ -10,21 +6,18 @@ import type {
   RunStatus,
 } from '../exec/checkpoints/checkpoint-store';
 import {
-  assertHeadSegment,
-  assertLogCount,
-  assertNoGaps,
+  openLatest,
+  readCutSuperstep,
+  readHeadAndLatest,
+  type CutSuperstep,
 } from '../flow/runner/run-reader';
 import type { Json } from '../exec/durable/canonical-json';
 import type { KeyRing } from '../exec/durable/key-ring';
-import {
-  openCall,
-  openCheckpoint,
-  type Call,
-  type Checkpoint,
-  type PendingApproval,
-  type RunIdentity,
+import type {
+  Checkpoint,
+  PendingApproval,
+  RunIdentity,
 } from '../exec/durable/records';
-import { ReplayBook } from '../exec/durable/replay';
 
 /**
  * What `recover` would do with the run now, found with the reads and checks recovery makes and no
@@ -113,7 +106,7 @@ export interface InspectOptions {
 
 /**
  * A recovery dry run: reads the head, the latest checkpoint and the cut superstep's call log (what
- * `recover` reads), checks them with recovery's own functions (`openCheckpoint`, `assertNoGaps`,
+ * `recover` reads), checks them with recovery's own reader (`run-reader`: `openLatest`, `readCutSuperstep`,
  * `openCall`, `ReplayBook`) and writes nothing.
  */
 export async function inspectRun(
@@ -122,9 +115,7 @@ export async function inspectRun(
   runId: string,
   options: InspectOptions = {},
 ): Promise<Inspection> {
-  const head = await store.head(runId);
-  const record = await store.latest(runId);
-  if (!head || !record) throw new CheckpointNotFound(runId);
+  const { head, record } = await readHeadAndLatest(store, runId);
   const now = options.now ?? Date.now();
   const base = {
     runId,
@@ -146,18 +137,17 @@ export async function inspectRun(
     inDoubt: [] as DoubtfulCall[],
     problems: [] as string[],
   };
-  if (record.step !== head.step) {
-    return {
-      ...base,
-      verdict: 'moving',
-      summary: `A worker saved step ${record.step} while this read step ${head.step}: the run is alive. Inspect it again.`,
-    };
-  }
   let cp: Checkpoint;
   try {
-    cp = openCheckpoint(ring, record);
-    assertHeadSegment(head, record);
+    cp = openLatest(ring, head, record);
   } catch (error) {
+    if (error instanceof CheckpointConflict) {
+      return {
+        ...base,
+        verdict: 'moving',
+        summary: `A worker saved step ${record.step} while this read step ${head.step}: the run is alive. Inspect it again.`,
+      };
+    }
     if (!(error instanceof CheckpointStoreCorrupt)) throw error;
     return {
       ...base,
@@ -184,43 +174,22 @@ export async function inspectRun(
     };
   }
 
-  // What readCutSuperstep reads and checks, without the claim that would follow.
+  // What recovery reads and checks, without the claim that would follow: problems are collected.
   const problems: string[] = [];
-  if (!ring.has(cp.idemKid)) problems.push(Messages.unknownKeyId(cp.idemKid));
-  const records = await store.calls(runId, cp.superstep);
+  let cut: CutSuperstep;
   try {
-    assertNoGaps(runId, records);
+    cut = await readCutSuperstep(store, ring, cp, head, (problem) =>
+      problems.push(problem.message),
+    );
   } catch (error) {
-    if (!(error instanceof CheckpointStoreCorrupt)) throw error;
-    problems.push(error.message);
-  }
-  const calls: Call[] = [];
-  for (const r of records) {
-    try {
-      calls.push(openCall(ring, r, cp.incarnation));
-    } catch (error) {
-      if (!(error instanceof CheckpointStoreCorrupt)) throw error;
-      problems.push(error.message);
-    }
-  }
-  let moving = false;
-  try {
-    await assertLogCount(store, head, cp.logBefore + records.length);
-  } catch (error) {
-    if (error instanceof CheckpointConflict) moving = true;
-    else if (error instanceof CheckpointStoreCorrupt)
-      problems.push(error.message);
-    else throw error;
-  }
-  if (moving) {
+    if (!(error instanceof CheckpointConflict)) throw error;
     return {
       ...facts,
       verdict: 'moving',
       summary: Messages.logMoved(runId),
     };
   }
-
-  const book = new ReplayBook(calls);
+  const { calls, book } = cut;
   const idempotent = new Set(options.idempotent ?? []);
   const notIdempotent = new Set(options.notIdempotent ?? []);
   const replay: ReplayedCall[] = [];

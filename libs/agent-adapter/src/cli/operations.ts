@@ -16,10 +16,11 @@ import type { KeyRing } from '../exec/durable/key-ring';
 import {
   openCall,
   openCheckpoint,
-  sealCheckpoint,
   type Call,
   type Checkpoint,
 } from '../exec/durable/records';
+import { SegmentWriter } from '../exec/durable/segment-writer';
+import { cancelCheckpoint } from '../flow/runner/run-transitions';
 import { CliError } from './cli.error';
 
 /** Who writes an operator's checkpoints, in the head's `owner` column. */
@@ -193,20 +194,22 @@ export async function cancelRun(
         `Run "${runId}" has already ended (${cp.status}); there is nothing to cancel.`,
       );
     }
-    const next: Checkpoint = {
-      ...cp,
-      step: cp.step + 1,
-      segment: cp.segment + 1,
-      status: 'failed',
-      reason: 'cancel',
-      pending: undefined,
-      error: { name: cancelled.name, message: cancelled.message },
-    };
+    const next = cancelCheckpoint(cp, {
+      name: cancelled.name,
+      message: cancelled.message,
+    });
     try {
-      await store.save(sealCheckpoint(ring, next), {
-        expectCalls: head.calls,
-        owner: by,
-      });
+      // The operator writes the new segment: the worker on the old one is fenced.
+      await new SegmentWriter(
+        store,
+        ring,
+        runId,
+        next.segment,
+        next.incarnation,
+        {
+          owner: by,
+        },
+      ).checkpoint(next, { expectCalls: head.calls });
       return {
         runId,
         was: cp.status,
