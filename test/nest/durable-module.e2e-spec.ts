@@ -18,6 +18,7 @@ import {
   DurableModule,
   DurableSetupError,
   Flow,
+  FlowRegistry,
   FlowRunner,
   InvalidToolArguments,
   Node,
@@ -167,6 +168,19 @@ describe('DurableModule (e2e)', () => {
         status: 'done',
         state: { note: 'sent Lear' },
       });
+    });
+
+    it('provides the FlowRegistry that FlowRunner looks flows up in', async () => {
+      const app = await apps.boot([
+        DurableModule.forRoot({ store: { type: 'memory' } }),
+        TicketsModule.with(new Ledger()),
+      ]);
+      const flows = app.get(FlowRegistry);
+      expect(flows.names()).toEqual(['tickets']);
+      const tickets = flows.get(TicketsFlow);
+      expect(tickets).toBe(flows.get('tickets'));
+      expect(tickets?.where).toBe('TicketsFlow (TicketsModule)');
+      expect(app.get(FlowRunner).flow(TicketsFlow)).toBe(tickets?.flow);
     });
 
     it('is global by default: a module that does not import it injects FlowRunner', async () => {

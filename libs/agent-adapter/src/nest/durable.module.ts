@@ -18,6 +18,7 @@ import {
 import { createDurableProviders } from './durable.providers';
 import { DurableSetupError } from './errors/durable-setup.error';
 import { DurableHealthIndicator } from './durable.health';
+import { FlowRegistry } from './flow.registry';
 import { RecoveryOrchestrator } from './recovery.orchestrator';
 import type { DurableViewerOptions } from './interfaces/durable-module-options.interface';
 import { ToolLoopRunner } from './tool-loop.runner';
@@ -33,9 +34,9 @@ import { ViewerService } from './viewer/viewer.service';
  * DurableModule.forRoot({ store: { type: 'sqlite', path: 'data/runs.db' }, key: process.env.CHECKPOINT_KEY })
  * ```
  *
- * Discovers `@Flow()` classes and `@Tool()` methods, provides `FlowRunner`, `CheckpointStore`,
- * `ToolRegistry`, `DurableEvents` and `RecoveryOrchestrator`, and recovers unfinished runs on
- * bootstrap. Global unless `isGlobal: false`.
+ * Discovers `@Flow()` classes and `@Tool()` methods, provides `FlowRunner`, `FlowRegistry`,
+ * `CheckpointStore`, `ToolRegistry`, `DurableEvents` and `RecoveryOrchestrator`, and recovers
+ * unfinished runs on bootstrap. Global unless `isGlobal: false`.
  * @publicApi
  */
 @Module({
@@ -44,6 +45,7 @@ import { ViewerService } from './viewer/viewer.service';
     ...createDurableProviders(),
     DurablePackages,
     DurableMetadataAccessor,
+    FlowRegistry,
     DurableExplorer,
     DurableFlowRunner,
     DurableEventsBridge,
@@ -60,6 +62,7 @@ import { ViewerService } from './viewer/viewer.service';
     ToolLoopRunner,
     RecoveryOrchestrator,
     DurableHealthIndicator,
+    FlowRegistry,
   ],
 })
 export class DurableModule extends ConfigurableModuleClass {

@@ -24,10 +24,10 @@ import {
   RESWEEP_MARGIN_MS,
   SUMMARY_RUN_IDS,
 } from './durable.constants';
-import { DurableExplorer } from './durable.explorer';
 import { NestMessages } from './durable.messages';
 import type { ResolvedDurableOptions } from './durable.providers';
 import type { DurableModuleExtras } from './interfaces/durable-module-options.interface';
+import { FlowRegistry } from './flow.registry';
 import { RecoveredCalls, describeCalls } from './recovery.log';
 
 /** The outcomes a recovery sweep tells apart. @publicApi */
@@ -86,7 +86,7 @@ export class RecoveryOrchestrator
 
   constructor(
     private readonly runner: DurableFlowRunner,
-    private readonly explorer: DurableExplorer,
+    private readonly flows: FlowRegistry,
     private readonly bridge: DurableEventsBridge,
     private readonly loops: ToolLoopRunner,
     @Inject(DURABLE_RESOLVED_OPTIONS)
@@ -144,7 +144,7 @@ export class RecoveryOrchestrator
       },
     };
     let latestLease = 0;
-    const flows = this.explorer.flows();
+    const flows = this.flows.all();
     const concurrency = this.options.recoveryConcurrency;
     // A shutdown aborts it: the sweeps start no more recoveries, and those in flight finish and
     // are reported (one log line per run) before the sweep returns.
