@@ -5,7 +5,6 @@ import {
   Optional,
   type BeforeApplicationShutdown,
   type OnApplicationBootstrap,
-  type OnApplicationShutdown,
 } from '@nestjs/common';
 import {
   CheckpointConflict,
@@ -69,14 +68,13 @@ export interface RecoverySummary {
  * worker's lease get one more look after the latest lease expires.
  *
  * Recovery runs in the background: `waitUntilRecovered()` resolves when the boot sweep is done.
+ * On shutdown (`beforeApplicationShutdown`) it stops the sweeps and every runner's lease renewal,
+ * before `DurableModule` closes a store it created (`onApplicationShutdown`).
  * @publicApi
  */
 @Injectable()
 export class RecoveryOrchestrator
-  implements
-    OnApplicationBootstrap,
-    BeforeApplicationShutdown,
-    OnApplicationShutdown
+  implements OnApplicationBootstrap, BeforeApplicationShutdown
 {
   private readonly logger = new Logger('DurableRecovery');
   private boot: Promise<void> = Promise.resolve();
@@ -210,11 +208,6 @@ export class RecoveryOrchestrator
     this.runner.close();
     this.loops.close();
     this.logger.log(NestMessages.shutdown());
-  }
-
-  async onApplicationShutdown(): Promise<void> {
-    // Only a store the module created: an instance the application passed is the application's.
-    if (this.options.ownsStore) await this.options.store.close();
   }
 
   /** The worker holding the run now (the one that won the race), if the store says. */
