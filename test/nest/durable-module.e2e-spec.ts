@@ -18,10 +18,12 @@ import {
   DurableModule,
   DurableSetupError,
   Flow,
+  FlowRegistry,
   FlowRunner,
   InvalidToolArguments,
   Node,
   RecoveryOrchestrator,
+  ToolLoopRunner,
   ToolRegistry,
   type DurableModuleOptions,
   type DurableOptionsFactory,
@@ -169,6 +171,19 @@ describe('DurableModule (e2e)', () => {
       });
     });
 
+    it('provides the FlowRegistry that FlowRunner looks flows up in', async () => {
+      const app = await apps.boot([
+        DurableModule.forRoot({ store: { type: 'memory' } }),
+        TicketsModule.with(new Ledger()),
+      ]);
+      const flows = app.get(FlowRegistry);
+      expect(flows.names()).toEqual(['tickets']);
+      const tickets = flows.get(TicketsFlow);
+      expect(tickets).toBe(flows.get('tickets'));
+      expect(tickets?.where).toBe('TicketsFlow (TicketsModule)');
+      expect(app.get(FlowRunner).flow(TicketsFlow)).toBe(tickets?.flow);
+    });
+
     it('is global by default: a module that does not import it injects FlowRunner', async () => {
       const app = await apps.boot([
         DurableModule.forRoot({ store: { type: 'memory' } }),
@@ -277,6 +292,67 @@ describe('DurableModule (e2e)', () => {
       await app.close();
       expect(close).toHaveBeenCalledTimes(1);
       await given.close();
+      close.mockRestore();
+    });
+
+    it('closes a store it created from forRootAsync options, not an instance the factory returned', async () => {
+      const close = jest.spyOn(SQLCheckpointStore.prototype, 'close');
+      const own = await apps.boot([
+        DurableModule.forRootAsync({
+          useFactory: () => ({
+            store: { type: 'sqlite' as const, path: dbFile() },
+            key: KEY,
+          }),
+        }),
+      ]);
+      await own.close();
+      expect(close).toHaveBeenCalledTimes(1);
+
+      const given = new SQLiteCheckpointStore(dbFile());
+      const app = await apps.boot([
+        DurableModule.forRootAsync({
+          useFactory: () => ({ store: given, key: KEY }),
+        }),
+      ]);
+      await app.close();
+      expect(close).toHaveBeenCalledTimes(1);
+      await given.close();
+      close.mockRestore();
+    });
+
+    it('closes its store only after every lease renewal has stopped', async () => {
+      const order: string[] = [];
+      const closeStore = SQLCheckpointStore.prototype.close;
+      const close = jest
+        .spyOn(SQLCheckpointStore.prototype, 'close')
+        .mockImplementation(function (this: SQLCheckpointStore) {
+          order.push('store closed');
+          return closeStore.call(this);
+        });
+      const app = await apps.boot([
+        DurableModule.forRoot({
+          store: { type: 'sqlite', path: dbFile() },
+          key: KEY,
+        }),
+      ]);
+      const core = app.get(FlowRunner).core;
+      const stopRunner = core.close.bind(core);
+      jest.spyOn(core, 'close').mockImplementation(() => {
+        order.push('runner leases stopped');
+        stopRunner();
+      });
+      const loops = app.get(ToolLoopRunner);
+      const stopLoops = loops.close.bind(loops);
+      jest.spyOn(loops, 'close').mockImplementation(() => {
+        order.push('loop leases stopped');
+        stopLoops();
+      });
+      await app.close();
+      expect(order).toEqual([
+        'runner leases stopped',
+        'loop leases stopped',
+        'store closed',
+      ]);
       close.mockRestore();
     });
 

@@ -17,15 +17,9 @@ import type {
 import { FlowRunner as CoreFlowRunner } from '../flow/runner/flow-runner';
 import { checkRunId } from '../flow/run-id';
 import { DURABLE_RESOLVED_OPTIONS } from './durable.constants';
-import { DurableExplorer } from './durable.explorer';
 import { NestMessages } from './durable.messages';
 import type { ResolvedDurableOptions } from './durable.providers';
-
-/**
- * A flow as `FlowRunner` methods take it: the `@Flow()` class, or the flow's name.
- * @publicApi
- */
-export type FlowRef = string | (abstract new (...args: never[]) => object);
+import { FlowRegistry, type FlowRef } from './flow.registry';
 
 /**
  * Runs the application's `@Flow()` classes durably. Exported from 'agent-adapter/nest' as
@@ -43,7 +37,7 @@ export class DurableFlowRunner {
     @Inject(DURABLE_RESOLVED_OPTIONS) options: ResolvedDurableOptions,
     executor: Executor,
     events: DurableEvents,
-    private readonly explorer: DurableExplorer,
+    private readonly flows: FlowRegistry,
   ) {
     this.core = new CoreFlowRunner(executor, { ...options.runner, events });
   }
@@ -127,7 +121,7 @@ export class DurableFlowRunner {
     const head = await this.core.store.head(runId);
     if (!head || (expected !== undefined && head.flow !== expected))
       throw new CheckpointNotFound(runId);
-    const found = this.explorer.findFlow(head.flow);
+    const found = this.flows.get(head.flow);
     if (!found)
       throw new FlowError(
         NestMessages.runOfUnknownFlow(runId, head.flow),
@@ -142,23 +136,18 @@ export class DurableFlowRunner {
 
   /** The core `Flow` built from a `@Flow()` class (or found by name). */
   flow<S extends object = Record<string, unknown>>(ref: FlowRef): CoreFlow<S> {
-    const found = this.explorer.findFlow(ref);
+    const found = this.flows.get(ref);
     if (!found) {
       const label =
         typeof ref === 'string' ? `Flow "${ref}"` : `Class ${ref.name}`;
-      throw new FlowError(
-        NestMessages.unknownFlow(
-          label,
-          this.explorer.flows().map((f) => f.flow.name),
-        ),
-      );
+      throw new FlowError(NestMessages.unknownFlow(label, this.flows.names()));
     }
     return found.flow as unknown as CoreFlow<S>;
   }
 
   /** Names of every discovered flow. */
   flowNames(): string[] {
-    return this.explorer.flows().map((f) => f.flow.name);
+    return this.flows.names();
   }
 
   /** Stops renewing leases (called on shutdown): runs in flight here become recoverable elsewhere. */

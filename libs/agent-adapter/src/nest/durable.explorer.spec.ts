@@ -23,6 +23,7 @@ import { Flow, Node, Tool } from './decorators';
 import { DurableMetadataAccessor } from './durable-metadata.accessor';
 import { DurableExplorer } from './durable.explorer';
 import { DurableSetupError } from './errors';
+import { FlowRegistry } from './flow.registry';
 
 class Counter {
   value = 0;
@@ -94,6 +95,7 @@ async function explorerWith(...providers: Provider[]) {
     providers: [
       DurableExplorer,
       DurableMetadataAccessor,
+      FlowRegistry,
       { provide: ToolRegistry, useFactory: () => new ToolRegistry() },
       {
         provide: Executor,
@@ -106,6 +108,7 @@ async function explorerWith(...providers: Provider[]) {
   return {
     moduleRef,
     explorer: moduleRef.get(DurableExplorer),
+    flows: moduleRef.get(FlowRegistry),
     registry: moduleRef.get(ToolRegistry),
     executor: moduleRef.get(Executor),
   };
@@ -114,9 +117,9 @@ async function explorerWith(...providers: Provider[]) {
 describe('DurableExplorer', () => {
   describe('a valid application', () => {
     it('builds the same Flow the builder API makes (same digest)', async () => {
-      const { explorer } = await explorerWith(Payments, CountFlow);
+      const { explorer, flows } = await explorerWith(Payments, CountFlow);
       explorer.onModuleInit();
-      const [found, ...rest] = explorer.flows();
+      const [found, ...rest] = flows.all();
       expect(rest).toEqual([]);
       expect(found!.flow).toBeInstanceOf(CoreFlow);
       expect(found!.cls).toBe(CountFlow);
@@ -124,19 +127,20 @@ describe('DurableExplorer', () => {
       const nodes = found!.flow.compile().nodes;
       expect(nodes.get('loop')!.callsFirst).toBe(true);
       expect(nodes.get('begin')!.callsFirst).toBe(false);
-      expect(explorer.findFlow(CountFlow)).toBe(found);
-      expect(explorer.findFlow('count')).toBe(found);
-      expect(explorer.findFlow('other')).toBeUndefined();
+      expect(flows.get(CountFlow)).toBe(found);
+      expect(flows.get('count')).toBe(found);
+      expect(flows.get('other')).toBeUndefined();
     });
 
     it('runs the flow durably: @Tool calls inside a run go through the executor', async () => {
-      const { explorer, executor, moduleRef } = await explorerWith(
+      // No onModuleInit: the first lookup runs the scan.
+      const { flows, executor, moduleRef } = await explorerWith(
         Payments,
         CountFlow,
       );
       const store = new MemoryCheckpointStore();
       const runner = new CoreFlowRunner(executor, { checkpoints: store });
-      const flow = explorer.findFlow(CountFlow)!.flow;
+      const flow = flows.get(CountFlow)!.flow;
       const result = await runner.run(flow, { value: 0 });
       expect(result).toMatchObject({ status: 'done', state: { value: 3 } });
       expect(result.state).toBeInstanceOf(Counter);
@@ -176,9 +180,9 @@ describe('DurableExplorer', () => {
           await this.payments.twoArgs(1, 2);
         }
       }
-      const { explorer, executor } = await explorerWith(Payments, AddsFlow);
+      const { flows, executor } = await explorerWith(Payments, AddsFlow);
       const runner = new CoreFlowRunner(executor);
-      const result = await runner.run(explorer.findFlow(AddsFlow)!.flow, {});
+      const result = await runner.run(flows.get(AddsFlow)!.flow, {});
       expect(result.status).toBe('failed');
       expect(result.error?.message).toMatch(
         /Payments#twoArgs was called with 2 arguments inside a run/,
@@ -187,7 +191,7 @@ describe('DurableExplorer', () => {
     });
 
     it('scans a useExisting alias once, and finds classes behind useValue and useFactory', async () => {
-      const { explorer, registry } = await explorerWith(
+      const { explorer, flows, registry } = await explorerWith(
         Payments,
         { provide: 'PAYMENTS_ALIAS', useExisting: Payments },
         {
@@ -198,7 +202,7 @@ describe('DurableExplorer', () => {
       );
       explorer.onModuleInit();
       expect(registry.list()).toHaveLength(3);
-      expect(explorer.findFlow(CountFlow)?.flow.name).toBe('count');
+      expect(flows.get(CountFlow)?.flow.name).toBe('count');
 
       @Injectable()
       class Mail {
@@ -232,9 +236,9 @@ describe('DurableExplorer', () => {
           return { reached: true };
         }
       }
-      const { explorer, executor } = await explorerWith(Routed);
+      const { flows, executor } = await explorerWith(Routed);
       const runner = new CoreFlowRunner(executor);
-      const flow = explorer.findFlow('routed')!.flow;
+      const flow = flows.get('routed')!.flow;
       await expect(runner.run(flow, { go: true })).resolves.toMatchObject({
         status: 'done',
         state: { reached: true },

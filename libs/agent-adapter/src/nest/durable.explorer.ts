@@ -19,34 +19,23 @@ import { DurableSetupError } from './errors/durable-setup.error';
 import type { FlowMetadata } from './interfaces/flow-options.interface';
 import type { NodeOptions } from './interfaces/node-options.interface';
 import type { ToolDecoratorOptions } from './interfaces/tool-options.interface';
+import { FlowRegistry } from './flow.registry';
 import { ToolArgs } from './tool-args';
 
 type Method = (this: unknown, ...args: unknown[]) => unknown;
 type Instance = Record<string, unknown>;
 
-/** A `@Flow()` class turned into the core `Flow` the builder API makes. @internal */
-export interface DiscoveredFlow {
-  readonly flow: CoreFlow<object>;
-  readonly cls: AnyClass;
-  /** `ClassName (ModuleName)`, for messages. */
-  readonly where: string;
-}
-
-interface Explored {
-  byName: Map<string, DiscoveredFlow>;
-  byClass: Map<AnyClass, DiscoveredFlow>;
-}
-
 /**
- * Scans every provider once (at `onModuleInit`, or earlier on first use): `@Tool()` methods are
- * registered on the module's `ToolRegistry` and wrapped on their instance; each `@Flow()` class
- * becomes a core `Flow` built with the same builder calls a framework-free user makes, and is
- * compiled here so a graph error fails the bootstrap with the class named.
+ * Scans every provider once (at `onModuleInit`, or earlier on the first `FlowRegistry` lookup):
+ * `@Tool()` methods are registered on the module's `ToolRegistry` and wrapped on their instance;
+ * each `@Flow()` class becomes a core `Flow` built with the same builder calls a framework-free
+ * user makes, compiled here so a graph error fails the bootstrap with the class named, and added
+ * to the `FlowRegistry`. Discovery only: the runners look flows up in the registry.
  * @internal
  */
 @Injectable()
 export class DurableExplorer implements OnModuleInit {
-  private explored?: Explored;
+  private explored = false;
   private failure?: Error;
   /** Tool name → `Class#method` that defines it (for duplicate messages). */
   private readonly toolOwners = new Map<string, string>();
@@ -58,31 +47,20 @@ export class DurableExplorer implements OnModuleInit {
     private readonly accessor: DurableMetadataAccessor,
     private readonly registry: ToolRegistry,
     private readonly executor: Executor,
-  ) {}
+    private readonly flows: FlowRegistry,
+  ) {
+    flows.discoverWith(() => this.explore());
+  }
 
   onModuleInit(): void {
     this.explore();
   }
 
-  /** The discovered flows (scans on first call; every provider instance exists by then). */
-  flows(): DiscoveredFlow[] {
-    return [...this.explore().byName.values()];
-  }
-
-  /** A discovered flow by its `@Flow()` class or its name. */
-  findFlow(ref: string | AnyClass): DiscoveredFlow | undefined {
-    const explored = this.explore();
-    return typeof ref === 'string'
-      ? explored.byName.get(ref)
-      : explored.byClass.get(ref);
-  }
-
-  private explore(): Explored {
-    if (this.explored) return this.explored;
-    // A failed scan has registered part of the tools: asking again gives the same error, not a
-    // misleading "defined twice".
+  private explore(): void {
+    if (this.explored) return;
+    // A failed scan has registered part of the tools and flows: asking again gives the same
+    // error, not a misleading "defined twice".
     if (this.failure !== undefined) throw this.failure;
-    const explored: Explored = { byName: new Map(), byClass: new Map() };
     try {
       const wrappers = this.discovery.getProviders();
       // DurablePackages checked the classes known before the store was made; factory providers
@@ -95,17 +73,16 @@ export class DurableExplorer implements OnModuleInit {
       // register every tool twice.
       for (const wrapper of wrappers) {
         if (wrapper.isAlias) continue;
-        this.scanWrapper(wrapper, explored);
+        this.scanWrapper(wrapper);
       }
     } catch (error) {
       this.failure = asError(error);
       throw error;
     }
-    this.explored = explored;
-    return explored;
+    this.explored = true;
   }
 
-  private scanWrapper(wrapper: InstanceWrapper, explored: Explored): void {
+  private scanWrapper(wrapper: InstanceWrapper): void {
     const instance: unknown = wrapper.instance;
     if (typeof instance !== 'object' || instance === null) return;
     const proto = Object.getPrototypeOf(instance) as object | null;
@@ -154,12 +131,6 @@ export class DurableExplorer implements OnModuleInit {
         NestMessages.requestScoped(className, '@Flow'),
       );
     }
-    const where = `${className} (${moduleName})`;
-    const known = explored.byName.get(flowMeta.name);
-    if (known)
-      throw new DurableSetupError(
-        NestMessages.duplicateFlow(flowMeta.name, known.where, where),
-      );
     const flow = this.buildFlow(
       instance as Instance,
       proto as Instance,
@@ -167,9 +138,7 @@ export class DurableExplorer implements OnModuleInit {
       flowMeta,
       nodes,
     );
-    const discovered: DiscoveredFlow = { flow, cls, where };
-    explored.byName.set(flow.name, discovered);
-    explored.byClass.set(cls, discovered);
+    this.flows.register({ flow, cls, where: `${className} (${moduleName})` });
   }
 
   /** The same builder calls as `new Flow(name).node(...).edge(...).end(...)`, then `compile()`. */

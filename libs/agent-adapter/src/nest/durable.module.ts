@@ -1,4 +1,10 @@
-import { Module, type DynamicModule, type Provider } from '@nestjs/common';
+import {
+  Inject,
+  Module,
+  type DynamicModule,
+  type OnApplicationShutdown,
+  type Provider,
+} from '@nestjs/common';
 import { DiscoveryModule } from '@nestjs/core';
 import { DurableEvents } from '../events/durable.events';
 import { CheckpointStore } from '../exec/checkpoints/checkpoint-store';
@@ -8,6 +14,7 @@ import { DurableEventsBridge } from './durable-events.bridge';
 import { DurableFlowRunner } from './durable-flow.runner';
 import { DurableMetadataAccessor } from './durable-metadata.accessor';
 import { DurablePackages } from './durable-packages';
+import { DURABLE_RESOLVED_OPTIONS } from './durable.constants';
 import { DurableExplorer } from './durable.explorer';
 import { NestMessages } from './durable.messages';
 import {
@@ -15,9 +22,13 @@ import {
   type DurableModuleAsyncOptions,
   type DurableModuleRootOptions,
 } from './durable.module-definition';
-import { createDurableProviders } from './durable.providers';
+import {
+  createDurableProviders,
+  type ResolvedDurableOptions,
+} from './durable.providers';
 import { DurableSetupError } from './errors/durable-setup.error';
 import { DurableHealthIndicator } from './durable.health';
+import { FlowRegistry } from './flow.registry';
 import { RecoveryOrchestrator } from './recovery.orchestrator';
 import type { DurableViewerOptions } from './interfaces/durable-module-options.interface';
 import { ToolLoopRunner } from './tool-loop.runner';
@@ -33,9 +44,11 @@ import { ViewerService } from './viewer/viewer.service';
  * DurableModule.forRoot({ store: { type: 'sqlite', path: 'data/runs.db' }, key: process.env.CHECKPOINT_KEY })
  * ```
  *
- * Discovers `@Flow()` classes and `@Tool()` methods, provides `FlowRunner`, `CheckpointStore`,
- * `ToolRegistry`, `DurableEvents` and `RecoveryOrchestrator`, and recovers unfinished runs on
- * bootstrap. Global unless `isGlobal: false`.
+ * Discovers `@Flow()` classes and `@Tool()` methods, provides `FlowRunner`, `FlowRegistry`,
+ * `CheckpointStore`, `ToolRegistry`, `DurableEvents` and `RecoveryOrchestrator`, and recovers
+ * unfinished runs on bootstrap. Global unless `isGlobal: false`. On shutdown it closes the store
+ * it created from a descriptor, never a store instance the application passed (as
+ * `TypeOrmModule` destroys only the DataSource it made).
  * @publicApi
  */
 @Module({
@@ -44,6 +57,7 @@ import { ViewerService } from './viewer/viewer.service';
     ...createDurableProviders(),
     DurablePackages,
     DurableMetadataAccessor,
+    FlowRegistry,
     DurableExplorer,
     DurableFlowRunner,
     DurableEventsBridge,
@@ -60,9 +74,20 @@ import { ViewerService } from './viewer/viewer.service';
     ToolLoopRunner,
     RecoveryOrchestrator,
     DurableHealthIndicator,
+    FlowRegistry,
   ],
 })
-export class DurableModule extends ConfigurableModuleClass {
+export class DurableModule
+  extends ConfigurableModuleClass
+  implements OnApplicationShutdown
+{
+  constructor(
+    @Inject(DURABLE_RESOLVED_OPTIONS)
+    private readonly resolved: ResolvedDurableOptions,
+  ) {
+    super();
+  }
+
   /** `forRoot(options)`: the options as they are (`isGlobal`, `recoverOnBoot` extras included). */
   static override forRoot(options: DurableModuleRootOptions): DynamicModule {
     return withViewer(super.forRoot(options), options.viewer);
@@ -83,6 +108,15 @@ export class DurableModule extends ConfigurableModuleClass {
       throw new DurableSetupError(NestMessages.noAsyncVariant());
     }
     return withViewer(super.forRootAsync(options), options.viewer);
+  }
+
+  /**
+   * Closes the store if this module created it. Nest calls a module's own hook after its
+   * providers' and after every `beforeApplicationShutdown`, so the recovery sweeps and the
+   * runners' lease renewal have stopped by now (RecoveryOrchestrator).
+   */
+  async onApplicationShutdown(): Promise<void> {
+    if (this.resolved.ownsStore) await this.resolved.store.close();
   }
 }
 

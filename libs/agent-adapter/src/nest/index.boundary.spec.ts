@@ -54,6 +54,7 @@ describe('agent-adapter/nest entry (import boundary)', () => {
         'Node',
         'Tool',
         'FlowRunner',
+        'FlowRegistry',
         'RecoveryOrchestrator',
         'CheckpointStore',
         'ToolRegistry',

@@ -12,7 +12,8 @@ export type {
 } from './durable.module-definition';
 export { Flow, Node, Tool } from './decorators';
 export { DurableFlowRunner as FlowRunner } from './durable-flow.runner';
-export type { FlowRef } from './durable-flow.runner';
+export { FlowRegistry } from './flow.registry';
+export type { FlowRef, DiscoveredFlow } from './flow.registry';
 export { RecoveryOrchestrator } from './recovery.orchestrator';
 export { ToolLoopRunner, DurableToolLoop } from './tool-loop.runner';
 export type { ToolLoopDefinition } from './tool-loop.runner';

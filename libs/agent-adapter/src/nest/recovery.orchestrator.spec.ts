@@ -6,11 +6,12 @@ import {
 } from '../errors';
 import { DurableEvents } from '../events/durable.events';
 import type { CheckpointStore } from '../exec/checkpoints/checkpoint-store';
+import type { Flow as CoreFlow } from '../flow/flow.builder';
 import type { RecoveryOutcome, RunResult } from '../flow/flow.interfaces';
 import type { DurableEventsBridge } from './durable-events.bridge';
 import type { DurableFlowRunner } from './durable-flow.runner';
 import { RESWEEP_MARGIN_MS } from './durable.constants';
-import type { DurableExplorer } from './durable.explorer';
+import { FlowRegistry } from './flow.registry';
 import type { ResolvedDurableOptions } from './durable.providers';
 import type { DurableModuleExtras } from './interfaces/durable-module-options.interface';
 import { RecoveryOrchestrator } from './recovery.orchestrator';
@@ -59,9 +60,12 @@ function orchestrator(
     },
     close: () => undefined,
   } as unknown as DurableFlowRunner;
-  const explorer = {
-    flows: () => [{ flow: { name: 'tickets' } }],
-  } as unknown as DurableExplorer;
+  const flows = new FlowRegistry();
+  flows.register({
+    flow: { name: 'tickets' } as CoreFlow<object>,
+    cls: class TicketsFlow {},
+    where: 'TicketsFlow (test)',
+  });
   const loops = {
     all: () =>
       loopSweeps.map(
@@ -76,7 +80,7 @@ function orchestrator(
   } as unknown as ToolLoopRunner;
   return new RecoveryOrchestrator(
     runner,
-    explorer,
+    flows,
     { ready: () => Promise.resolve() } as unknown as DurableEventsBridge,
     loops,
     {

@@ -5,7 +5,6 @@ import {
   Optional,
   type BeforeApplicationShutdown,
   type OnApplicationBootstrap,
-  type OnApplicationShutdown,
 } from '@nestjs/common';
 import {
   CheckpointConflict,
@@ -24,10 +23,10 @@ import {
   RESWEEP_MARGIN_MS,
   SUMMARY_RUN_IDS,
 } from './durable.constants';
-import { DurableExplorer } from './durable.explorer';
 import { NestMessages } from './durable.messages';
 import type { ResolvedDurableOptions } from './durable.providers';
 import type { DurableModuleExtras } from './interfaces/durable-module-options.interface';
+import { FlowRegistry } from './flow.registry';
 import { RecoveredCalls, describeCalls } from './recovery.log';
 
 /** The outcomes a recovery sweep tells apart. @publicApi */
@@ -69,14 +68,13 @@ export interface RecoverySummary {
  * worker's lease get one more look after the latest lease expires.
  *
  * Recovery runs in the background: `waitUntilRecovered()` resolves when the boot sweep is done.
+ * On shutdown (`beforeApplicationShutdown`) it stops the sweeps and every runner's lease renewal,
+ * before `DurableModule` closes a store it created (`onApplicationShutdown`).
  * @publicApi
  */
 @Injectable()
 export class RecoveryOrchestrator
-  implements
-    OnApplicationBootstrap,
-    BeforeApplicationShutdown,
-    OnApplicationShutdown
+  implements OnApplicationBootstrap, BeforeApplicationShutdown
 {
   private readonly logger = new Logger('DurableRecovery');
   private boot: Promise<void> = Promise.resolve();
@@ -86,7 +84,7 @@ export class RecoveryOrchestrator
 
   constructor(
     private readonly runner: DurableFlowRunner,
-    private readonly explorer: DurableExplorer,
+    private readonly flows: FlowRegistry,
     private readonly bridge: DurableEventsBridge,
     private readonly loops: ToolLoopRunner,
     @Inject(DURABLE_RESOLVED_OPTIONS)
@@ -144,7 +142,7 @@ export class RecoveryOrchestrator
       },
     };
     let latestLease = 0;
-    const flows = this.explorer.flows();
+    const flows = this.flows.all();
     const concurrency = this.options.recoveryConcurrency;
     // A shutdown aborts it: the sweeps start no more recoveries, and those in flight finish and
     // are reported (one log line per run) before the sweep returns.
@@ -210,11 +208,6 @@ export class RecoveryOrchestrator
     this.runner.close();
     this.loops.close();
     this.logger.log(NestMessages.shutdown());
-  }
-
-  async onApplicationShutdown(): Promise<void> {
-    // Only a store the module created: an instance the application passed is the application's.
-    if (this.options.ownsStore) await this.options.store.close();
   }
 
   /** The worker holding the run now (the one that won the race), if the store says. */

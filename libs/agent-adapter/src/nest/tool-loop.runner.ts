@@ -14,10 +14,10 @@ import {
   type ToolLoopRunOptions,
 } from '../loop/tool-loop';
 import { DURABLE_RESOLVED_OPTIONS } from './durable.constants';
-import { DurableExplorer } from './durable.explorer';
 import { NestMessages } from './durable.messages';
 import type { ResolvedDurableOptions } from './durable.providers';
 import { DurableSetupError } from './errors/durable-setup.error';
+import { FlowRegistry } from './flow.registry';
 
 /** What an agent (a named tool loop) is made of. @publicApi */
 export interface ToolLoopDefinition {
@@ -110,7 +110,7 @@ export class ToolLoopRunner {
     private readonly options: ResolvedDurableOptions,
     private readonly registry: ToolRegistry,
     private readonly events: DurableEvents,
-    private readonly explorer: DurableExplorer,
+    private readonly flows: FlowRegistry,
   ) {}
 
   /** Defines the loop `name` (once per application). */
@@ -124,8 +124,7 @@ export class ToolLoopRunner {
     const tools = definition.tools ? [...definition.tools] : undefined;
     const loop = new DurableToolLoop(name, () => {
       // Every @Tool is registered by now (the scan runs on first use at the latest).
-      const flows = this.explorer.flows();
-      if (flows.some((f) => f.flow.name === name))
+      if (this.flows.get(name))
         throw new DurableSetupError(NestMessages.loopIsFlow(name));
       let registry: ToolRegistry;
       try {

@@ -18,7 +18,7 @@ import {
 import { ToolRegistry } from '../../exec/tool.registry';
 import type { ResumeDecision } from '../../flow/flow.interfaces';
 import { DurableFlowRunner } from '../durable-flow.runner';
-import { DurableExplorer } from '../durable.explorer';
+import { FlowRegistry } from '../flow.registry';
 import { ToolLoopRunner } from '../tool-loop.runner';
 
 /** One run in the list. */
@@ -95,7 +95,7 @@ export class ViewerService {
     private readonly loops: ToolLoopRunner,
     private readonly store: CheckpointStore,
     private readonly registry: ToolRegistry,
-    private readonly explorer: DurableExplorer,
+    private readonly flows: FlowRegistry,
   ) {}
 
   private get ring(): KeyRing {
@@ -104,7 +104,7 @@ export class ViewerService {
 
   meta(): { flows: string[]; loops: string[] } {
     return {
-      flows: this.explorer.flows().map((f) => f.flow.name),
+      flows: this.flows.names(),
       loops: this.loops.all().map((l) => l.name),
     };
   }
@@ -267,7 +267,7 @@ export class ViewerService {
   private async flowOf(runId: string): Promise<string> {
     const head = await this.store.head(runId);
     if (!head) throw new CheckpointNotFound(runId);
-    if (!this.loops.get(head.flow) && !this.explorer.findFlow(head.flow)) {
+    if (!this.loops.get(head.flow) && !this.flows.get(head.flow)) {
       throw new FlowError(
         `Run "${runId}" belongs to "${head.flow}", which this application defines neither as a @Flow nor as a tool loop.`,
         runId,
