@@ -9,6 +9,10 @@ export interface CommandContext {
   openStore: (cmd: Command) => CheckpointStore;
   key: () => KeyRing;
   out: (cmd: Command, value: unknown, human: () => string) => void;
+  /** Raw output (an export bundle on stdout). */
+  print: (text: string) => void;
+  /** The command found problems (verify, inspect): the CLI exits with `EXIT.problems`. */
+  problemsFound: () => void;
 }
 
 /** `runs fork <id> --from-step <n> [--run-id <id>] [--cancel-source]`. */

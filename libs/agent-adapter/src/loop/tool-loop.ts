@@ -5,13 +5,8 @@ import {
   ToolFailed,
   ToolTimeout,
 } from '../errors';
-import type { RunStatus } from '../exec/checkpoints/checkpoint-store';
 import { canonicalJson } from '../exec/durable/canonical-json';
-import type {
-  PendingApproval,
-  RunIdentity,
-  SealedError,
-} from '../exec/durable/records';
+import type { PendingApproval, RunIdentity } from '../exec/durable/records';
 import { Executor } from '../exec/executor';
 import type { ToolRegistry } from '../exec/tool.registry';
 import { END } from '../flow/call-node';
@@ -21,96 +16,36 @@ import type {
   RecoverAllOptions,
   RecoverOptions,
   RecoveryOutcome,
-  ResumeDecision,
   RunResult,
 } from '../flow/flow.interfaces';
 import { FlowRunner } from '../flow/runner/flow-runner';
-import type { FlowRunnerOptions } from '../flow/runner/flow-runner.options';
 import {
   chatTools,
   checkMessage,
   checkMessages,
-  type AssistantMessage,
   type ChatMessage,
   type ChatModel,
   type ToolCall,
   type ToolMessage,
 } from './chat-model';
 import { ChatModelError, MaxStepsExceeded } from './loop.errors';
+import {
+  DEFAULT_MAX_STEPS,
+  type ToolLoopOptions,
+  type ToolLoopPending,
+  type ToolLoopResult,
+  type ToolLoopRunOptions,
+  type ToolLoopState,
+} from './tool-loop.interfaces';
 
-/** How many model calls a run may make when `maxSteps` is not given. */
-export const DEFAULT_MAX_STEPS = 10;
-
-/** What a tool loop's checkpoints hold (its flow state). */
-export interface ToolLoopState {
-  /** The whole history: the messages the run started with, then every reply and tool result. */
-  messages: ChatMessage[];
-  /** Model calls made so far in the run, recoveries included. */
-  modelCalls: number;
-  /** The run's limit on model calls, fixed when it starts. */
-  maxSteps: number;
-  /** How many of `messages` the run started with. */
-  start: number;
-}
-
-/**
- * Where a tool loop's runs are kept: the runner's options (store, keys, events, worker id, lease,
- * approvals, resume policy, dead letters), checked by the runner, plus the loop's name.
- * @publicApi
- */
-export interface ToolLoopOptions extends FlowRunnerOptions {
-  /**
-   * The name the loop's runs are stored under (the flow name of their checkpoints): `recoverAll`
-   * finds unfinished runs by it. Give each kind of agent its own.
-   * @default 'tool-loop'
-   */
-  name?: string;
-}
-
-/** @publicApi */
-export interface ToolLoopRunOptions {
-  /**
-   * The run's id; 128 random bits when omitted. With the id of a run that exists, that run is
-   * continued instead of a new one started (see `ToolLoop.run`).
-   */
-  runId?: string;
-  /** Who the run acts for; sealed into every checkpoint. */
-  ctx?: RunIdentity;
-  /**
-   * Model calls the whole run may make, recoveries included; one more fails the run with
-   * `MaxStepsExceeded`. Fixed when the run starts.
-   * @default 10
-   */
-  maxSteps?: number;
-  /** The decision for the call a paused run waits for: resumes it. */
-  decision?: ResumeDecision;
-  /** With `decision`: run calls in doubt of the paused superstep again (after checking them). */
-  rerunInDoubt?: boolean;
-}
-
-/** A paused loop: the call that waits for a decision. @publicApi */
-export interface ToolLoopPending extends PendingApproval {
-  /** The model's id of the waiting call. */
-  toolCallId?: string;
-}
-
-/** @publicApi */
-export interface ToolLoopResult {
-  runId: string;
-  status: RunStatus;
-  step: number;
-  /** The whole history, the run's first messages included. */
-  messages: ChatMessage[];
-  /** The model's final answer (a `done` run). */
-  reply?: AssistantMessage;
-  /** Model calls the run made (checkpointed ones; a call cut short by a crash is not counted). */
-  modelCalls: number;
-  maxSteps: number;
-  /** Why the run failed. */
-  error?: SealedError;
-  /** A paused run: the call that waits for a decision. */
-  pending?: ToolLoopPending;
-}
+export { DEFAULT_MAX_STEPS };
+export type {
+  ToolLoopOptions,
+  ToolLoopPending,
+  ToolLoopResult,
+  ToolLoopRunOptions,
+  ToolLoopState,
+};
 
 /**
  * A durable LLM tool loop, built on the flow engine: a flow of two nodes, `model` (asks the model,

@@ -22,7 +22,7 @@ import {
   decode,
   settle,
   type CrashPredicate,
-} from '../../../../test/utils/crashing-store';
+} from '../../../../../test/utils/crashing-store';
 
 const KEY = 'use-a-secret-from-your-vault-32b';
 

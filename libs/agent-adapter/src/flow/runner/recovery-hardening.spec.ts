@@ -16,13 +16,13 @@ import {
   CrashingStore,
   SimulatedCrash,
   settle,
-} from '../../../../test/utils/crashing-store';
+} from '../../../../../test/utils/crashing-store';
 import {
   KEY,
   executorFor,
   ticketsFlow,
   type LedgerEntry,
-} from '../../../../test/utils/tickets';
+} from '../../../../../test/utils/tickets';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 

@@ -22,10 +22,10 @@ import {
   CrashingStore,
   SimulatedCrash,
   settle,
-} from '../../../../test/utils/crashing-store';
-import { KeyRing } from '../exec/durable/key-ring';
-import { openCheckpoint } from '../exec/durable/records';
-import { verifyRun } from '../cli/verify';
+} from '../../../../../test/utils/crashing-store';
+import { KeyRing } from '../../exec/durable/key-ring';
+import { openCheckpoint } from '../../exec/durable/records';
+import { verifyRun } from '../../cli/verify';
 
 const KEY = 'use-a-secret-from-your-vault-32b';
 

@@ -22,8 +22,8 @@ import {
   SimulatedCrash,
   bodyOf,
   settle,
-} from '../../../../test/utils/crashing-store';
-import { openCheckpoint } from '../exec/durable/records';
+} from '../../../../../test/utils/crashing-store';
+import { openCheckpoint } from '../../exec/durable/records';
 
 const KEY = 'use-a-secret-from-your-vault-32b';
 

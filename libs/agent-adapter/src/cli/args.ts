@@ -1,0 +1,47 @@
+import { readFile } from 'node:fs/promises';
+import { InvalidArgumentError } from 'commander';
+import { CliError } from './cli.error';
+import { EXIT } from './exit-codes';
+
+/** Argument parsers and small text helpers shared by the CLI's commands. */
+
+export async function readJson(file: string): Promise<unknown> {
+  let text: string;
+  try {
+    text = await readFile(file, 'utf8');
+  } catch (error) {
+    throw new CliError(`Cannot read ${file}: ${(error as Error).message}`);
+  }
+  try {
+    return JSON.parse(text) as unknown;
+  } catch (error) {
+    throw new CliError(
+      `${file} is not JSON (${(error as Error).message}): not an audit bundle.`,
+      EXIT.problems,
+    );
+  }
+}
+
+export function positiveInt(value: string): number {
+  const n = Number(value);
+  if (!/^\d+$/.test(value) || n < 1)
+    throw new InvalidArgumentError('must be a positive integer.');
+  return n;
+}
+
+export function list(value: string, previous: string[] = []): string[] {
+  return [
+    ...previous,
+    ...value
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean),
+  ];
+}
+
+export function indent(text: string): string {
+  return text
+    .split('\n')
+    .map((l) => `  ${l}`)
+    .join('\n');
+}
