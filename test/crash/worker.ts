@@ -9,8 +9,8 @@
  * loop-recover (a tool loop whose model is an OpenAI-compatible server at CHAT_URL, with the tools
  * hold_seats (idempotent) and charge_card).
  *
- * Mode fuzz-serve (the crash fuzzer, fuzz.ts): a long-lived worker that runs fuzz jobs (JSON lines
- * on stdin: run, recover or resume the random flow of a seed, fuzz-flow.ts) one after the other.
+ * Mode fuzz-serve (the crash fuzzer, tools/crash/fuzz.ts): a long-lived worker that runs fuzz jobs (JSON lines
+ * on stdin: run, recover or resume the random flow of a seed, tools/crash/fuzz-flow.ts) one after the other.
  * A job's kill plan makes the worker SIGKILL itself at that point: before or after the n-th store
  * write or a named protocol point (a checkpoint's reason, a call-log write carrying `started` or
  * only `done`), in the n-th tool call, or after a delay. The hook lives in this test worker's store
@@ -60,8 +60,8 @@ import {
   type RunResult,
   type ToolLoopResult,
 } from 'agent-adapter';
-import { KEY, ticketsFlow, type Order } from '../utils/tickets';
-import { refundsFlow, type Refund } from './flows';
+import { KEY, ticketsFlow, type Order } from 'agent-adapter/testing/fixtures';
+import { refundsFlow, type Refund } from 'agent-adapter/testing/fixtures';
 import {
   KillSwitch,
   fuzzFlow,
@@ -70,7 +70,7 @@ import {
   writeKinds,
   type FuzzState,
   type KillPlan,
-} from './fuzz-flow';
+} from '../../tools/crash/fuzz-flow';
 import { isStoreKind, openStore } from './stores';
 
 /** One ledger line: a tool's side effect is about to happen (`begin`) or has happened (`end`). */
@@ -560,7 +560,7 @@ async function main(): Promise<number> {
 }
 
 // ------------------------------------------------------------------------------------------------
-// The crash fuzzer's worker (see fuzz.ts).
+// The crash fuzzer's worker (see tools/crash/fuzz.ts).
 
 /** The store, with this worker SIGKILLing itself where its kill switch says. */
 function killing(store: CheckpointStore, kill: KillSwitch): CheckpointStore {

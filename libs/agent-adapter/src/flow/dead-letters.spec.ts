@@ -18,11 +18,7 @@ import {
   type CheckpointStore,
   type RunResult,
 } from 'agent-adapter';
-import {
-  CrashingStore,
-  SimulatedCrash,
-  settle,
-} from '../../../../test/utils/crashing-store';
+import { CrashingStore, SimulatedCrash, settle } from 'agent-adapter/testing';
 import { KeyRing } from '../exec/durable/key-ring';
 import { openCheckpoint } from '../exec/durable/records';
 import { verifyRun } from '../cli/verify';
