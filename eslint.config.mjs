@@ -38,6 +38,12 @@ const DRIVER_BAN = {
   message:
     "A store driver is imported only by that store's file (*.store.ts, exec/checkpoints/{sql,redis}/), so a user of one store never loads the others.",
 };
+/** The shipped library (its 'agent-adapter/testing' entry too) runs under any test framework or none. */
+const TEST_FRAMEWORK_BAN = {
+  group: ['jest', '@jest/*', 'vitest', 'vitest/*', '@types/jest'],
+  message:
+    "The library depends on no test framework: 'agent-adapter/testing' takes describe/it from its caller and asserts with node:assert.",
+};
 const restrict = (...patterns) => [
   'error',
   // The typescript-eslint variant also sees `import type` and `import x = require()`.
@@ -111,18 +117,29 @@ export default defineConfig(
       '@typescript-eslint/no-restricted-imports': restrict(
         NEST_BAN,
         DRIVER_BAN,
+        TEST_FRAMEWORK_BAN,
       ),
     },
   },
   {
     files: NEST_FILES,
     ignores: STORE_FILES,
-    rules: { '@typescript-eslint/no-restricted-imports': restrict(DRIVER_BAN) },
+    rules: {
+      '@typescript-eslint/no-restricted-imports': restrict(
+        DRIVER_BAN,
+        TEST_FRAMEWORK_BAN,
+      ),
+    },
   },
   {
     files: STORE_FILES,
     ignores: NEST_FILES,
-    rules: { '@typescript-eslint/no-restricted-imports': restrict(NEST_BAN) },
+    rules: {
+      '@typescript-eslint/no-restricted-imports': restrict(
+        NEST_BAN,
+        TEST_FRAMEWORK_BAN,
+      ),
+    },
   },
 
   // Tests: mocks, `expect.any()` and fixtures are untyped by nature.
@@ -131,6 +148,7 @@ export default defineConfig(
       '**/*.spec.ts',
       '**/*.e2e-spec.ts',
       'test/**/*.ts',
+      'tools/**/*.ts',
       'bench/**/*.ts',
     ],
     rules: {

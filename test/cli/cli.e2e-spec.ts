@@ -20,7 +20,7 @@ import {
   type CallRecord,
   type CheckpointStore,
 } from 'agent-adapter';
-import { CrashingStore, settle } from '../utils/crashing-store';
+import { CrashingStore, settle } from 'agent-adapter/testing';
 import { dropPrefix } from '../utils/redis-keys';
 import {
   DATABASE_URL,
@@ -33,7 +33,7 @@ import {
   executorFor,
   ticketsFlow,
   type LedgerEntry,
-} from '../utils/tickets';
+} from 'agent-adapter/testing/fixtures';
 import { runTs } from '../utils/ts-child';
 import { redisRaw } from '../stores/redis.fixtures';
 

@@ -25,8 +25,8 @@ import {
 } from 'agent-adapter';
 import { ChatServer, callTools, say, toolResults } from '../utils/chat-server';
 import { describeWithService } from '../utils/services';
-import { KEY } from '../utils/tickets';
-import { refundsFlow } from './flows';
+import { KEY } from 'agent-adapter/testing/fixtures';
+import { refundsFlow } from 'agent-adapter/testing/fixtures';
 import { keysOf, killAll, sandboxes, trail, type Sandbox } from './harness';
 import { openStore, serviceOf, type StoreKind } from './stores';
 import type { LedgerLine, Outcome } from './worker';

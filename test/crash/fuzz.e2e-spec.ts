@@ -1,5 +1,5 @@
 /**
- * The crash fuzzer's deterministic sample in `npm test` (fuzz.ts has the trials and invariants;
+ * The crash fuzzer's deterministic sample in `npm test` (tools/crash/fuzz.ts has the trials and invariants;
  * `npm run crash -- --store … --trials … --seed …` runs as many as asked). Fixed seeds: a failure
  * names the seed that replays it.
  *
@@ -7,7 +7,7 @@
  * processes killed with SIGKILL, so they get fewer trials (CRASH_FUZZ_TRIALS overrides both).
  */
 import { describeWithService } from '../utils/services';
-import { fuzz, type FuzzStore } from './fuzz';
+import { fuzz, type FuzzStore } from '../../tools/crash/fuzz';
 import { STORE_KINDS, serviceOf } from './stores';
 
 const override = Number(process.env.CRASH_FUZZ_TRIALS ?? 0);

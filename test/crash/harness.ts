@@ -28,9 +28,7 @@ const WORKER = join(__dirname, 'worker.ts');
 const WORKER_FILES = [
   WORKER,
   join(__dirname, 'stores.ts'),
-  join(__dirname, 'flows.ts'),
-  join(__dirname, 'fuzz-flow.ts'),
-  join(ROOT, 'test', 'utils', 'tickets.ts'),
+  join(ROOT, 'tools', 'crash', 'fuzz-flow.ts'),
   join(ROOT, 'test', 'utils', 'services.ts'),
 ];
 const transpiled = () => snapshotFor(WORKER_FILES);

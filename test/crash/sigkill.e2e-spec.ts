@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Executor, FlowRunner, ToolRegistry } from 'agent-adapter';
-import { KEY, ticketsFlow } from '../utils/tickets';
+import { KEY, ticketsFlow } from 'agent-adapter/testing/fixtures';
 import { describeWithService, suiteId } from '../utils/services';
 import {
   Worker,

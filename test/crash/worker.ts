@@ -9,8 +9,8 @@
  * loop-recover (a tool loop whose model is an OpenAI-compatible server at CHAT_URL, with the tools
  * hold_seats (idempotent) and charge_card).
  *
- * Mode fuzz-serve (the crash fuzzer, fuzz.ts): a long-lived worker that runs fuzz jobs (JSON lines
- * on stdin: run, recover or resume the random flow of a seed, fuzz-flow.ts) one after the other.
+ * Mode fuzz-serve (the crash fuzzer, tools/crash/fuzz.ts): a long-lived worker that runs fuzz jobs (JSON lines
+ * on stdin: run, recover or resume the random flow of a seed, tools/crash/fuzz-flow.ts) one after the other.
  * A job's kill plan makes the worker SIGKILL itself at that point: before or after the n-th store
  * write or a named protocol point (a checkpoint's reason, a call-log write carrying `started` or
  * only `done`), in the n-th tool call, or after a delay. The hook lives in this test worker's store
@@ -60,8 +60,14 @@ import {
   type RunResult,
   type ToolLoopResult,
 } from 'agent-adapter';
-import { KEY, ticketsFlow, type Order } from '../utils/tickets';
-import { refundsFlow, type Refund } from './flows';
+import { InterceptingStore, type StoreWrite } from 'agent-adapter/testing';
+import {
+  KEY,
+  refundsFlow,
+  ticketsFlow,
+  type Order,
+  type Refund,
+} from 'agent-adapter/testing/fixtures';
 import {
   KillSwitch,
   fuzzFlow,
@@ -70,7 +76,7 @@ import {
   writeKinds,
   type FuzzState,
   type KillPlan,
-} from './fuzz-flow';
+} from '../../tools/crash/fuzz-flow';
 import { isStoreKind, openStore } from './stores';
 
 /** One ledger line: a tool's side effect is about to happen (`begin`) or has happened (`end`). */
@@ -304,59 +310,32 @@ function hangsAfter(record: CheckpointRecord): string | undefined {
 
 /** The store, watched: call records it stored, and a block after the checkpoint HANG_AFTER_SAVE names. */
 function observed(store: CheckpointStore): CheckpointStore {
-  return new Proxy(store, {
-    get(target, prop) {
-      const value: unknown = Reflect.get(target, prop, target);
-      if (prop === 'save') {
-        return async (...args: Parameters<CheckpointStore['save']>) => {
-          await target.save(...args);
-          noteStored(args[1]?.calls ?? []);
-          const what = hangsAfter(args[0]);
-          if (what !== undefined) {
-            process.stdout.write(`SAVED ${what}\n`);
-            await new Promise(() => setInterval(() => undefined, 1_000));
-          }
-        };
+  return new InterceptingStore(store, {
+    after: async (write) => {
+      noteStored(write.records);
+      const what =
+        write.kind === 'save' ? hangsAfter(write.checkpoint) : undefined;
+      if (what !== undefined) {
+        process.stdout.write(`SAVED ${what}\n`);
+        await new Promise(() => setInterval(() => undefined, 1_000));
       }
-      if (prop === 'recordCall') {
-        return async (...args: Parameters<CheckpointStore['recordCall']>) => {
-          await target.recordCall(...args);
-          noteStored(args[2]);
-        };
-      }
-      return typeof value === 'function' && prop !== 'constructor'
-        ? (value as (...a: unknown[]) => unknown).bind(target)
-        : value;
     },
   });
 }
 
 /** The store, with its first `save` held until the test says go (a line on stdin). */
 function withBarrier(store: CheckpointStore): CheckpointStore {
-  let armed = true;
-  const go = () =>
-    new Promise<void>((resolve) => {
-      process.stdin.once('data', () => {
-        process.stdin.pause();
-        resolve();
-      });
-      process.stdout.write('ARMED\n');
-    });
-  return new Proxy(store, {
-    get(target, prop) {
-      const value: unknown = Reflect.get(target, prop, target);
-      if (prop === 'save' && armed) {
-        armed = false;
-        return async (...args: Parameters<CheckpointStore['save']>) => {
-          await go();
-          return target.save(...args);
-        };
-      }
-      return typeof value === 'function' && prop !== 'constructor'
-        ? (value as (...a: unknown[]) => unknown).bind(target)
-        : value;
-    },
-  });
+  return heldUntil(
+    store,
+    () =>
+      new Promise<void>((resolve) => {
+        process.stdin.once('data', () => {
+          process.stdin.pause();
+          resolve();
+        });
+        process.stdout.write('ARMED\n');
+      }),
+  );
 }
 
 function outcomeOf(
@@ -560,7 +539,7 @@ async function main(): Promise<number> {
 }
 
 // ------------------------------------------------------------------------------------------------
-// The crash fuzzer's worker (see fuzz.ts).
+// The crash fuzzer's worker (see tools/crash/fuzz.ts).
 
 /** The store, with this worker SIGKILLing itself where its kill switch says. */
 function killing(store: CheckpointStore, kill: KillSwitch): CheckpointStore {
@@ -568,32 +547,18 @@ function killing(store: CheckpointStore, kill: KillSwitch): CheckpointStore {
     process.kill(process.pid, 'SIGKILL');
     throw new Error('unreachable');
   };
-  return new Proxy(store, {
-    get(target, prop) {
-      const value: unknown = Reflect.get(target, prop, target);
-      if (prop === 'save') {
-        return async (...args: Parameters<CheckpointStore['save']>) => {
-          const kinds = writeKinds({
-            kind: 'save',
-            checkpoint: args[0],
-            calls: args[1]?.calls ?? [],
-          });
-          if (kill.atWrite(kinds, 'before')) die();
-          await target.save(...args);
-          if (kill.atWrite(kinds, 'after')) die();
-        };
-      }
-      if (prop === 'recordCall') {
-        return async (...args: Parameters<CheckpointStore['recordCall']>) => {
-          const kinds = writeKinds({ kind: 'recordCall', calls: args[2] });
-          if (kill.atWrite(kinds, 'before')) die();
-          await target.recordCall(...args);
-          if (kill.atWrite(kinds, 'after')) die();
-        };
-      }
-      return typeof value === 'function' && prop !== 'constructor'
-        ? (value as (...a: unknown[]) => unknown).bind(target)
-        : value;
+  const kinds = (write: StoreWrite) =>
+    writeKinds(
+      write.kind === 'save'
+        ? { kind: 'save', checkpoint: write.checkpoint, calls: write.records }
+        : { kind: 'recordCall', calls: write.records },
+    );
+  return new InterceptingStore(store, {
+    before: (write) => {
+      if (kill.atWrite(kinds(write), 'before')) die();
+    },
+    after: (write) => {
+      if (kill.atWrite(kinds(write), 'after')) die();
     },
   });
 }
@@ -632,19 +597,11 @@ function heldUntil(
   go: () => Promise<void>,
 ): CheckpointStore {
   let armed = true;
-  return new Proxy(store, {
-    get(target, prop) {
-      const value: unknown = Reflect.get(target, prop, target);
-      if (prop === 'save' && armed) {
-        armed = false;
-        return async (...args: Parameters<CheckpointStore['save']>) => {
-          await go();
-          return target.save(...args);
-        };
-      }
-      return typeof value === 'function' && prop !== 'constructor'
-        ? (value as (...a: unknown[]) => unknown).bind(target)
-        : value;
+  return new InterceptingStore(store, {
+    before: (write) => {
+      if (write.kind !== 'save' || !armed) return;
+      armed = false;
+      return go();
     },
   });
 }

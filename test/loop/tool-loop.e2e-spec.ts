@@ -3,7 +3,7 @@
  * chat-completions server: history checkpointed after each model reply and after the tool
  * results; parallel tool calls; crashes before and inside tools; maxSteps across recoveries;
  * approvals resumed through runToolLoop with the same run id; tamper detection. Crashes are
- * simulated in-process with the CrashingStore (test/utils/crashing-store.ts).
+ * simulated in-process with the CrashingStore (agent-adapter/testing).
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -36,10 +36,10 @@ import {
 import {
   CrashingStore,
   SimulatedCrash,
-  bodyOf,
+  unverifiedBody as bodyOf,
   settle,
   type CrashPredicate,
-} from '../utils/crashing-store';
+} from 'agent-adapter/testing';
 
 const KEY = 'use-a-secret-from-your-vault-32b';
 const HELLO: ChatMessage[] = [

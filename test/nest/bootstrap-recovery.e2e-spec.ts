@@ -22,7 +22,7 @@ import {
   FlowRunner,
   RecoveryOrchestrator,
 } from 'agent-adapter/nest';
-import { CrashingStore, SimulatedCrash, settle } from '../utils/crashing-store';
+import { CrashingStore, SimulatedCrash, settle } from 'agent-adapter/testing';
 import {
   KEY,
   Ledger,

@@ -18,7 +18,7 @@ import {
   type DurableToolLoop,
 } from 'agent-adapter/nest';
 import { IsInt, IsString, Min } from 'class-validator';
-import { CrashingStore, SimulatedCrash, settle } from '../utils/crashing-store';
+import { CrashingStore, SimulatedCrash, settle } from 'agent-adapter/testing';
 import { KEY, TicketsModule, Ledger } from './fixtures/tickets.fixtures';
 import { Apps, CaptureLogger } from './utils';
 

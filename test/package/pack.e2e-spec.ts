@@ -142,10 +142,46 @@ main().catch((e) => {
 });
 `;
 
+const CONFORMANCE =
+  'agent-adapter/testing: the conformance suite on the memory store, no test framework';
+
+/**
+ * A third-party store author's test file, without jest or vitest: the conformance suite from the
+ * packed 'agent-adapter/testing', declared with a ten-line framework of its own and run in order.
+ */
+const CONFORMANCE_SCRIPT = `'use strict';
+const { MemoryCheckpointStore } = require('agent-adapter');
+const { describeCheckpointStoreConformance } = require('agent-adapter/testing');
+const tests = [];
+const hooks = [];
+const path = [];
+const framework = {
+  describe: (name, body) => { path.push(name); body(); path.pop(); },
+  it: (name, test) => tests.push({ name: [...path, name].join(' > '), test }),
+  afterAll: (hook) => hooks.push(hook),
+};
+describeCheckpointStoreConformance({ name: 'memory', make: async () => new MemoryCheckpointStore() }, framework);
+(async () => {
+  const failed = [];
+  for (const { name, test } of tests) {
+    await test().catch((e) => failed.push(name + ': ' + (e && e.message)));
+  }
+  for (const hook of hooks) await hook();
+  process.stdout.write(JSON.stringify({ passed: tests.length - failed.length, failed }));
+})();
+`;
+
 /** Compiled against the shipped typings only: values, generics and `import type`. */
 const CONSUMER_TS = `
 import { Call, Executor, Flow, FlowRunner, MemoryCheckpointStore, RecoveryNeedsDecision, ToolRegistry, idempotencyKey } from 'agent-adapter';
 import type { FlowRunnerOptions, NodeContext, RunResult } from 'agent-adapter';
+import { CrashingStore, describeCheckpointStoreConformance, type CheckpointStoreFixture, type TestFramework } from 'agent-adapter/testing';
+
+export function conformance(framework: TestFramework): CheckpointStoreFixture {
+  const fixture: CheckpointStoreFixture = { name: 'memory', make: async () => new CrashingStore(new MemoryCheckpointStore()) };
+  describeCheckpointStoreConformance(fixture, framework);
+  return fixture;
+}
 
 interface Order { show: string; seats: number; note?: string }
 
@@ -400,6 +436,8 @@ describe('agent-adapter as a packed npm package', () => {
     );
     await writeFile(join(projectDir, 'consumer.ts'), CONSUMER_TS);
     await writeFile(join(projectDir, 'consumer.mts'), CONSUMER_TS);
+    await writeFile(join(projectDir, 'conformance.cjs'), CONFORMANCE_SCRIPT);
+    start(CONFORMANCE, sh(process.execPath, ['conformance.cjs'], projectDir));
 
     for (const [, script] of SCENARIOS) {
       start(script, sh(process.execPath, [script], projectDir));
@@ -656,6 +694,25 @@ describe('agent-adapter as a packed npm package', () => {
 
   it.each(TSC_CHECKS)('the typings compile with %s', async (label) => {
     await result(label);
+  });
+
+  it(CONFORMANCE, async () => {
+    const out = JSON.parse(await result(CONFORMANCE)) as {
+      passed: number;
+      failed: string[];
+    };
+    expect(out.failed).toEqual([]);
+    // Every test but the tampering ones (they need raw row access the fixture does not give).
+    expect(out.passed).toBeGreaterThanOrEqual(20);
+  });
+
+  it('ships the agent-adapter/testing and agent-adapter/typeorm entries', () => {
+    expect(packed.files.map((f) => f.path)).toEqual(
+      expect.arrayContaining([
+        'dist/testing/index.js',
+        'dist/testing/index.d.ts',
+      ]),
+    );
   });
 
   it('ships the agent-adapter/typeorm entry', () => {

@@ -4,7 +4,7 @@
  * the memory store and on Postgres (SQLCheckpointStore, a schema of its own).
  *
  * Two workers are two views of one store; a worker "dies" at a chosen write or inside a tool
- * (test/utils/crashing-store.ts) and can do nothing after that, like a killed process. What really
+ * (CrashingStore, agent-adapter/testing) and can do nothing after that, like a killed process. What really
  * ran is an external ledger (`ran`, in this process). The tool loop talks to a real local
  * chat-completions server (test/utils/chat-server.ts) that counts how often the model was asked.
  * Real SIGKILLed processes prove the same on persistent stores in test/crash/.
@@ -19,7 +19,6 @@ import {
   OpenAIChatModel,
   RecoveryNeedsDecision,
   SQLCheckpointStore,
-  ToolDenied,
   ToolLoop,
   ToolRegistry,
   idempotencyKey,
@@ -47,12 +46,13 @@ import {
 import {
   CrashingStore,
   SimulatedCrash,
-  bodyOf,
-  decode,
+  unverifiedBody as bodyOf,
+  decodeCall as decode,
   settle,
   type CrashPredicate,
-  type Write,
-} from '../utils/crashing-store';
+  type CrashWrite as Write,
+} from 'agent-adapter/testing';
+import { refundsFlow } from 'agent-adapter/testing/fixtures';
 import { DATABASE_URL, describeWithService, suiteId } from '../utils/services';
 
 const KEY = 'use-a-secret-from-your-vault-32b';
@@ -116,24 +116,8 @@ function specSuite(backend: Backend): void {
   });
 
   // ---------------------------------------------------------------------------------------------
-  // A refund flow: `quote` (no approval), then `refund`, which needs approval.
-  interface Refund {
-    amount: number;
-    quote?: string;
-    note?: string;
-  }
-  const refundFlow = () =>
-    new Flow<Refund>('refunds')
-      .node('decide', async (s, ctx) => ({
-        quote: await ctx.call<string>('quote', { amount: s.amount }),
-        note: await ctx
-          .call<string>('refund', { amount: s.amount })
-          .catch((e: unknown) => {
-            if (e instanceof ToolDenied) return `not refunded: ${e.message}`;
-            throw e;
-          }),
-      }))
-      .end('decide');
+  // A refund flow (the shared fixture): `quote` (no approval), then `refund`, which needs approval.
+  const refundFlow = refundsFlow;
 
   function refundWorker(
     name: string,

@@ -5,7 +5,11 @@ import {
   type CheckpointStore,
   type RunHead,
 } from 'agent-adapter';
-import { checkpointStoreConformance } from './checkpoint-store.conformance';
+import {
+  describeCheckpointStoreConformance,
+  type CheckpointStoreFixture,
+} from 'agent-adapter/testing';
+import { tamperFuzz } from '../../tools/tamper/tamper-fuzz';
 
 /** The memory store with raw access for the tamper tests. */
 class RawMemoryStore extends MemoryCheckpointStore {
@@ -24,7 +28,7 @@ const raw = (s: CheckpointStore) => s as RawMemoryStore;
 const key = (k: { segment: number; superstep: number; seq: number }) =>
   `${k.segment}/${k.superstep}/${k.seq}`;
 
-checkpointStoreConformance({
+const fixture = {
   name: 'memory',
   make: async () => new RawMemoryStore(),
   raw: {
@@ -60,4 +64,6 @@ checkpointStoreConformance({
       });
     },
   },
-});
+} satisfies CheckpointStoreFixture;
+describeCheckpointStoreConformance(fixture);
+tamperFuzz(fixture);

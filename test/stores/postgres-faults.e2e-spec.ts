@@ -14,7 +14,7 @@ import {
   ToolRegistry,
 } from 'agent-adapter';
 import { DataSource } from 'typeorm';
-import { KEY } from '../utils/tickets';
+import { KEY } from 'agent-adapter/testing/fixtures';
 import { DATABASE_URL, describeWithService, suiteId } from '../utils/services';
 
 describeWithService(

@@ -7,7 +7,8 @@ import {
 } from 'agent-adapter';
 import { createCheckpointStore } from 'agent-adapter/nest';
 import { DataSource } from 'typeorm';
-import { checkpointStoreConformance } from './checkpoint-store.conformance';
+import { describeCheckpointStoreConformance } from 'agent-adapter/testing';
+import { tamperFuzz } from '../../tools/tamper/tamper-fuzz';
 import { sqlRaw } from './sql.fixtures';
 import { DATABASE_URL, describeWithService, suiteId } from '../utils/services';
 
@@ -38,7 +39,7 @@ describeWithService('postgres', 'SQLCheckpointStore on Postgres', () => {
     return store;
   };
 
-  checkpointStoreConformance({
+  const fixture = {
     name: 'postgres',
     make: async () => fresh(),
     raw: sqlRaw(
@@ -53,7 +54,9 @@ describeWithService('postgres', 'SQLCheckpointStore on Postgres', () => {
       },
       (i) => `$${i}`,
     ),
-  });
+  };
+  describeCheckpointStoreConformance(fixture);
+  tamperFuzz(fixture);
 
   describe('Postgres specifics', () => {
     it('the hot path is one statement per write: CAS, fencing and the call count hold under concurrency', async () => {

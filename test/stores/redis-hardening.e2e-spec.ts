@@ -12,13 +12,13 @@ import {
 import { runCli } from 'agent-adapter/cli/program';
 import { KeyRing } from 'agent-adapter/exec/durable/key-ring';
 import { openCheckpoint } from 'agent-adapter/exec/durable/records';
-import { CrashingStore, SimulatedCrash, settle } from '../utils/crashing-store';
+import { CrashingStore, SimulatedCrash, settle } from 'agent-adapter/testing';
 import {
   KEY,
   executorFor,
   ticketsFlow,
   type LedgerEntry,
-} from '../utils/tickets';
+} from 'agent-adapter/testing/fixtures';
 import { dropPrefix } from '../utils/redis-keys';
 import { REDIS_URL, describeWithService, suiteId } from '../utils/services';
 

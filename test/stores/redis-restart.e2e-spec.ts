@@ -16,7 +16,7 @@ import {
   RedisCheckpointStore,
   ToolRegistry,
 } from 'agent-adapter';
-import { KEY } from '../utils/tickets';
+import { KEY } from 'agent-adapter/testing/fixtures';
 import { describeWithService } from '../utils/services';
 
 const freePort = () =>

@@ -10,7 +10,8 @@ import {
   type CheckpointStore,
   type RedisCheckpointStoreOptions,
 } from 'agent-adapter';
-import { checkpointStoreConformance } from './checkpoint-store.conformance';
+import { describeCheckpointStoreConformance } from 'agent-adapter/testing';
+import { tamperFuzz } from '../../tools/tamper/tamper-fuzz';
 import { redisRaw } from './redis.fixtures';
 import { REDIS_URL, describeWithService, suiteId } from '../utils/services';
 
@@ -51,11 +52,13 @@ describeWithService('redis', 'RedisCheckpointStore', () => {
   const runKeys = (store: CheckpointStore, runId: string) =>
     scan(`${tag(store, runId).replace(/[[\]*?\\]/g, '\\$&')}*`);
 
-  checkpointStoreConformance({
+  const fixture = {
     name: 'redis',
     make: async () => open().store,
     raw: redisRaw(() => admin, tag),
-  });
+  };
+  describeCheckpointStoreConformance(fixture);
+  tamperFuzz(fixture);
 
   describe('redis specifics', () => {
     let n = 0;

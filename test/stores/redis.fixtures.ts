@@ -1,6 +1,6 @@
 import type Redis from 'ioredis';
 import type { CheckpointStore } from 'agent-adapter';
-import type { StoreFixture } from './checkpoint-store.conformance';
+import type { RawStoreAccess } from 'agent-adapter/testing';
 
 /**
  * Raw row access for the tamper tests on the Redis store's layout (see redis.scripts.ts): the run
@@ -10,7 +10,7 @@ import type { StoreFixture } from './checkpoint-store.conformance';
 export function redisRaw(
   client: () => Redis,
   tag: (store: CheckpointStore, runId: string) => string,
-): NonNullable<StoreFixture['raw']> {
+): RawStoreAccess {
   const admin = {
     hset: (key: string, fields: Record<string, string | number>) =>
       client().hset(key, fields),

@@ -1,5 +1,5 @@
 import type { CheckpointStore, DataSourceLike } from 'agent-adapter';
-import type { StoreFixture } from './checkpoint-store.conformance';
+import type { RawStoreAccess } from 'agent-adapter/testing';
 
 /** Raw row access for the conformance suite's tamper tests, on the SQL store's tables. */
 export function sqlRaw(
@@ -10,7 +10,7 @@ export function sqlRaw(
     runs: string;
   },
   placeholder: (i: number) => string,
-): NonNullable<StoreFixture['raw']> {
+): RawStoreAccess {
   const p = placeholder;
   return {
     rewriteCall: async (store, runId, k, sealed) => {

@@ -7,7 +7,8 @@ import {
   type CheckpointStore,
 } from 'agent-adapter';
 import { DataSource } from 'typeorm';
-import { checkpointStoreConformance } from './checkpoint-store.conformance';
+import { describeCheckpointStoreConformance } from 'agent-adapter/testing';
+import { tamperFuzz } from '../../tools/tamper/tamper-fuzz';
 import { sqlRaw } from './sql.fixtures';
 
 describe('SQLCheckpointStore on SQLite', () => {
@@ -29,7 +30,7 @@ describe('SQLCheckpointStore on SQLite', () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  checkpointStoreConformance({
+  const fixture = {
     name: 'sqlite (table prefix per tenant)',
     make: async () => {
       const tablePrefix = `t${++n}_`;
@@ -46,7 +47,9 @@ describe('SQLCheckpointStore on SQLite', () => {
       }),
       () => '?',
     ),
-  });
+  };
+  describeCheckpointStoreConformance(fixture);
+  tamperFuzz(fixture);
 
   describe('SQLiteCheckpointStore(path)', () => {
     it('is the SQL store on its own WAL file, shared by two store objects like two processes', async () => {

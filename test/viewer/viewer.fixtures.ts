@@ -23,7 +23,7 @@ import {
   type DurableViewerOptions,
 } from 'agent-adapter/nest';
 import { chromium, type Browser } from 'playwright-core';
-import { CrashingStore, SimulatedCrash, settle } from '../utils/crashing-store';
+import { CrashingStore, SimulatedCrash, settle } from 'agent-adapter/testing';
 import {
   KEY,
   TicketsFlow,

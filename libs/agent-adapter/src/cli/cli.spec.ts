@@ -13,7 +13,7 @@ import {
   ToolRegistry,
   type CheckpointStore,
 } from 'agent-adapter';
-import { CrashingStore, settle } from '../../../../test/utils/crashing-store';
+import { CrashingStore, settle } from 'agent-adapter/testing';
 import { KeyRing } from '../exec/durable/key-ring';
 import { openCheckpoint, sealCall, openCall } from '../exec/durable/records';
 import { CliError } from './cli.error';

@@ -26,9 +26,9 @@ import {
 import {
   CrashingStore,
   SimulatedCrash,
-  bodyOf,
+  unverifiedBody as bodyOf,
   settle,
-} from '../../../../test/utils/crashing-store';
+} from 'agent-adapter/testing';
 
 const KEY = 'use-a-secret-from-your-vault-32b';
 

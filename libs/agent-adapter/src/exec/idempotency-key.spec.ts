@@ -16,11 +16,7 @@ import {
   inRun,
   type CurrentCall,
 } from 'agent-adapter';
-import {
-  CrashingStore,
-  SimulatedCrash,
-  settle,
-} from '../../../../test/utils/crashing-store';
+import { CrashingStore, SimulatedCrash, settle } from 'agent-adapter/testing';
 
 const KEY = 'use-a-secret-from-your-vault-32b';
 

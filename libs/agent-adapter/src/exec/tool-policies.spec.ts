@@ -21,9 +21,9 @@ import {
 import {
   CrashingStore,
   SimulatedCrash,
-  bodyOf,
+  unverifiedBody as bodyOf,
   settle,
-} from '../../../../test/utils/crashing-store';
+} from 'agent-adapter/testing';
 
 const KEY = 'use-a-secret-from-your-vault-32b';
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

@@ -2,10 +2,7 @@
  * Approvals under interleavings a review found: two nodes waiting for approval in one superstep,
  * decisions bound to arguments, calls in doubt inside a paused superstep, crashes around resume.
  */
-import {
-  CrashingStore,
-  SimulatedCrash,
-} from '../../../../test/utils/crashing-store';
+import { CrashingStore, SimulatedCrash } from 'agent-adapter/testing';
 import {
   Executor,
   Flow,

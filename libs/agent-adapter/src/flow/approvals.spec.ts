@@ -19,10 +19,10 @@ import {
 import {
   CrashingStore,
   SimulatedCrash,
-  bodyOf,
-  decode,
+  unverifiedBody as bodyOf,
+  decodeCall as decode,
   settle,
-} from '../../../../test/utils/crashing-store';
+} from 'agent-adapter/testing';
 import { openCheckpoint } from '../exec/durable/records';
 
 const KEY = 'use-a-secret-from-your-vault-32b';

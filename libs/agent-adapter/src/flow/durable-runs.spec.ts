@@ -32,17 +32,17 @@ import { IsInt, IsString, Min, MinLength } from 'class-validator';
 import {
   CrashingStore,
   SimulatedCrash,
-  bodyOf,
-  decode,
+  unverifiedBody as bodyOf,
+  decodeCall as decode,
   settle,
-} from '../../../../test/utils/crashing-store';
+} from 'agent-adapter/testing';
 import {
   KEY,
   count,
   executorFor,
   ticketsFlow,
   type LedgerEntry,
-} from '../../../../test/utils/tickets';
+} from 'agent-adapter/testing/fixtures';
 import { openCheckpoint, sealCall } from '../exec/durable/records';
 
 const input = { show: 'Hamlet', seats: 2 };

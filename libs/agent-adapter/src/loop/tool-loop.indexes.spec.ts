@@ -13,11 +13,7 @@ import {
   type ChatModel,
   type ChatRequest,
 } from 'agent-adapter';
-import {
-  CrashingStore,
-  SimulatedCrash,
-  settle,
-} from '../../../../test/utils/crashing-store';
+import { CrashingStore, SimulatedCrash, settle } from 'agent-adapter/testing';
 
 const KEY = 'a-key-for-the-index-tests-32-bytes!';
 

@@ -18,11 +18,7 @@ import {
   MemoryCheckpointStore,
   ToolRegistry,
 } from 'agent-adapter';
-import {
-  CrashingStore,
-  SimulatedCrash,
-  settle,
-} from '../../../../test/utils/crashing-store';
+import { CrashingStore, SimulatedCrash, settle } from 'agent-adapter/testing';
 
 const KEY = 'a-tracing-test-key-of-32-bytes!!';
 const exporter = new InMemorySpanExporter();

@@ -3,7 +3,7 @@
  * the protocol atomically; it never interprets the sealed content. Every method that writes is
  * atomic (one statement, one transaction, one Lua script, or one synchronous block in memory).
  *
- * Implementers: run `test/stores/checkpoint-store.conformance.ts` against your store.
+ * Implementers: run `describeCheckpointStoreConformance` (agent-adapter/testing) against your store.
  * @publicApi
  */
 

@@ -15,11 +15,7 @@ import {
   type CheckpointRecord,
   type CheckpointStore,
 } from 'agent-adapter';
-import {
-  CrashingStore,
-  SimulatedCrash,
-  settle,
-} from '../../../../../test/utils/crashing-store';
+import { CrashingStore, SimulatedCrash, settle } from 'agent-adapter/testing';
 
 const KEY = 'the-sealing-key-of-at-least-32-bytes';
 const OLD = 'an-encryption-key-of-at-least-32-bytes';

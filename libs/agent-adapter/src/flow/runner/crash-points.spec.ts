@@ -18,11 +18,11 @@ import {
 import {
   CrashingStore,
   SimulatedCrash,
-  bodyOf,
-  decode,
+  unverifiedBody as bodyOf,
+  decodeCall as decode,
   settle,
   type CrashPredicate,
-} from '../../../../../test/utils/crashing-store';
+} from 'agent-adapter/testing';
 
 const KEY = 'use-a-secret-from-your-vault-32b';
 

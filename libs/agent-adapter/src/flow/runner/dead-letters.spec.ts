@@ -18,11 +18,7 @@ import {
   type CheckpointStore,
   type RunResult,
 } from 'agent-adapter';
-import {
-  CrashingStore,
-  SimulatedCrash,
-  settle,
-} from '../../../../../test/utils/crashing-store';
+import { CrashingStore, SimulatedCrash, settle } from 'agent-adapter/testing';
 import { KeyRing } from '../../exec/durable/key-ring';
 import { openCheckpoint } from '../../exec/durable/records';
 import { verifyRun } from '../../cli/verify';
@@ -217,7 +213,9 @@ describe.each(stores)('dead letters on the %s store', (_, make) => {
             checkpointKey: KEY,
             maxRecoveryAttempts: bad,
           }),
-      ).toThrow(/^FlowRunner: "maxRecoveryAttempts" must be a positive integer/);
+      ).toThrow(
+        /^FlowRunner: "maxRecoveryAttempts" must be a positive integer/,
+      );
     }
   });
 });

@@ -12,17 +12,13 @@ import {
   MemoryCheckpointStore,
   type CallRecord,
 } from 'agent-adapter';
-import {
-  CrashingStore,
-  SimulatedCrash,
-  settle,
-} from '../../../../../test/utils/crashing-store';
+import { CrashingStore, SimulatedCrash, settle } from 'agent-adapter/testing';
 import {
   KEY,
   executorFor,
   ticketsFlow,
   type LedgerEntry,
-} from '../../../../../test/utils/tickets';
+} from 'agent-adapter/testing/fixtures';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 

@@ -15,8 +15,8 @@ import {
   type RunHead,
   type RunResult,
 } from 'agent-adapter';
-import { CrashingStore, settle } from '../../../../../test/utils/crashing-store';
-import { KEY } from '../../../../../test/utils/tickets';
+import { CrashingStore, settle } from 'agent-adapter/testing';
+import { KEY } from 'agent-adapter/testing/fixtures';
 
 interface Steps {
   a?: string;

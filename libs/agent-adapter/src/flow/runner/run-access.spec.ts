@@ -20,9 +20,9 @@ import {
 import {
   CrashingStore,
   SimulatedCrash,
-  bodyOf,
+  unverifiedBody as bodyOf,
   settle,
-} from '../../../../../test/utils/crashing-store';
+} from 'agent-adapter/testing';
 import { openCheckpoint } from '../../exec/durable/records';
 
 const KEY = 'use-a-secret-from-your-vault-32b';

@@ -1,5 +1,5 @@
 /**
- * The tamper fuzzer, run by the conformance suite on every backend: random single-byte flips,
+ * The tamper fuzzer, run beside the conformance suite on every backend (test/stores): random single-byte flips,
  * deleted, duplicated, reordered and cross-run-spliced records, and records or checkpoints of an
  * earlier run with the same id copied in, applied with raw row access (what an attacker with
  * database access, a bad restore or a buggy migration could do) to what recovery reads: the run's latest checkpoint and the call log of the superstep it was cut short in. Every
@@ -20,11 +20,14 @@ import {
   type CheckpointRecord,
   type CheckpointStore,
 } from 'agent-adapter';
-import { CrashingStore, SimulatedCrash, settle } from '../utils/crashing-store';
-import { KEY } from '../utils/tickets';
-import type { StoreFixture } from './checkpoint-store.conformance';
-
-type Raw = NonNullable<StoreFixture['raw']>;
+import {
+  CrashingStore,
+  SimulatedCrash,
+  settle,
+  type CheckpointStoreFixture,
+  type RawStoreAccess,
+} from 'agent-adapter/testing';
+import { KEY } from 'agent-adapter/testing/fixtures';
 
 /** Runs a, then b, c and d one after another in one superstep; "dies" inside `dieIn`. */
 function fuzzFlow(): Flow<{ note: string }> {
@@ -148,7 +151,7 @@ function flip(text: string, at: number, by: number): string {
 }
 
 async function apply(
-  raw: Raw,
+  raw: RawStoreAccess,
   store: CheckpointStore,
   victim: string,
   donor: string,
@@ -205,51 +208,59 @@ async function apply(
   }
 }
 
+/**
+ * Declares the fuzzer's test for one store (a jest test: `npm run tamper` selects it by name).
+ * Not in the shipped conformance suite: it needs fast-check, which the library does not depend on.
+ */
 export function tamperFuzz(
-  make: () => Promise<CheckpointStore>,
-  raw: Raw,
+  fixture: CheckpointStoreFixture & { raw: RawStoreAccess },
 ): void {
-  it('tamper fuzzer: every flip, deletion, duplicate, swap, cross-run splice and copy from an earlier incarnation of what recovery reads is CheckpointStoreCorrupt, and nothing runs', async () => {
-    const store = await make();
+  const { raw } = fixture;
+  it(`tamper fuzzer (${fixture.name}): every flip, deletion, duplicate, swap, cross-run splice and copy from an earlier incarnation of what recovery reads is CheckpointStoreCorrupt, and nothing runs`, async () => {
+    const store = await fixture.make();
     let trial = 0;
-    await fc.assert(
-      fc.asyncProperty(mutation, async (m) => {
-        const id = `tamper-${Date.now().toString(36)}-${++trial}`;
-        const victim = `${id}-victim`;
-        const donor = `${id}-donor`;
-        let earlier: Earlier | undefined;
-        if (m.kind === 'reincarnate' || m.kind === 'reincarnateCheckpoint') {
+    try {
+      await fc.assert(
+        fc.asyncProperty(mutation, async (m) => {
+          const id = `tamper-${Date.now().toString(36)}-${++trial}`;
+          const victim = `${id}-victim`;
+          const donor = `${id}-donor`;
+          let earlier: Earlier | undefined;
+          if (m.kind === 'reincarnate' || m.kind === 'reincarnateCheckpoint') {
+            await cutRun(store, victim);
+            earlier = {
+              calls: await store.calls(victim, 1),
+              latest: (await store.latest(victim))!,
+            };
+            await store.delete(victim);
+          }
           await cutRun(store, victim);
-          earlier = {
-            calls: await store.calls(victim, 1),
-            latest: (await store.latest(victim))!,
-          };
-          await store.delete(victim);
-        }
-        await cutRun(store, victim);
-        await cutRun(store, donor);
-        expect(await store.calls(victim, 1)).toHaveLength(CALLS);
-        await apply(raw, store, victim, donor, m, earlier);
+          await cutRun(store, donor);
+          expect(await store.calls(victim, 1)).toHaveLength(CALLS);
+          await apply(raw, store, victim, donor, m, earlier);
 
-        const ran: string[] = [];
-        const recoverer = new FlowRunner(executor(ran), {
-          checkpoints: store,
-          checkpointKey: KEY,
-        });
-        const outcome = await recoverer
-          .recover(fuzzFlow(), victim, { rerunInDoubt: true })
-          .then(
-            (r) => r,
-            (e: unknown) => e,
-          );
-        recoverer.close();
-        expect(outcome).toBeInstanceOf(CheckpointStoreCorrupt);
-        expect(ran).toEqual([]);
-      }),
-      {
-        numRuns: Number(process.env.TAMPER_TRIALS ?? 16),
-        seed: Number(process.env.TAMPER_SEED ?? 20261129),
-      },
-    );
+          const ran: string[] = [];
+          const recoverer = new FlowRunner(executor(ran), {
+            checkpoints: store,
+            checkpointKey: KEY,
+          });
+          const outcome = await recoverer
+            .recover(fuzzFlow(), victim, { rerunInDoubt: true })
+            .then(
+              (r) => r,
+              (e: unknown) => e,
+            );
+          recoverer.close();
+          expect(outcome).toBeInstanceOf(CheckpointStoreCorrupt);
+          expect(ran).toEqual([]);
+        }),
+        {
+          numRuns: Number(process.env.TAMPER_TRIALS ?? 16),
+          seed: Number(process.env.TAMPER_SEED ?? 20261129),
+        },
+      );
+    } finally {
+      await store.close();
+    }
   });
 }

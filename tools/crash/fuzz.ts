@@ -70,9 +70,9 @@ import {
   RecoveryNeedsDecision,
   type RunResult,
 } from 'agent-adapter';
-import { CrashingStore, SimulatedCrash, settle } from '../utils/crashing-store';
-import { suiteId } from '../utils/services';
-import { KEY } from '../utils/tickets';
+import { CrashingStore, SimulatedCrash, settle } from 'agent-adapter/testing';
+import { KEY } from 'agent-adapter/testing/fixtures';
+import { suiteId } from '../../test/utils/services';
 import {
   KillSwitch,
   POINTS,
@@ -91,7 +91,7 @@ import {
   type KillPlan,
   type Point,
 } from './fuzz-flow';
-import { Worker, killAll, readLedger } from './harness';
+import { Worker, killAll, readLedger } from '../../test/crash/harness';
 import {
   STORE_KINDS,
   dropStore,
@@ -100,8 +100,8 @@ import {
   storeLocation,
   type StoreEnv,
   type StoreKind,
-} from './stores';
-import type { FuzzJob, FuzzOutcome } from './worker';
+} from '../../test/crash/stores';
+import type { FuzzJob, FuzzOutcome } from '../../test/crash/worker';
 
 export type FuzzStore = StoreKind | 'memory';
 export type FuzzMode = 'random' | 'named' | 'both';

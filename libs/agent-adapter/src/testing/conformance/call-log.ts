@@ -1,0 +1,144 @@
+import { CheckpointConflict } from '../../index';
+import type { RunStatus } from '../../index';
+import { assert, equal, rejectsWith } from './check';
+import { call, cp, uid, type SuiteContext } from './context';
+
+/** `recordCall` appends in order, only for the current segment of a running run, all or nothing. */
+export function describeFencedCallLog({
+  describe,
+  it,
+  make,
+}: SuiteContext): void {
+  describe('fenced call log', () => {
+    it('appends in order and reads one superstep, every segment, by (segment, seq)', async () => {
+      const store = await make();
+      const id = uid();
+      await store.save(cp(id, 0));
+      await store.recordCall(id, 1, [call(id, 1), call(id, 2)]);
+      await store.recordCall(id, 1, [call(id, 3)]);
+      await store.save(cp(id, 1), { calls: [call(id, 1, { superstep: 1 })] });
+      await store.save(cp(id, 2, { segment: 2 }));
+      await store.recordCall(id, 2, [call(id, 1, { segment: 2 })]);
+      equal(
+        (await store.calls(id, 0)).map((c) => [c.segment, c.seq, c.sealed]),
+        [
+          [1, 1, `call-${id}-1`],
+          [1, 2, `call-${id}-2`],
+          [1, 3, `call-${id}-3`],
+          [2, 1, `call-${id}-1`],
+        ],
+      );
+      equal(await store.calls(id, 1), [call(id, 1, { superstep: 1 })]);
+      equal(await store.calls(id, 5), []);
+      equal(await store.calls(uid(), 0), []);
+    });
+
+    it('a cut-off segment is refused, and nothing of its batch is written', async () => {
+      const store = await make();
+      const id = uid();
+      await store.save(cp(id, 0));
+      await store.save(cp(id, 1, { segment: 2 })); // a recoverer claimed
+      await rejectsWith(
+        store.recordCall(id, 1, [call(id, 1)]),
+        CheckpointConflict,
+      );
+      equal(await store.calls(id, 0), []);
+    });
+
+    it('a save carrying calls of a cut-off segment is refused whole', async () => {
+      const store = await make();
+      const id = uid();
+      await store.save(cp(id, 0));
+      await store.save(cp(id, 1, { segment: 2 }));
+      await rejectsWith(
+        store.save(cp(id, 2, { segment: 2 }), {
+          calls: [call(id, 1, { segment: 1 })],
+        }),
+        CheckpointConflict,
+      );
+      assert.strictEqual((await store.latest(id))?.step, 1);
+      equal(await store.calls(id, 0), []);
+    });
+
+    it('a duplicate (segment, superstep, seq) is refused and the whole batch is not written', async () => {
+      const store = await make();
+      const id = uid();
+      await store.save(cp(id, 0));
+      await store.recordCall(id, 1, [call(id, 1)]);
+      await rejectsWith(
+        store.recordCall(id, 1, [
+          call(id, 2),
+          call(id, 1, { sealed: 'again' }),
+        ]),
+        CheckpointConflict,
+      );
+      equal(
+        (await store.calls(id, 0)).map((c) => c.sealed),
+        [`call-${id}-1`],
+      );
+    });
+
+    it("a save carries records of its superstep and the next (a callsFirst node's started record)", async () => {
+      const store = await make();
+      const id = uid();
+      await store.save(cp(id, 0));
+      await store.recordCall(id, 1, [call(id, 1)]);
+      await store.save(cp(id, 1), {
+        calls: [call(id, 2), call(id, 1, { superstep: 1 })],
+      });
+      equal(
+        (await store.calls(id, 0)).map((c) => c.seq),
+        [1, 2],
+      );
+      equal(
+        (await store.calls(id, 1)).map((c) => c.seq),
+        [1],
+      );
+      assert.strictEqual((await store.head(id))?.calls, 3);
+    });
+
+    it('batches of thousands of records: written whole, or refused whole for a duplicate at the end', async () => {
+      const store = await make();
+      const id = uid();
+      await store.save(cp(id, 0));
+      const batch = (from: number, count: number, superstep = 0) =>
+        Array.from({ length: count }, (_, i) =>
+          call(id, from + i, { superstep }),
+        );
+      await store.recordCall(id, 1, batch(1, 2500));
+      await store.save(cp(id, 1), { calls: batch(1, 1200, 1) });
+      assert.strictEqual((await store.calls(id, 0)).length, 2500);
+      equal(
+        (await store.calls(id, 1)).map((c) => c.seq),
+        batch(1, 1200).map((c) => c.seq),
+      );
+      // Its last record is already stored: nothing of the batch is written.
+      await rejectsWith(
+        store.recordCall(id, 1, [
+          ...batch(1201, 1500, 1),
+          call(id, 1200, { superstep: 1 }),
+        ]),
+        CheckpointConflict,
+      );
+      assert.strictEqual((await store.calls(id, 1)).length, 1200);
+      assert.strictEqual((await store.head(id))?.calls, 3700);
+    });
+
+    it('no call is recorded for an unknown, paused or ended run', async () => {
+      const store = await make();
+      await rejectsWith(
+        store.recordCall(uid(), 1, [call('x', 1)]),
+        CheckpointConflict,
+      );
+      for (const status of ['paused', 'done', 'failed'] as RunStatus[]) {
+        const id = uid();
+        await store.save(cp(id, 0));
+        await store.save(cp(id, 1, { status }));
+        await rejectsWith(
+          store.recordCall(id, 1, [call(id, 1)]),
+          CheckpointConflict,
+        );
+      }
+    });
+  });
+}

@@ -1,0 +1,70 @@
+import {
+  CheckpointStore,
+  type CallRecord,
+  type CheckpointRecord,
+  type HistoryPage,
+  type ListQuery,
+  type ListUnfinishedOptions,
+  type RunHead,
+  type RunPage,
+  type SaveOptions,
+} from '../exec/checkpoints/checkpoint-store';
+
+/**
+ * A store that passes every call through to `inner`: the base of every test wrapper (fault
+ * injectors, counters, delayers), which overrides only what it changes.
+ */
+export class ForwardingStore extends CheckpointStore {
+  constructor(readonly inner: CheckpointStore) {
+    super();
+  }
+
+  get shared(): boolean {
+    return this.inner.shared;
+  }
+
+  save(checkpoint: CheckpointRecord, options?: SaveOptions): Promise<void> {
+    return this.inner.save(checkpoint, options);
+  }
+  latest(runId: string): Promise<CheckpointRecord | undefined> {
+    return this.inner.latest(runId);
+  }
+  listUnfinished(
+    flow: string,
+    options?: ListUnfinishedOptions,
+  ): Promise<RunHead[]> {
+    return this.inner.listUnfinished(flow, options);
+  }
+  delete(runId: string): Promise<boolean> {
+    return this.inner.delete(runId);
+  }
+  recordCall(
+    runId: string,
+    segment: number,
+    records: CallRecord[],
+  ): Promise<void> {
+    return this.inner.recordCall(runId, segment, records);
+  }
+  calls(runId: string, superstep: number): Promise<CallRecord[]> {
+    return this.inner.calls(runId, superstep);
+  }
+  list(query?: ListQuery): Promise<RunPage> {
+    return this.inner.list(query);
+  }
+  history(runId: string): Promise<HistoryPage> {
+    return this.inner.history(runId);
+  }
+  head(runId: string): Promise<RunHead | undefined> {
+    return this.inner.head(runId);
+  }
+  renewLeases(
+    owner: string,
+    leaseExpiresAt: number,
+    runIds: readonly string[],
+  ): Promise<number> {
+    return this.inner.renewLeases(owner, leaseExpiresAt, runIds);
+  }
+  close(): Promise<void> {
+    return this.inner.close();
+  }
+}
