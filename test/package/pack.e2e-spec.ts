@@ -513,7 +513,10 @@ describe('agent-adapter as a packed npm package', () => {
     expect(dist.filter((f) => !/\.(js|d\.ts|js\.map)$/.test(f))).toEqual([]);
     expect(dist.filter((f) => /\.spec\./.test(f))).toEqual([]);
     const stems = (ext: string) =>
-      dist.filter((f) => f.endsWith(ext)).map((f) => f.slice(0, -ext.length));
+      dist
+        .filter((f) => f.endsWith(ext))
+        .map((f) => f.slice(0, -ext.length))
+        .sort();
     const modules = stems('.js');
     expect(modules).toEqual(
       expect.arrayContaining([

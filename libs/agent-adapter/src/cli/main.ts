@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 /**
- * The operator CLI: `npx agent-adapter runs <command>` (see `--help` and the README's "Operator
- * CLI"). Framework-free: it loads no @nestjs package, and only the driver of the store it opens.
+ * The operator CLI: `npx agent-adapter runs <command>` (see `--help` and docs/cli.md).
+ * Framework-free: it loads no @nestjs package, and only the driver of the store it opens.
  */
 import { runCli } from './program';
 

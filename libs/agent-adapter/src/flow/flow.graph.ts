@@ -155,7 +155,7 @@ export function compileFlow<S extends object>(
   }
 
   // The digest covers everything that decides which node runs when and what it calls; code inside
-  // functions cannot be hashed reliably, so keep it deterministic (see the README).
+  // functions cannot be hashed reliably, so keep it deterministic (see docs/flows.md).
   const shape = {
     v: 1,
     flow: flow.name,

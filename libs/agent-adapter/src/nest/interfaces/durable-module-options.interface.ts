@@ -57,7 +57,7 @@ export interface DurableModuleOptions extends Omit<
  * tool calls, and approving, denying or rerunning in-doubt calls. Off unless given.
  *
  * Its actions are refused unless they come from its own page (same origin, JSON body, the page's
- * CSRF token), and every response carries a strict Content-Security-Policy; see the README.
+ * CSRF token), and every response carries a strict Content-Security-Policy; see docs/nest.md, "The run viewer".
  * @publicApi
  */
 export interface DurableViewerOptions {

@@ -1,22 +1,10 @@
 /** The ioredis client the Redis store drives: its type, the store's scripts on it, closing it. */
 // Type-only: the user's factory creates the client, so `require('agent-adapter')` never loads ioredis.
 import type { Cluster, Redis } from 'ioredis';
+import type { RedisClientLike } from './redis.client-like';
 import { REDIS_SCRIPTS } from './redis.scripts';
 
 export type RedisClient = Redis | Cluster;
-
-/**
- * An ioredis client (`new Redis(url)` or `new Cluster(nodes)`), typed by the two methods the
- * store needs at construction so these typings do not require ioredis to be installed.
- * @publicApi
- */
-export interface RedisClientLike {
-  defineCommand(
-    name: string,
-    definition: { lua: string; numberOfKeys?: number },
-  ): void;
-  quit(): Promise<unknown>;
-}
 
 /** The client the factory makes, with every script of the store defined on it. */
 export function connectWithScripts(

@@ -24,8 +24,8 @@ import {
   quitOrDrop,
   runScript,
   type RedisClient,
-  type RedisClientLike,
 } from './redis.client';
+import type { RedisClientLike } from './redis.client-like';
 import { renewOwnedRuns, withOwnerLeases } from './redis.leases';
 import {
   byCallKey,
@@ -42,7 +42,7 @@ import {
   type Reply,
 } from './redis.scripts';
 
-export type { RedisClientLike } from './redis.client';
+export type { RedisClientLike } from './redis.client-like';
 
 export interface RedisCheckpointStoreOptions {
   /** Every key of a run expires this long after the run's last write; never while it is paused. */
