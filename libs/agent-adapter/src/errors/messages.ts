@@ -83,12 +83,22 @@ export const Messages = {
       : `"${option}" must be an integer of at least ${min}, got ${shown(value)}.`,
   badApprovals: () =>
     'approvals must be an ApprovalPort: an object with a decide(request) method.',
+  badLogger: () =>
+    'logger must be a DurableLogger: an object with warn(message, ...meta) and error(message, ...meta) methods.',
+  listenerThrew: (event: string) =>
+    `agent-adapter: a "${event}" listener threw`,
+  savedListenerFailed: () =>
+    'agent-adapter: a checkpoint.saved listener failed',
+  renewalFailed: (workerId: string) =>
+    `agent-adapter: lease renewal failed for worker ${workerId}`,
   badCanResume: () =>
     'canResume must be a function (request) => boolean | Promise<boolean>.',
   notInRun: () =>
     `idempotencyKey() was called outside a durable run's tool call, so there is no key to give: it gives one only while a run executes a tool (a @Tool method called from a node, or a function registered on the ToolRegistry and called through ctx.call or Call()), never a made-up one. Code that may also run outside a run (a @Tool method called directly, a node's own code) should check inRun() and, outside a run, pass its caller's own key: inRun() ? idempotencyKey() : key.`,
   parked: (runId: string, recoveries: number, superstep: number) =>
     `Run "${runId}" was recovered ${recoveries} time(s) without completing superstep ${superstep} (maxRecoveryAttempts), so it was parked as failed instead of being recovered again. Find out why its workers stop there (npx agent-adapter runs inspect ${runId}), then fork it (runs fork ${runId} --from-step N) to run it again.`,
+  maxSteps: (runId: string, maxSteps: number) =>
+    `Run "${runId}": the model was called ${maxSteps} time(s), its maxSteps, and still asked for tools, so the loop stopped before another model call. The history so far is in the result: start a new run with it (and a higher maxSteps) to go on.`,
   installCommand: (install: readonly string[]) =>
     `npm install ${install.join(' ')}`,
   packagesMissing: (

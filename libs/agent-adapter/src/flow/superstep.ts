@@ -1,4 +1,4 @@
-import { FlowError } from '../errors';
+import { asError, FlowError } from '../errors';
 import {
   nodeStorage,
   type NodeScope,
@@ -197,7 +197,7 @@ export async function runFrontier<S extends object>(
 
 /** An error as a checkpoint seals it: name, message and the node it came from. */
 export function sealError(error: unknown, node?: string): SealedError {
-  const e = error instanceof Error ? error : new Error(String(error));
+  const e = asError(error);
   return {
     name: e.name,
     message: e.message,

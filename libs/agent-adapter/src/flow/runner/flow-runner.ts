@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import {
+  asError,
   CheckpointConflict,
   CheckpointNotFound,
   FlowError,
@@ -82,6 +83,7 @@ export class FlowRunner {
       this.store,
       this.workerId,
       this.settings.leaseMs,
+      this.settings.logger,
     );
     this.driver = new SegmentDriver(this.settings, executor, this.leases);
   }
@@ -368,7 +370,7 @@ export class FlowRunner {
       );
       return [runId, result];
     } catch (error) {
-      return [runId, error instanceof Error ? error : new Error(String(error))];
+      return [runId, asError(error)];
     }
   }
 

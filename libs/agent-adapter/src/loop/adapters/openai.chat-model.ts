@@ -8,7 +8,7 @@ import type {
   JsonObject,
   ToolCall,
 } from '../chat-model';
-import { ChatModelError } from '../loop.errors';
+import { ChatModelError } from '../../errors';
 
 /** @publicApi */
 export interface OpenAIChatModelOptions {
