@@ -116,6 +116,39 @@ export const Messages = {
       ? `${context} needs ${list}, which is not installed. Install it: ${command}`
       : `${context} needs ${list}, which are not installed. Install them: ${command}`;
   },
+  // Setup: tool registration, store and model options (DurableSetupError).
+  toolName: (name: unknown) =>
+    `Tool name ${JSON.stringify(name)} is invalid: use 1-128 letters, digits, "_", ".", ":" or "-".`,
+  toolHandler: (tool: string) =>
+    `Tool "${tool}": the handler must be a function.`,
+  toolTwice: (tool: string) =>
+    `Tool "${tool}" is already registered; tool names must be unique.`,
+  toolUnknown: (tool: string, known: readonly string[]) =>
+    `Tool "${tool}" is not registered. Registered tools: ${known.join(', ') || '(none)'}.`,
+  toolOption: (tool: string, option: string, rule: string, got: string) =>
+    `Tool "${tool}": ${option} must be ${rule}, got ${got}.`,
+  tablePrefix: (prefix: string) =>
+    `tablePrefix "${prefix}" may only contain letters, digits and "_" (at most 30).`,
+  schemaOnSqlite: () =>
+    'The schema option is for Postgres; on SQLite use tablePrefix.',
+  schemaName: (schema: string) =>
+    `schema "${schema}" must be a plain identifier (letters, digits, "_").`,
+  sqlType: (type: unknown) =>
+    `SQLCheckpointStore supports TypeORM type "postgres" or "better-sqlite3", not "${String(type)}".`,
+  sqlitePath: () =>
+    'SQLiteCheckpointStore(path): give the database file path (":memory:" is one process only).',
+  openAIOption: (
+    option: 'baseUrl' | 'model' | 'timeoutMs' | 'maxRetries',
+  ): string =>
+    `OpenAIChatModel: ${
+      {
+        baseUrl:
+          'baseUrl must be an http(s) URL, e.g. "http://localhost:11434/v1"',
+        model: 'model must be a model name',
+        timeoutMs: 'timeoutMs must be a positive integer',
+        maxRetries: 'maxRetries must be an integer ≥ 0',
+      }[option]
+    }.`,
   invalidRunId: (runId: unknown) =>
     `Run id ${shown(runId)} is invalid: use 1-200 letters, digits, "_", ".", ":", "@" or "-".`,
   badWorkerId: (workerId: unknown, max: number) =>

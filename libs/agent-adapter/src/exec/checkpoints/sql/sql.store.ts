@@ -1,7 +1,9 @@
 import {
   CheckpointStoreUnavailable,
+  DurableSetupError,
   type CheckpointConflict,
 } from '../../../errors';
+import { Messages } from '../../../errors/messages';
 import { requireFeatures } from '../../../peers/optional-packages';
 import {
   CheckpointStore,
@@ -97,9 +99,7 @@ export class SQLCheckpointStore extends CheckpointStore {
     this.options = options;
     const type = isDataSource(source) ? source.options.type : source.type;
     if (type !== 'postgres' && type !== 'better-sqlite3') {
-      throw new TypeError(
-        `SQLCheckpointStore supports TypeORM type "postgres" or "better-sqlite3", not "${type}".`,
-      );
+      throw new DurableSetupError(Messages.sqlType(type));
     }
     sqlNames(type === 'postgres' ? 'postgres' : 'sqlite', options); // validates the names now
     // A DataSource the store makes needs typeorm and the driver: checked now (resolved, not
