@@ -84,11 +84,7 @@ export class InvalidFlowState extends FlowError {
   readonly violations: StateViolation[];
 
   constructor(flow: string, violations: StateViolation[]) {
-    super(
-      `Invalid state for flow "${flow}": ${violations
-        .map((v) => `${v.path}: ${v.messages.join('; ')}`)
-        .join(' | ')}. Nothing was stored; fix the input and start again.`,
-    );
+    super(Messages.invalidState(flow, violations));
     this.violations = violations;
   }
 }
@@ -125,10 +121,7 @@ export class ToolFailed extends DurableError {
  */
 export class RunPaused extends DurableError {
   constructor(runId: string, tool: string) {
-    super(
-      `Run "${runId}" paused: "${tool}" waits for an approval. Resume it with resume(flow, runId, { approved }).`,
-      runId,
-    );
+    super(Messages.paused(runId, tool), runId);
   }
 }
 
@@ -148,9 +141,7 @@ export class UnsealableValue extends DurableError {
   readonly path: string;
 
   constructor(path: string, why: string) {
-    super(
-      `The value at ${path} cannot be stored durably: ${why}. Use plain JSON data (objects, arrays, strings, finite numbers, booleans, null).`,
-    );
+    super(Messages.unsealable(path, why));
     this.path = path;
   }
 }
@@ -243,7 +234,7 @@ export class RunCancelled extends DurableError {
   readonly reason?: string;
 
   constructor(runId: string, by: string, reason?: string) {
-    super(`cancelled by operator (${by})${reason ? `: ${reason}` : ''}`, runId);
+    super(Messages.cancelled(by, reason), runId);
     this.by = by;
     if (reason !== undefined) this.reason = reason;
   }
@@ -260,11 +251,7 @@ export class InvalidToolArguments extends DurableError {
   readonly violations: StateViolation[];
 
   constructor(tool: string, violations: StateViolation[]) {
-    super(
-      `Invalid arguments for tool "${tool}": ${violations
-        .map((v) => `${v.path}: ${v.messages.join('; ')}`)
-        .join(' | ')}. The tool did not run.`,
-    );
+    super(Messages.invalidToolArguments(tool, violations));
     this.tool = tool;
     this.violations = violations;
   }

@@ -116,6 +116,94 @@ export const Messages = {
       ? `${context} needs ${list}, which is not installed. Install it: ${command}`
       : `${context} needs ${list}, which are not installed. Install them: ${command}`;
   },
+  // Flow definitions (FlowError, when the flow is built or compiled) and what nodes do.
+  flowName: (name: unknown) =>
+    `Flow name ${JSON.stringify(name)} is invalid: use 1-128 letters, digits, "_", ".", ":" or "-".`,
+  flowMaxVisits: (flow: string, maxVisits: unknown) =>
+    `Flow "${flow}": maxVisits must be a positive integer, got ${String(maxVisits)}.`,
+  flowKind: (flow: string, kind: unknown) =>
+    `Flow "${flow}": kind must be 'flow' or 'loop', got ${JSON.stringify(kind)}.`,
+  nodeName: (flow: string, name: unknown) =>
+    `Flow "${flow}": node name ${JSON.stringify(name)} is invalid.`,
+  nodeTwice: (flow: string, node: string) =>
+    `Flow "${flow}": node "${node}" is defined twice.`,
+  nodeSpec: (flow: string, node: string) =>
+    `Flow "${flow}": node "${node}" must be a function or Call(...).`,
+  nodeMaxVisits: (flow: string, node: string) =>
+    `Flow "${flow}": node "${node}" maxVisits must be a positive integer.`,
+  nodeCallsFirst: (flow: string, node: string) =>
+    `Flow "${flow}": node "${node}" callsFirst must be true or false.`,
+  routeFunction: (flow: string, from: string) =>
+    `Flow "${flow}": route from "${from}" needs a function.`,
+  routeTwice: (flow: string, from: string) =>
+    `Flow "${flow}": node "${from}" has two routes; use one route returning several targets.`,
+  reducerFunction: (flow: string, key: string) =>
+    `Flow "${flow}": reducer for "${key}" must be a function.`,
+  flowFrozen: (flow: string) =>
+    `Flow "${flow}" is already in use (its digest is fixed); build a new Flow to change it.`,
+  callTool: () => 'Call(tool): the tool name must be a non-empty string.',
+  graphProblem: (flow: string, problem: string) =>
+    `Flow "${flow}": ${problem}.`,
+  stateNotObject: (flow: string) =>
+    `Flow "${flow}": the stored state is not an object.`,
+  nodeReturned: (flow: string, node: string, update: unknown) =>
+    `Flow "${flow}": node "${node}" returned ${Array.isArray(update) ? 'an array' : typeof update}; a node returns an object of the state keys it changes, or nothing.`,
+  bothWrote: (flow: string, earlier: string, node: string, key: string) =>
+    `Flow "${flow}": nodes "${earlier}" and "${node}" both wrote "${key}" in one superstep; declare a reducer for "${key}" or write it from one node.`,
+  routePicked: (
+    flow: string,
+    node: string,
+    target: unknown,
+    targets: readonly string[],
+  ) =>
+    `Flow "${flow}": the route from "${node}" picked "${String(target)}", which is not one of its declared targets (${targets.join(', ')}).`,
+  invalidState: (
+    flow: string,
+    violations: ReadonlyArray<{ path: string; messages: string[] }>,
+  ) =>
+    `Invalid state for flow "${flow}": ${violationsText(violations)}. Nothing was stored; fix the input and start again.`,
+  invalidToolArguments: (
+    tool: string,
+    violations: ReadonlyArray<{ path: string; messages: string[] }>,
+  ) =>
+    `Invalid arguments for tool "${tool}": ${violationsText(violations)}. The tool did not run.`,
+  paused: (runId: string, tool: string) =>
+    `Run "${runId}" paused: "${tool}" waits for an approval. Resume it with resume(flow, runId, { approved }).`,
+  cancelled: (by: string, reason?: string) =>
+    `cancelled by operator (${by})${reason ? `: ${reason}` : ''}`,
+  unsealable: (path: string, why: string) =>
+    `The value at ${path} cannot be stored durably: ${why}. Use plain JSON data (objects, arrays, strings, finite numbers, booleans, null).`,
+  // Keys and encryption (CheckpointKeyError).
+  encryptedUnknownKey: (runId: string, what: string, id: string) =>
+    `Run "${runId}": the ${what} is encrypted with key id "${id}", which is not in this worker's encryption key ring. Give every worker the same encryptionKey (add an old key to its previous keys after a rotation). Nothing was changed.`,
+  noEncryptionKey: (runId: string, what: string) =>
+    `Run "${runId}": the ${what} is encrypted, and this worker has no encryption key. Give it the same encryptionKey as the workers that wrote the run. Nothing was changed.`,
+  encryptedUnreadable: (runId: string, what: string, why: string) =>
+    `Run "${runId}": the ${what} cannot be read: ${why}. Nothing was run from it.`,
+  keyId: (id: string) =>
+    `Key id "${id}" may only contain letters, digits, "_" and "-".`,
+  // Stores (CheckpointStoreUnavailable; a bad option is DurableSetupError).
+  foreignTables: (runs: string) =>
+    `${runs} exists but the agent-adapter meta table does not: these tables were not made by agent-adapter. Use another tablePrefix/schema. Nothing was changed.`,
+  storeClosed: (store: string) => `This ${store} was closed.`,
+  cannotConnect: (store: string, what: string, why: string) =>
+    `${store} cannot connect to the ${what}: ${why}. Check the connection options and that the server is up.`,
+  tablesMissing: (runs: string) =>
+    `The agent-adapter tables (${runs}, ...) are missing or unreadable. Run the shipped migrations (agentAdapterMigrations()) or create the store with createTables: true.`,
+  tablesUnversioned: (runs: string) =>
+    `The agent-adapter tables (${runs}, ...) carry no schema version (made by TypeORM synchronize from agentAdapterEntities(), or by something else). Open the store once with createTables: true to stamp them, run the shipped migrations instead, or use another tablePrefix/schema. Nothing was changed.`,
+  tablesVersion: (runs: string, found: string, uses: number) =>
+    `The agent-adapter tables (${runs}, ...) have schema version ${found}, but this version of agent-adapter uses ${uses}. They were made by another version: use a matching agent-adapter, or another tablePrefix/schema. Nothing was changed.`,
+  sqliteSharedTransaction: () =>
+    'The SQLite connection the store shares has a transaction open (an application transaction on the same DataSource). A checkpoint written inside it could be rolled back after the fact: give the store its own connection (new SQLiteCheckpointStore(path) or a DataSource of its own).',
+  redisPrefix: (prefix: string) =>
+    `RedisCheckpointStore: prefix "${prefix}" must be non-empty, without "{", "}" or ":" (they would break the hash tags that keep a run in one slot, or let two tenants share keys).`,
+  redisRunId: (runId: string) =>
+    `RedisCheckpointStore: run id "${runId}" must not contain "{" or "}" (they would break the hash tag that keeps the run in one slot).`,
+  // Call-time argument checks (TypeError: see errors.ts).
+  ctxField: (key: string) => `ctx.${key} must be a string.`,
+  badDecision: () =>
+    'resume(flow, runId, decision): decision.approved must be true or false.',
   // Setup: tool registration, store and model options (DurableSetupError).
   toolName: (name: unknown) =>
     `Tool name ${JSON.stringify(name)} is invalid: use 1-128 letters, digits, "_", ".", ":" or "-".`,
@@ -161,6 +249,15 @@ export const Messages = {
   unknownKeyId: (kid: string) =>
     `No key with id "${kid}" is in the checkpoint key ring. Add the old key to the ring's previous keys (checkpointKey: { current, previous: [old] }) so runs signed with it can still be verified.`,
 } as const;
+
+/** Class-validator violations as one line: `path: message; message | path: ...`. */
+function violationsText(
+  violations: ReadonlyArray<{ path: string; messages: string[] }>,
+): string {
+  return violations
+    .map((v) => `${v.path}: ${v.messages.join('; ')}`)
+    .join(' | ');
+}
 
 /** A value as a message quotes it: a string as JSON (a long one cut short), else its kind. */
 function shown(value: unknown): string {

@@ -199,9 +199,7 @@ export class FlowRunner {
   ): Promise<RunResult<S>> {
     checkRunId(runId);
     if (typeof decision?.approved !== 'boolean') {
-      throw new TypeError(
-        'resume(flow, runId, decision): decision.approved must be true or false.',
-      );
+      throw new TypeError(Messages.badDecision());
     }
     const compiled = flow.compile();
     const { head, cp, identity } = await this.readLatest(

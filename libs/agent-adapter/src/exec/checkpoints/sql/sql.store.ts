@@ -1,4 +1,5 @@
 import {
+  asError,
   CheckpointStoreUnavailable,
   DurableSetupError,
   type CheckpointConflict,
@@ -112,7 +113,9 @@ export class SQLCheckpointStore extends CheckpointStore {
   private open() {
     if (this.closed)
       return Promise.reject(
-        new CheckpointStoreUnavailable('This SQLCheckpointStore was closed.'),
+        new CheckpointStoreUnavailable(
+          Messages.storeClosed('SQLCheckpointStore'),
+        ),
       );
     return (this.engine ??= this.connect().catch((error: unknown) => {
       this.engine = undefined; // a later call may try again (the database may come back)
@@ -131,7 +134,11 @@ export class SQLCheckpointStore extends CheckpointStore {
         await dataSource.initialize();
       } catch (error) {
         throw new CheckpointStoreUnavailable(
-          `SQLCheckpointStore cannot connect to the ${dialect} database: ${(error as Error).message}. Check the connection options and that the server is up.`,
+          Messages.cannotConnect(
+            'SQLCheckpointStore',
+            `${dialect} database`,
+            asError(error).message,
+          ),
           undefined,
           { cause: error },
         );
