@@ -1,6 +1,15 @@
 import { DurableError } from './durable.error';
 import { Messages } from './messages';
 
+/*
+ * The core's errors (naming rule: see DurableError). Misuse found when something is built (options,
+ * tool registration, store and model construction) is DurableSetupError; a flow definition's is
+ * FlowError. A wrong argument at call time (a run id, a ctx field, a resume decision, chat
+ * messages, a redis run id with braces) stays a plain TypeError on purpose: it is the caller's bug
+ * at that call, the way a built-in reports one, it is thrown before anything is read or written,
+ * and callers (run-id-arg in the CLI) rely on `instanceof TypeError` to tell it from a store error.
+ */
+
 /**
  * The run's owner may be alive: its lease has not expired. `recoverAll` reports such runs instead
  * of taking them; try again after `until` (epoch ms), or force it if that worker is gone.
