@@ -35,6 +35,14 @@ export const CliMessages = {
     `Run "${runId}" moved while it was being cancelled (read at step ${expected}, now at step ${step}, ${status}): nothing was written. Look at it again (runs show) before deciding.`,
   cancelEnded: (runId: string, status: string) =>
     `Run "${runId}" has already ended (${status}); there is nothing to cancel.`,
+  // cli/program.ts uses these.
+  noStore: (env: string, help: string) =>
+    `No store: give --store <url> or set $${env}. Store URLs:\n${help}`,
+  verifyOneOf: () =>
+    'runs verify: give exactly one of <id>, --all or --bundle <file>.',
+  cannotRead: (file: string, why: string) => `Cannot read ${file}: ${why}`,
+  notJson: (file: string, why: string) =>
+    `${file} is not JSON (${why}): not an audit bundle.`,
   redisUnreachable: (where: string, why: string) =>
     `cannot connect to Redis at ${where}: ${why}. Check the URL and that the server is up.`,
   redisEmpty: (prefix: string, where: string) =>

@@ -200,7 +200,26 @@ export const Messages = {
     `RedisCheckpointStore: prefix "${prefix}" must be non-empty, without "{", "}" or ":" (they would break the hash tags that keep a run in one slot, or let two tenants share keys).`,
   redisRunId: (runId: string) =>
     `RedisCheckpointStore: run id "${runId}" must not contain "{" or "}" (they would break the hash tag that keeps the run in one slot).`,
+  // What nodes and models do at run time (executor.ts, tool-loop.ts use these).
+  lateCall: (node: string, tool: string) =>
+    `Node "${node}" called tool "${tool}" after its superstep ended. Await every ctx.call before the node returns.`,
+  unregisteredTool: (node: string, tool: string) =>
+    `Node "${node}" called tool "${tool}", which is not registered. Register it on the ToolRegistry the Executor was given.`,
+  approvalPolicyAnswer: (tool: string, answer: unknown) =>
+    `Tool "${tool}": the approval policy returned ${answer instanceof Promise ? 'a promise' : (JSON.stringify(answer) ?? String(answer))}; it must return true or false, synchronously.`,
+  loopNeedsModel: () => 'A tool loop needs a ChatModel (with complete()).',
+  loopOtherMessages: (runId: string) =>
+    `Run "${runId}" exists and started with other messages: a run id names one conversation. To go on from a finished run, start a new run (another id) with its messages and the new ones; to resume a paused one, pass the messages it started with (or none).`,
+  loopRunning: (runId: string) =>
+    `Run "${runId}" exists and is running: another worker drives it, or a crash cut it short. Recover it with recoverToolLoop (a worker on startup does), or use another run id.`,
+  replyNotMessage: (why: string) =>
+    `The model's reply is not a chat message: ${why}`,
+  replyRole: (role: string) =>
+    `The model's reply has role "${role}"; a reply is an assistant message.`,
   // Call-time argument checks (TypeError: see errors.ts).
+  loopMaxSteps: (value: unknown) =>
+    `maxSteps must be a positive integer, got ${String(value)}.`,
+  loopNoMessages: () => 'messages: a new run needs at least one message.',
   ctxField: (key: string) => `ctx.${key} must be a string.`,
   badDecision: () =>
     'resume(flow, runId, decision): decision.approved must be true or false.',
