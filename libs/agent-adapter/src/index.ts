@@ -7,6 +7,7 @@ export { Call, END } from './flow/call-node';
 export type { CallNode } from './flow/call-node';
 export { FlowRunner } from './flow/runner/flow-runner';
 export type { FlowRunnerOptions } from './flow/runner/flow-runner.options';
+export type { DurableLogger } from './observability/logger';
 export type {
   FlowOptions,
   FlowNodeOptions,
@@ -139,7 +140,7 @@ export type {
 } from './loop/chat-model';
 export { OpenAIChatModel } from './loop/adapters/openai.chat-model';
 export type { OpenAIChatModelOptions } from './loop/adapters/openai.chat-model';
-export { ChatModelError, MaxStepsExceeded } from './loop/loop.errors';
+export { ChatModelError, MaxStepsExceeded } from './errors';
 
 // Tool policies, approval policies, the synchronous approval port, resume authorization.
 export { ToolTimeout } from './errors';

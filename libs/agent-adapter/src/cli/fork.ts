@@ -9,6 +9,7 @@ import { openCheckpoint } from '../exec/durable/records';
 import { SegmentWriter } from '../exec/durable/segment-writer';
 import { forkCheckpoint, newIncarnation } from '../flow/runner/run-transitions';
 import { CliError } from './cli.error';
+import { CliMessages } from './cli.messages';
 import { cancelRun, operatorId, type CancelResult } from './operations';
 import { runIdArg } from './run-id-arg';
 
@@ -62,21 +63,15 @@ export async function forkRun(
   const record = history.checkpoints.find((c) => c.step === step);
   if (!record) {
     const steps = history.checkpoints.map((c) => c.step);
-    throw new CliError(
-      `Run "${runId}" has no checkpoint at step ${step} (it has steps ${Math.min(...steps)} to ${Math.max(...steps)}).`,
-    );
+    throw new CliError(CliMessages.noCheckpointAt(runId, step, steps));
   }
   const cp = openCheckpoint(ring, record);
   if (cp.frontier.length === 0) {
-    throw new CliError(
-      `Checkpoint ${step} of run "${runId}" has no node left to run (the run was done there); fork an earlier step.`,
-    );
+    throw new CliError(CliMessages.nothingToFork(runId, step));
   }
   const source = await sourceState(store, ring, runId);
   if (!source.ended && !options.cancelSource) {
-    throw new CliError(
-      `Run "${runId}" has not finished (${source.status}): its workers could still drive it, and a fork is a second run with new idempotency keys, so every side effect both runs make would happen twice (no provider can deduplicate them). Nothing was written. Fork with --cancel-source to cancel the source first (as runs cancel does), or cancel it yourself, then fork.`,
-    );
+    throw new CliError(CliMessages.forkUnfinished(runId, source.status));
   }
   if (await store.head(newRunId)) throw alreadyExists(newRunId);
   let cancelled: CancelResult | undefined;
@@ -110,7 +105,7 @@ export async function forkRun(
         : (error as Error);
     if (!cancelled) throw why;
     throw new CliError(
-      `Run "${runId}" was cancelled (failed checkpoint at step ${cancelled.step}), but the fork was not written: ${why.message} Run fork again (the source has ended, so --cancel-source is no longer needed).`,
+      CliMessages.forkAfterCancel(runId, cancelled.step, why.message),
       why instanceof CliError ? why.exitCode : 3,
     );
   }
@@ -124,9 +119,7 @@ export async function forkRun(
 }
 
 function alreadyExists(runId: string): CliError {
-  return new CliError(
-    `Run "${runId}" already exists; choose another id for the fork (--run-id).`,
-  );
+  return new CliError(CliMessages.forkExists(runId));
 }
 
 /**

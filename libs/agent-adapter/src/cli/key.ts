@@ -1,6 +1,7 @@
 import { KeyRing, type KeyRingOptions } from '../exec/durable/key-ring';
-import { CheckpointKeyError } from '../errors';
+import { asError, CheckpointKeyError } from '../errors';
 import { CliError } from './cli.error';
+import { CliMessages } from './cli.messages';
 
 export const KEY_ENV = 'CHECKPOINT_KEY';
 /** The payload encryption key, when the workers encrypt at rest (same forms as the key). */
@@ -15,9 +16,7 @@ export const ENCRYPTION_KEY_ENV = 'CHECKPOINT_ENCRYPTION_KEY';
 export function keyRingFromEnv(env: NodeJS.ProcessEnv): KeyRing {
   const raw = env[KEY_ENV];
   if (raw === undefined || raw === '') {
-    throw new CliError(
-      `${KEY_ENV} is not set: give the checkpoint key the workers use (the secret, or a JSON key ring {"current": ..., "previous": [...]}). It is needed to verify and to sign rows.`,
-    );
+    throw new CliError(CliMessages.keyNotSet(KEY_ENV));
   }
   const ring = ringOf(KEY_ENV, raw);
   // Workers that encrypt payloads at rest: the same encryption key reads (and writes) them.
@@ -27,7 +26,7 @@ export function keyRingFromEnv(env: NodeJS.ProcessEnv): KeyRing {
     return ring.withEncryption(ringOf(ENCRYPTION_KEY_ENV, encryption));
   } catch (error) {
     if (error instanceof CheckpointKeyError)
-      throw new CliError(`${ENCRYPTION_KEY_ENV}: ${error.message}`);
+      throw new CliError(CliMessages.keyOf(ENCRYPTION_KEY_ENV, error.message));
     throw error;
   }
 }
@@ -38,16 +37,14 @@ function ringOf(name: string, raw: string): KeyRing {
     try {
       options = JSON.parse(raw) as KeyRingOptions;
     } catch (error) {
-      throw new CliError(
-        `${name} looks like a JSON key ring but is not valid JSON (${(error as Error).message}).`,
-      );
+      throw new CliError(CliMessages.keyRingJson(name, asError(error).message));
     }
   }
   try {
     return KeyRing.from(options);
   } catch (error) {
     if (error instanceof CheckpointKeyError)
-      throw new CliError(`${name}: ${error.message}`);
+      throw new CliError(CliMessages.keyOf(name, error.message));
     throw error;
   }
 }

@@ -22,6 +22,7 @@ import {
 import { SegmentWriter } from '../exec/durable/segment-writer';
 import { cancelCheckpoint } from '../flow/runner/run-transitions';
 import { CliError } from './cli.error';
+import { CliMessages } from './cli.messages';
 
 /** Who writes an operator's checkpoints, in the head's `owner` column. */
 export function operatorId(): string {
@@ -181,7 +182,12 @@ export async function cancelRun(
     if (!head || !record) throw new CheckpointNotFound(runId);
     if (options.expectStep !== undefined && head.step !== options.expectStep)
       throw new CliError(
-        `Run "${runId}" moved while it was being cancelled (read at step ${options.expectStep}, now at step ${head.step}, ${head.status}): nothing was written. Look at it again (runs show) before deciding.`,
+        CliMessages.movedWhileCancelling(
+          runId,
+          options.expectStep,
+          head.step,
+          head.status,
+        ),
       );
     if (record.step !== head.step) {
       if (attempt >= 5)
@@ -190,9 +196,7 @@ export async function cancelRun(
     }
     const cp = openCheckpoint(ring, record);
     if (cp.status === 'done' || cp.status === 'failed') {
-      throw new CliError(
-        `Run "${runId}" has already ended (${cp.status}); there is nothing to cancel.`,
-      );
+      throw new CliError(CliMessages.cancelEnded(runId, cp.status));
     }
     const next = cancelCheckpoint(cp, {
       name: cancelled.name,

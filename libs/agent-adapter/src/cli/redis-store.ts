@@ -6,6 +6,7 @@ import {
 import type { RedisClientLike } from '../exec/checkpoints/redis/redis.store';
 import { requirePackage } from '../peers/optional-packages';
 import { CliError } from './cli.error';
+import { CliMessages } from './cli.messages';
 
 /** The exit code of an unusable store (EXIT.failure in program.ts). */
 const UNAVAILABLE = 3;
@@ -46,16 +47,10 @@ export function redisStoreFor(
       found = await client!.exists(`{${prefix}}:seq`, `{${prefix}}:runs`);
     } catch (error) {
       const why = (connectError ?? (error as Error)).message;
-      throw new CliError(
-        `cannot connect to Redis at ${shown}: ${why}. Check the URL and that the server is up.`,
-        UNAVAILABLE,
-      );
+      throw new CliError(CliMessages.redisUnreachable(shown, why), UNAVAILABLE);
     }
     if (found === 0)
-      throw new CliError(
-        `no agent-adapter data under prefix "${prefix}" on ${shown}: check the prefix.`,
-        UNAVAILABLE,
-      );
+      throw new CliError(CliMessages.redisEmpty(prefix, shown), UNAVAILABLE);
   };
   return checkedFirst(store, check);
 }

@@ -5,6 +5,7 @@ import {
   type StoreDescriptor,
 } from '../exec/checkpoints/create-store';
 import { CliError } from './cli.error';
+import { CliMessages } from './cli.messages';
 import { redisStoreFor } from './redis-store';
 
 export const STORE_URL_HELP = [
@@ -27,12 +28,9 @@ export function descriptorFromUrl(url: string): StoreDescriptor {
       const [path = '', query = ''] = splitOnce(rest, '?');
       const params = new URLSearchParams(query);
       only(params, ['tablePrefix'], url);
-      if (path === '')
-        throw new CliError(
-          `Store URL "${url}": give the SQLite file, e.g. sqlite:data/runs.db.`,
-        );
+      if (path === '') throw new CliError(CliMessages.sqlitePathMissing(url));
       if (!existsSync(path))
-        throw new CliError(`Store URL "${url}": no such file "${path}".`);
+        throw new CliError(CliMessages.noSuchFile(url, path));
       const tablePrefix = params.get('tablePrefix');
       return {
         type: 'sqlite',
@@ -66,9 +64,7 @@ export function descriptorFromUrl(url: string): StoreDescriptor {
         ttlSeconds !== undefined &&
         !(Number.isInteger(ttlSeconds) && ttlSeconds > 0)
       )
-        throw new CliError(
-          `Store URL "${url}": ttlSeconds must be a positive integer.`,
-        );
+        throw new CliError(CliMessages.ttlSeconds(url));
       return {
         type: 'redis',
         url: parsed.toString(),
@@ -85,7 +81,7 @@ export function descriptorFromUrl(url: string): StoreDescriptor {
     }
     default:
       throw new CliError(
-        `Unknown store URL ${scheme === undefined ? `"${url}"` : `scheme "${scheme}:"`}. Use one of:\n${STORE_URL_HELP}`,
+        CliMessages.unknownScheme(url, scheme, STORE_URL_HELP),
       );
   }
 }
@@ -101,7 +97,7 @@ function parse(url: string): URL {
   try {
     return new URL(url);
   } catch {
-    throw new CliError(`Store URL "${url}" is not a valid URL.`);
+    throw new CliError(CliMessages.invalidUrl(url));
   }
 }
 
@@ -116,9 +112,7 @@ function only(
     if (known.includes(name)) continue;
     // Postgres URLs carry driver options (sslmode, ...) that pg understands.
     if (passThrough) continue;
-    throw new CliError(
-      `Store URL "${url}": unknown parameter "${name}" (known: ${known.join(', ')}).`,
-    );
+    throw new CliError(CliMessages.unknownParameter(url, name, known));
   }
 }
 

@@ -5,6 +5,14 @@
  * `instanceof` works across duplicated copies of the package (two versions in one node_modules,
  * or Jest module registries): classes are matched by a `Symbol.for` brand per class name, set for
  * the whole subclass chain, not by constructor identity.
+ *
+ * Conventions (docs/errors.md): every error the library throws on purpose extends this class, in
+ * one place per layer (the core's in `errors/`, the CLI's `CliError` in `cli/`), with its message
+ * from that layer's factory (`Messages`, `NestMessages`, `CliMessages`), never a literal at the
+ * throw site. Naming: an error is named for what happened (`CheckpointConflict`, `ToolDenied`,
+ * `RunLeaseHeld`); a family or a category of misuse takes the `Error` suffix (`DurableError`,
+ * `FlowError`, `CheckpointKeyError`, `DurableSetupError`, `ChatModelError`,
+ * `DriverNotInstalledError`, `CliError`).
  * @publicApi
  */
 export class DurableError extends Error {

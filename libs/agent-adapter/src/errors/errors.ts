@@ -1,6 +1,15 @@
 import { DurableError } from './durable.error';
 import { Messages } from './messages';
 
+/*
+ * The core's errors (naming rule: see DurableError). Misuse found when something is built (options,
+ * tool registration, store and model construction) is DurableSetupError; a flow definition's is
+ * FlowError. A wrong argument at call time (a run id, a ctx field, a resume decision, chat
+ * messages, a redis run id with braces) stays a plain TypeError on purpose: it is the caller's bug
+ * at that call, the way a built-in reports one, it is thrown before anything is read or written,
+ * and callers (run-id-arg in the CLI) rely on `instanceof TypeError` to tell it from a store error.
+ */
+
 /**
  * The run's owner may be alive: its lease has not expired. `recoverAll` reports such runs instead
  * of taking them; try again after `until` (epoch ms), or force it if that worker is gone.
@@ -84,11 +93,7 @@ export class InvalidFlowState extends FlowError {
   readonly violations: StateViolation[];
 
   constructor(flow: string, violations: StateViolation[]) {
-    super(
-      `Invalid state for flow "${flow}": ${violations
-        .map((v) => `${v.path}: ${v.messages.join('; ')}`)
-        .join(' | ')}. Nothing was stored; fix the input and start again.`,
-    );
+    super(Messages.invalidState(flow, violations));
     this.violations = violations;
   }
 }
@@ -125,10 +130,7 @@ export class ToolFailed extends DurableError {
  */
 export class RunPaused extends DurableError {
   constructor(runId: string, tool: string) {
-    super(
-      `Run "${runId}" paused: "${tool}" waits for an approval. Resume it with resume(flow, runId, { approved }).`,
-      runId,
-    );
+    super(Messages.paused(runId, tool), runId);
   }
 }
 
@@ -148,9 +150,7 @@ export class UnsealableValue extends DurableError {
   readonly path: string;
 
   constructor(path: string, why: string) {
-    super(
-      `The value at ${path} cannot be stored durably: ${why}. Use plain JSON data (objects, arrays, strings, finite numbers, booleans, null).`,
-    );
+    super(Messages.unsealable(path, why));
     this.path = path;
   }
 }
@@ -243,7 +243,7 @@ export class RunCancelled extends DurableError {
   readonly reason?: string;
 
   constructor(runId: string, by: string, reason?: string) {
-    super(`cancelled by operator (${by})${reason ? `: ${reason}` : ''}`, runId);
+    super(Messages.cancelled(by, reason), runId);
     this.by = by;
     if (reason !== undefined) this.reason = reason;
   }
@@ -260,11 +260,7 @@ export class InvalidToolArguments extends DurableError {
   readonly violations: StateViolation[];
 
   constructor(tool: string, violations: StateViolation[]) {
-    super(
-      `Invalid arguments for tool "${tool}": ${violations
-        .map((v) => `${v.path}: ${v.messages.join('; ')}`)
-        .join(' | ')}. The tool did not run.`,
-    );
+    super(Messages.invalidToolArguments(tool, violations));
     this.tool = tool;
     this.violations = violations;
   }
@@ -279,5 +275,42 @@ export class InvalidToolArguments extends DurableError {
 export class NotInRun extends DurableError {
   constructor() {
     super(Messages.notInRun());
+  }
+}
+
+/**
+ * A model could not be asked, or its answer could not be read: an HTTP error (`status` set), no
+ * answer in time, a network failure, or a reply that is not a chat message. The message names the
+ * endpoint and, for HTTP errors, the status and an excerpt of the body; never the API key.
+ * @publicApi
+ */
+export class ChatModelError extends DurableError {
+  /** The HTTP status, when the server answered with an error. */
+  readonly status?: number;
+
+  constructor(
+    message: string,
+    options: { status?: number; cause?: unknown } = {},
+  ) {
+    super(
+      message,
+      undefined,
+      options.cause === undefined ? undefined : { cause: options.cause },
+    );
+    if (options.status !== undefined) this.status = options.status;
+  }
+}
+
+/**
+ * A tool loop needed more model calls than its `maxSteps`. The run ends `failed` with this error;
+ * its history (the last tool results included) is in the result, to go on from in a new run.
+ * @publicApi
+ */
+export class MaxStepsExceeded extends DurableError {
+  readonly maxSteps: number;
+
+  constructor(runId: string, maxSteps: number) {
+    super(Messages.maxSteps(runId, maxSteps), runId);
+    this.maxSteps = maxSteps;
   }
 }

@@ -83,12 +83,22 @@ export const Messages = {
       : `"${option}" must be an integer of at least ${min}, got ${shown(value)}.`,
   badApprovals: () =>
     'approvals must be an ApprovalPort: an object with a decide(request) method.',
+  badLogger: () =>
+    'logger must be a DurableLogger: an object with warn(message, ...meta) and error(message, ...meta) methods.',
+  listenerThrew: (event: string) =>
+    `agent-adapter: a "${event}" listener threw`,
+  savedListenerFailed: () =>
+    'agent-adapter: a checkpoint.saved listener failed',
+  renewalFailed: (workerId: string) =>
+    `agent-adapter: lease renewal failed for worker ${workerId}`,
   badCanResume: () =>
     'canResume must be a function (request) => boolean | Promise<boolean>.',
   notInRun: () =>
     `idempotencyKey() was called outside a durable run's tool call, so there is no key to give: it gives one only while a run executes a tool (a @Tool method called from a node, or a function registered on the ToolRegistry and called through ctx.call or Call()), never a made-up one. Code that may also run outside a run (a @Tool method called directly, a node's own code) should check inRun() and, outside a run, pass its caller's own key: inRun() ? idempotencyKey() : key.`,
   parked: (runId: string, recoveries: number, superstep: number) =>
     `Run "${runId}" was recovered ${recoveries} time(s) without completing superstep ${superstep} (maxRecoveryAttempts), so it was parked as failed instead of being recovered again. Find out why its workers stop there (npx agent-adapter runs inspect ${runId}), then fork it (runs fork ${runId} --from-step N) to run it again.`,
+  maxSteps: (runId: string, maxSteps: number) =>
+    `Run "${runId}": the model was called ${maxSteps} time(s), its maxSteps, and still asked for tools, so the loop stopped before another model call. The history so far is in the result: start a new run with it (and a higher maxSteps) to go on.`,
   installCommand: (install: readonly string[]) =>
     `npm install ${install.join(' ')}`,
   packagesMissing: (
@@ -106,6 +116,146 @@ export const Messages = {
       ? `${context} needs ${list}, which is not installed. Install it: ${command}`
       : `${context} needs ${list}, which are not installed. Install them: ${command}`;
   },
+  // Flow definitions (FlowError, when the flow is built or compiled) and what nodes do.
+  flowName: (name: unknown) =>
+    `Flow name ${JSON.stringify(name)} is invalid: use 1-128 letters, digits, "_", ".", ":" or "-".`,
+  flowMaxVisits: (flow: string, maxVisits: unknown) =>
+    `Flow "${flow}": maxVisits must be a positive integer, got ${String(maxVisits)}.`,
+  flowKind: (flow: string, kind: unknown) =>
+    `Flow "${flow}": kind must be 'flow' or 'loop', got ${JSON.stringify(kind)}.`,
+  nodeName: (flow: string, name: unknown) =>
+    `Flow "${flow}": node name ${JSON.stringify(name)} is invalid.`,
+  nodeTwice: (flow: string, node: string) =>
+    `Flow "${flow}": node "${node}" is defined twice.`,
+  nodeSpec: (flow: string, node: string) =>
+    `Flow "${flow}": node "${node}" must be a function or Call(...).`,
+  nodeMaxVisits: (flow: string, node: string) =>
+    `Flow "${flow}": node "${node}" maxVisits must be a positive integer.`,
+  nodeCallsFirst: (flow: string, node: string) =>
+    `Flow "${flow}": node "${node}" callsFirst must be true or false.`,
+  routeFunction: (flow: string, from: string) =>
+    `Flow "${flow}": route from "${from}" needs a function.`,
+  routeTwice: (flow: string, from: string) =>
+    `Flow "${flow}": node "${from}" has two routes; use one route returning several targets.`,
+  reducerFunction: (flow: string, key: string) =>
+    `Flow "${flow}": reducer for "${key}" must be a function.`,
+  flowFrozen: (flow: string) =>
+    `Flow "${flow}" is already in use (its digest is fixed); build a new Flow to change it.`,
+  callTool: () => 'Call(tool): the tool name must be a non-empty string.',
+  graphProblem: (flow: string, problem: string) =>
+    `Flow "${flow}": ${problem}.`,
+  stateNotObject: (flow: string) =>
+    `Flow "${flow}": the stored state is not an object.`,
+  nodeReturned: (flow: string, node: string, update: unknown) =>
+    `Flow "${flow}": node "${node}" returned ${Array.isArray(update) ? 'an array' : typeof update}; a node returns an object of the state keys it changes, or nothing.`,
+  bothWrote: (flow: string, earlier: string, node: string, key: string) =>
+    `Flow "${flow}": nodes "${earlier}" and "${node}" both wrote "${key}" in one superstep; declare a reducer for "${key}" or write it from one node.`,
+  routePicked: (
+    flow: string,
+    node: string,
+    target: unknown,
+    targets: readonly string[],
+  ) =>
+    `Flow "${flow}": the route from "${node}" picked "${String(target)}", which is not one of its declared targets (${targets.join(', ')}).`,
+  invalidState: (
+    flow: string,
+    violations: ReadonlyArray<{ path: string; messages: string[] }>,
+  ) =>
+    `Invalid state for flow "${flow}": ${violationsText(violations)}. Nothing was stored; fix the input and start again.`,
+  invalidToolArguments: (
+    tool: string,
+    violations: ReadonlyArray<{ path: string; messages: string[] }>,
+  ) =>
+    `Invalid arguments for tool "${tool}": ${violationsText(violations)}. The tool did not run.`,
+  paused: (runId: string, tool: string) =>
+    `Run "${runId}" paused: "${tool}" waits for an approval. Resume it with resume(flow, runId, { approved }).`,
+  cancelled: (by: string, reason?: string) =>
+    `cancelled by operator (${by})${reason ? `: ${reason}` : ''}`,
+  unsealable: (path: string, why: string) =>
+    `The value at ${path} cannot be stored durably: ${why}. Use plain JSON data (objects, arrays, strings, finite numbers, booleans, null).`,
+  // Keys and encryption (CheckpointKeyError).
+  encryptedUnknownKey: (runId: string, what: string, id: string) =>
+    `Run "${runId}": the ${what} is encrypted with key id "${id}", which is not in this worker's encryption key ring. Give every worker the same encryptionKey (add an old key to its previous keys after a rotation). Nothing was changed.`,
+  noEncryptionKey: (runId: string, what: string) =>
+    `Run "${runId}": the ${what} is encrypted, and this worker has no encryption key. Give it the same encryptionKey as the workers that wrote the run. Nothing was changed.`,
+  encryptedUnreadable: (runId: string, what: string, why: string) =>
+    `Run "${runId}": the ${what} cannot be read: ${why}. Nothing was run from it.`,
+  keyId: (id: string) =>
+    `Key id "${id}" may only contain letters, digits, "_" and "-".`,
+  // Stores (CheckpointStoreUnavailable; a bad option is DurableSetupError).
+  foreignTables: (runs: string) =>
+    `${runs} exists but the agent-adapter meta table does not: these tables were not made by agent-adapter. Use another tablePrefix/schema. Nothing was changed.`,
+  storeClosed: (store: string) => `This ${store} was closed.`,
+  cannotConnect: (store: string, what: string, why: string) =>
+    `${store} cannot connect to the ${what}: ${why}. Check the connection options and that the server is up.`,
+  tablesMissing: (runs: string) =>
+    `The agent-adapter tables (${runs}, ...) are missing or unreadable. Run the shipped migrations (agentAdapterMigrations()) or create the store with createTables: true.`,
+  tablesUnversioned: (runs: string) =>
+    `The agent-adapter tables (${runs}, ...) carry no schema version (made by TypeORM synchronize from agentAdapterEntities(), or by something else). Open the store once with createTables: true to stamp them, run the shipped migrations instead, or use another tablePrefix/schema. Nothing was changed.`,
+  tablesVersion: (runs: string, found: string, uses: number) =>
+    `The agent-adapter tables (${runs}, ...) have schema version ${found}, but this version of agent-adapter uses ${uses}. They were made by another version: use a matching agent-adapter, or another tablePrefix/schema. Nothing was changed.`,
+  sqliteSharedTransaction: () =>
+    'The SQLite connection the store shares has a transaction open (an application transaction on the same DataSource). A checkpoint written inside it could be rolled back after the fact: give the store its own connection (new SQLiteCheckpointStore(path) or a DataSource of its own).',
+  redisPrefix: (prefix: string) =>
+    `RedisCheckpointStore: prefix "${prefix}" must be non-empty, without "{", "}" or ":" (they would break the hash tags that keep a run in one slot, or let two tenants share keys).`,
+  redisRunId: (runId: string) =>
+    `RedisCheckpointStore: run id "${runId}" must not contain "{" or "}" (they would break the hash tag that keeps the run in one slot).`,
+  // What nodes and models do at run time (executor.ts, tool-loop.ts use these).
+  lateCall: (node: string, tool: string) =>
+    `Node "${node}" called tool "${tool}" after its superstep ended. Await every ctx.call before the node returns.`,
+  unregisteredTool: (node: string, tool: string) =>
+    `Node "${node}" called tool "${tool}", which is not registered. Register it on the ToolRegistry the Executor was given.`,
+  approvalPolicyAnswer: (tool: string, answer: unknown) =>
+    `Tool "${tool}": the approval policy returned ${answer instanceof Promise ? 'a promise' : (JSON.stringify(answer) ?? String(answer))}; it must return true or false, synchronously.`,
+  loopNeedsModel: () => 'A tool loop needs a ChatModel (with complete()).',
+  loopOtherMessages: (runId: string) =>
+    `Run "${runId}" exists and started with other messages: a run id names one conversation. To go on from a finished run, start a new run (another id) with its messages and the new ones; to resume a paused one, pass the messages it started with (or none).`,
+  loopRunning: (runId: string) =>
+    `Run "${runId}" exists and is running: another worker drives it, or a crash cut it short. Recover it with recoverToolLoop (a worker on startup does), or use another run id.`,
+  replyNotMessage: (why: string) =>
+    `The model's reply is not a chat message: ${why}`,
+  replyRole: (role: string) =>
+    `The model's reply has role "${role}"; a reply is an assistant message.`,
+  // Call-time argument checks (TypeError: see errors.ts).
+  loopMaxSteps: (value: unknown) =>
+    `maxSteps must be a positive integer, got ${String(value)}.`,
+  loopNoMessages: () => 'messages: a new run needs at least one message.',
+  ctxField: (key: string) => `ctx.${key} must be a string.`,
+  badDecision: () =>
+    'resume(flow, runId, decision): decision.approved must be true or false.',
+  // Setup: tool registration, store and model options (DurableSetupError).
+  toolName: (name: unknown) =>
+    `Tool name ${JSON.stringify(name)} is invalid: use 1-128 letters, digits, "_", ".", ":" or "-".`,
+  toolHandler: (tool: string) =>
+    `Tool "${tool}": the handler must be a function.`,
+  toolTwice: (tool: string) =>
+    `Tool "${tool}" is already registered; tool names must be unique.`,
+  toolUnknown: (tool: string, known: readonly string[]) =>
+    `Tool "${tool}" is not registered. Registered tools: ${known.join(', ') || '(none)'}.`,
+  toolOption: (tool: string, option: string, rule: string, got: string) =>
+    `Tool "${tool}": ${option} must be ${rule}, got ${got}.`,
+  tablePrefix: (prefix: string) =>
+    `tablePrefix "${prefix}" may only contain letters, digits and "_" (at most 30).`,
+  schemaOnSqlite: () =>
+    'The schema option is for Postgres; on SQLite use tablePrefix.',
+  schemaName: (schema: string) =>
+    `schema "${schema}" must be a plain identifier (letters, digits, "_").`,
+  sqlType: (type: unknown) =>
+    `SQLCheckpointStore supports TypeORM type "postgres" or "better-sqlite3", not "${String(type)}".`,
+  sqlitePath: () =>
+    'SQLiteCheckpointStore(path): give the database file path (":memory:" is one process only).',
+  openAIOption: (
+    option: 'baseUrl' | 'model' | 'timeoutMs' | 'maxRetries',
+  ): string =>
+    `OpenAIChatModel: ${
+      {
+        baseUrl:
+          'baseUrl must be an http(s) URL, e.g. "http://localhost:11434/v1"',
+        model: 'model must be a model name',
+        timeoutMs: 'timeoutMs must be a positive integer',
+        maxRetries: 'maxRetries must be an integer ≥ 0',
+      }[option]
+    }.`,
   invalidRunId: (runId: unknown) =>
     `Run id ${shown(runId)} is invalid: use 1-200 letters, digits, "_", ".", ":", "@" or "-".`,
   badWorkerId: (workerId: unknown, max: number) =>
@@ -118,6 +268,15 @@ export const Messages = {
   unknownKeyId: (kid: string) =>
     `No key with id "${kid}" is in the checkpoint key ring. Add the old key to the ring's previous keys (checkpointKey: { current, previous: [old] }) so runs signed with it can still be verified.`,
 } as const;
+
+/** Class-validator violations as one line: `path: message; message | path: ...`. */
+function violationsText(
+  violations: ReadonlyArray<{ path: string; messages: string[] }>,
+): string {
+  return violations
+    .map((v) => `${v.path}: ${v.messages.join('; ')}`)
+    .join(' | ');
+}
 
 /** A value as a message quotes it: a string as JSON (a long one cut short), else its kind. */
 function shown(value: unknown): string {

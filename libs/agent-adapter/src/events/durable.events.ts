@@ -1,6 +1,8 @@
 import type { RunStatus } from '../exec/checkpoints/checkpoint-store';
 import { spanEvent, type SpanAttributes } from '../observability/tracing';
 import type { CallIdentity } from '../exec/durable/records';
+import { Messages } from '../errors/messages';
+import { consoleLogger } from '../observability/logger';
 
 /** @publicApi */
 export interface CheckpointSavedEvent {
@@ -45,7 +47,8 @@ export type DurableListener<K extends DurableEventName> = (
 
 /**
  * A small typed event bus. Listeners run synchronously after the write they report; a listener
- * that throws is reported to `onListenerError` and never affects the run.
+ * that throws is reported to `onListenerError` (by default the console's `error`; the runner's own
+ * events go to its `logger`) and never affects the run.
  * @publicApi
  */
 export class DurableEvents {
@@ -59,7 +62,7 @@ export class DurableEvents {
       error: unknown,
       event: DurableEventName,
     ) => void = (error, event) =>
-      console.error(`agent-adapter: a "${event}" listener threw`, error),
+      consoleLogger.error(Messages.listenerThrew(event), error),
   ) {}
 
   /** Subscribes; returns the function that unsubscribes. */

@@ -1,3 +1,4 @@
+import { DurableSetupError } from '../errors';
 import { ToolRegistry } from './tool.registry';
 
 const handler = async () => 'ok';
@@ -186,12 +187,12 @@ describe('ToolRegistry', () => {
     ['timeoutMs', { timeoutMs: 2 ** 31 }, 'timeoutMs must be'],
     ['timeoutMs', { timeoutMs: '100' }, 'timeoutMs must be'],
   ])(
-    'refuses a bad %s with a TypeError naming the tool and the option (%j)',
+    'refuses a bad %s with a DurableSetupError naming the tool and the option (%j)',
     (_option, options, message) => {
       const registry = new ToolRegistry();
       const attempt = () =>
         registry.register('charge_card', handler, options as never);
-      expect(attempt).toThrow(TypeError);
+      expect(attempt).toThrow(DurableSetupError);
       expect(attempt).toThrow(`Tool "charge_card": ${message}`);
       expect(registry.has('charge_card')).toBe(false);
     },

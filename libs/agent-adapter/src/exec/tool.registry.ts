@@ -1,3 +1,5 @@
+import { DurableSetupError } from '../errors';
+import { Messages } from '../errors/messages';
 import type { Json } from './durable/canonical-json';
 import type { RunIdentity } from './durable/records';
 
@@ -110,17 +112,13 @@ export class ToolRegistry {
     options: ToolOptions<NoInfer<A>> = {},
   ): this {
     if (typeof name !== 'string' || !/^[A-Za-z0-9_.:-]{1,128}$/.test(name)) {
-      throw new TypeError(
-        `Tool name ${JSON.stringify(name)} is invalid: use 1-128 letters, digits, "_", ".", ":" or "-".`,
-      );
+      throw new DurableSetupError(Messages.toolName(name));
     }
     if (typeof handler !== 'function') {
-      throw new TypeError(`Tool "${name}": the handler must be a function.`);
+      throw new DurableSetupError(Messages.toolHandler(name));
     }
     if (this.tools.has(name)) {
-      throw new TypeError(
-        `Tool "${name}" is already registered; tool names must be unique.`,
-      );
+      throw new DurableSetupError(Messages.toolTwice(name));
     }
     const checked = checkOptions(name, options as ToolOptions<unknown>);
     const readOnly = checked.readOnly ?? false;
@@ -161,15 +159,15 @@ export class ToolRegistry {
 
   /**
    * A registry of some of these tools (the same definitions), e.g. the ones an agent's model may
-   * see and call. An unknown name is a TypeError listing the known ones.
+   * see and call. An unknown name is a `DurableSetupError` listing the known ones.
    */
   only(names: readonly string[]): ToolRegistry {
     const subset = new ToolRegistry();
     for (const name of names) {
       const definition = this.tools.get(name);
       if (!definition) {
-        throw new TypeError(
-          `Tool "${name}" is not registered. Registered tools: ${[...this.tools.keys()].join(', ') || '(none)'}.`,
+        throw new DurableSetupError(
+          Messages.toolUnknown(name, [...this.tools.keys()]),
         );
       }
       subset.tools.set(name, definition);
@@ -178,14 +176,14 @@ export class ToolRegistry {
   }
 }
 
-/** Refuses a bad option value with a TypeError naming the tool and the option. */
+/** Refuses a bad option value with a `DurableSetupError` naming the tool and the option. */
 function checkOptions(
   tool: string,
   options: ToolOptions<unknown>,
 ): ToolOptions<unknown> {
   const bad = (option: string, rule: string, value: unknown) =>
-    new TypeError(
-      `Tool "${tool}": ${option} must be ${rule}, got ${describe(value)}.`,
+    new DurableSetupError(
+      Messages.toolOption(tool, option, rule, describe(value)),
     );
   if (typeof options !== 'object' || options === null) {
     throw bad('the options', 'an object', options);

@@ -1,4 +1,5 @@
 import { FlowError } from '../errors';
+import { Messages } from '../errors/messages';
 
 /** Routes return END to finish a branch. @publicApi */
 export const END = '__end__';
@@ -22,9 +23,7 @@ export function Call<S = never>(
   options: { args?: (state: S) => unknown; into?: keyof S & string } = {},
 ): CallNode<S> {
   if (typeof tool !== 'string' || tool === '')
-    throw new FlowError(
-      'Call(tool): the tool name must be a non-empty string.',
-    );
+    throw new FlowError(Messages.callTool());
   return {
     [CALL]: true,
     tool,

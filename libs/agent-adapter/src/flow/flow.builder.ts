@@ -1,4 +1,5 @@
 import { FlowError } from '../errors';
+import { Messages } from '../errors/messages';
 import { requireFeatures } from '../peers/optional-packages';
 import type {
   FlowOptions,
@@ -41,21 +42,15 @@ export class Flow<
 
   constructor(name: string, options: FlowOptions<S> = {}) {
     if (typeof name !== 'string' || !/^[A-Za-z0-9_.:-]{1,128}$/.test(name)) {
-      throw new FlowError(
-        `Flow name ${JSON.stringify(name)} is invalid: use 1-128 letters, digits, "_", ".", ":" or "-".`,
-      );
+      throw new FlowError(Messages.flowName(name));
     }
     const maxVisits = options.maxVisits ?? 25;
     if (!Number.isInteger(maxVisits) || maxVisits < 1) {
-      throw new FlowError(
-        `Flow "${name}": maxVisits must be a positive integer, got ${String(maxVisits)}.`,
-      );
+      throw new FlowError(Messages.flowMaxVisits(name, maxVisits));
     }
     const kind = options.kind ?? 'flow';
     if (kind !== 'flow' && kind !== 'loop') {
-      throw new FlowError(
-        `Flow "${name}": kind must be 'flow' or 'loop', got ${JSON.stringify(kind)}.`,
-      );
+      throw new FlowError(Messages.flowKind(name, kind));
     }
     if (options.state !== undefined) {
       // Checked here, when the flow is built (at start-up), not at its first run: a state class
@@ -88,35 +83,25 @@ export class Flow<
       !/^[A-Za-z0-9_.:-]{1,128}$/.test(name) ||
       name === END
     ) {
-      throw new FlowError(
-        `Flow "${this.name}": node name ${JSON.stringify(name)} is invalid.`,
-      );
+      throw new FlowError(Messages.nodeName(this.name, name));
     }
     if (this.nodes.some((n) => n.name === name)) {
-      throw new FlowError(
-        `Flow "${this.name}": node "${name}" is defined twice.`,
-      );
+      throw new FlowError(Messages.nodeTwice(this.name, name));
     }
     if (typeof spec !== 'function' && !isCallNode(spec)) {
-      throw new FlowError(
-        `Flow "${this.name}": node "${name}" must be a function or Call(...).`,
-      );
+      throw new FlowError(Messages.nodeSpec(this.name, name));
     }
     if (
       options.maxVisits !== undefined &&
       (!Number.isInteger(options.maxVisits) || options.maxVisits < 1)
     ) {
-      throw new FlowError(
-        `Flow "${this.name}": node "${name}" maxVisits must be a positive integer.`,
-      );
+      throw new FlowError(Messages.nodeMaxVisits(this.name, name));
     }
     if (
       options.callsFirst !== undefined &&
       typeof options.callsFirst !== 'boolean'
     ) {
-      throw new FlowError(
-        `Flow "${this.name}": node "${name}" callsFirst must be true or false.`,
-      );
+      throw new FlowError(Messages.nodeCallsFirst(this.name, name));
     }
     this.nodes.push({
       name,
@@ -140,13 +125,9 @@ export class Flow<
   route(from: string, pick: RouteFn<S>, targets: readonly string[]): this {
     this.mutable();
     if (typeof pick !== 'function')
-      throw new FlowError(
-        `Flow "${this.name}": route from "${from}" needs a function.`,
-      );
+      throw new FlowError(Messages.routeFunction(this.name, from));
     if (this.routes.some((r) => r.from === from)) {
-      throw new FlowError(
-        `Flow "${this.name}": node "${from}" has two routes; use one route returning several targets.`,
-      );
+      throw new FlowError(Messages.routeTwice(this.name, from));
     }
     this.routes.push({ from, pick, targets: [...targets] });
     return this;
@@ -173,9 +154,7 @@ export class Flow<
   ): this {
     this.mutable();
     if (typeof reduce !== 'function')
-      throw new FlowError(
-        `Flow "${this.name}": reducer for "${key}" must be a function.`,
-      );
+      throw new FlowError(Messages.reducerFunction(this.name, key));
     this.reducers.set(key, reduce as Reducer<unknown>);
     return this;
   }
@@ -192,9 +171,7 @@ export class Flow<
 
   private mutable(): void {
     if (this.compiled) {
-      throw new FlowError(
-        `Flow "${this.name}" is already in use (its digest is fixed); build a new Flow to change it.`,
-      );
+      throw new FlowError(Messages.flowFrozen(this.name));
     }
   }
 }

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { FlowError } from '../errors';
+import { Messages } from '../errors/messages';
 import { canonicalJson } from '../exec/durable/canonical-json';
 import { END, isCallNode, type CallNode } from './call-node';
 import type { NodeFn, Reducer, RouteFn, StateClass } from './flow.interfaces';
@@ -61,7 +62,7 @@ export function compileFlow<S extends object>(
   flow: FlowDefinition<S>,
 ): CompiledFlow<S> {
   const fail = (problem: string): never => {
-    throw new FlowError(`Flow "${flow.name}": ${problem}.`);
+    throw new FlowError(Messages.graphProblem(flow.name, problem));
   };
   if (flow.nodes.length === 0) fail('it has no nodes');
   const order = flow.nodes.map((n) => n.name);

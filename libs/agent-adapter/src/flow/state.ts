@@ -1,3 +1,4 @@
+import { Messages } from '../errors/messages';
 import { FlowError, InvalidFlowState, type StateViolation } from '../errors';
 import {
   assertJson,
@@ -75,9 +76,7 @@ export class StateCodec<S> {
     if (state instanceof CanonicalText && state.members) return state;
     const plain = state instanceof CanonicalText ? state.value() : state;
     if (typeof plain !== 'object' || plain === null || Array.isArray(plain)) {
-      throw new FlowError(
-        `Flow "${this.flow}": the stored state is not an object.`,
-      );
+      throw new FlowError(Messages.stateNotObject(this.flow));
     }
     const members = new Map<string, CanonicalText>();
     for (const key of Object.keys(plain)) {

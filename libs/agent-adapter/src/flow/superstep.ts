@@ -1,4 +1,5 @@
-import { FlowError } from '../errors';
+import { asError, FlowError } from '../errors';
+import { Messages } from '../errors/messages';
 import {
   nodeStorage,
   type NodeScope,
@@ -52,18 +53,14 @@ export function mergeEncoded<S>(
   for (const [node, update] of updates) {
     if (update === undefined || update === null) continue;
     if (typeof update !== 'object' || Array.isArray(update)) {
-      throw new FlowError(
-        `Flow "${flow.name}": node "${node}" returned ${Array.isArray(update) ? 'an array' : typeof update}; a node returns an object of the state keys it changes, or nothing.`,
-      );
+      throw new FlowError(Messages.nodeReturned(flow.name, node, update));
     }
     for (const [key, value] of Object.entries(update)) {
       if (value === undefined) continue;
       const reduce = flow.reducers.get(key);
       const earlier = writer.get(key);
       if (!reduce && earlier !== undefined) {
-        throw new FlowError(
-          `Flow "${flow.name}": nodes "${earlier}" and "${node}" both wrote "${key}" in one superstep; declare a reducer for "${key}" or write it from one node.`,
-        );
+        throw new FlowError(Messages.bothWrote(flow.name, earlier, node, key));
       }
       const next: unknown = reduce
         ? reduce(
@@ -105,7 +102,7 @@ export function nextFrontier<S>(
     for (const target of targets) {
       if (!route.targets.has(target)) {
         throw new FlowError(
-          `Flow "${flow.name}": the route from "${node}" picked "${String(target)}", which is not one of its declared targets (${[...route.targets].join(', ')}).`,
+          Messages.routePicked(flow.name, node, target, [...route.targets]),
         );
       }
       if (target !== END) next.add(target);
@@ -197,7 +194,7 @@ export async function runFrontier<S extends object>(
 
 /** An error as a checkpoint seals it: name, message and the node it came from. */
 export function sealError(error: unknown, node?: string): SealedError {
-  const e = error instanceof Error ? error : new Error(String(error));
+  const e = asError(error);
   return {
     name: e.name,
     message: e.message,

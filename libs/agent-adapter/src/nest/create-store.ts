@@ -7,7 +7,7 @@ import {
   STORE_TYPES,
   StoreDescriptorError,
 } from '../exec/checkpoints/create-store';
-import { DurableSetupError } from './errors/durable-setup.error';
+import { DurableSetupError } from '../errors';
 import { NestMessages } from './durable.messages';
 import type {
   CheckpointStoreDescriptor,

@@ -10,11 +10,11 @@ import {
   CheckpointNotFound,
   DurableError,
   InvalidFlowState,
+  InvalidToolArguments,
   RecoveryNeedsDecision,
   RunAccessDenied,
   RunLeaseHeld,
 } from '../errors';
-import { InvalidToolArguments } from './errors/invalid-tool-arguments.error';
 
 /** The part of an HTTP response this filter uses (Express and Fastify both have it). */
 interface JsonResponse {

@@ -11,7 +11,7 @@ import {
   MinLength,
   ValidateNested,
 } from 'class-validator';
-import { FlowError } from '../errors';
+import { DurableSetupError, FlowError } from '../errors';
 import { MemoryCheckpointStore } from '../exec/checkpoints/memory.store';
 import { Executor } from '../exec/executor';
 import { idempotencyKey } from '../exec/idempotency-key';
@@ -22,7 +22,6 @@ import { FlowRunner as CoreFlowRunner } from '../flow/runner/flow-runner';
 import { Flow, Node, Tool } from './decorators';
 import { DurableMetadataAccessor } from './durable-metadata.accessor';
 import { DurableExplorer } from './durable.explorer';
-import { DurableSetupError } from './errors';
 import { FlowRegistry } from './flow.registry';
 
 class Counter {

@@ -1,7 +1,7 @@
 import { Injectable, Logger, type OnModuleInit } from '@nestjs/common';
 import { DiscoveryService, MetadataScanner } from '@nestjs/core';
 import type { InstanceWrapper } from '@nestjs/core/injector/instance-wrapper';
-import { FlowError } from '../errors';
+import { asError, DurableSetupError, FlowError } from '../errors';
 import { requireFeatures } from '../peers/optional-packages';
 import { currentNodeScope } from '../exec/call-context';
 import { Executor } from '../exec/executor';
@@ -15,7 +15,6 @@ import {
   providerFeatures,
   type AnyClass,
 } from './durable-packages';
-import { DurableSetupError } from './errors/durable-setup.error';
 import type { FlowMetadata } from './interfaces/flow-options.interface';
 import type { NodeOptions } from './interfaces/node-options.interface';
 import type { ToolDecoratorOptions } from './interfaces/tool-options.interface';
@@ -324,8 +323,4 @@ function withClassName<T>(className: string, build: () => T): T {
       throw new FlowError(NestMessages.graph(className, error.message));
     throw error;
   }
-}
-
-function asError(error: unknown): Error {
-  return error instanceof Error ? error : new Error(String(error));
 }

@@ -26,7 +26,7 @@ import {
   createDurableProviders,
   type ResolvedDurableOptions,
 } from './durable.providers';
-import { DurableSetupError } from './errors/durable-setup.error';
+import { DurableSetupError } from '../errors';
 import { DurableHealthIndicator } from './durable.health';
 import { FlowRegistry } from './flow.registry';
 import { RecoveryOrchestrator } from './recovery.orchestrator';

@@ -1,6 +1,10 @@
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
-import { CheckpointKeyError, DriverNotInstalledError } from '../errors';
+import {
+  CheckpointKeyError,
+  DriverNotInstalledError,
+  DurableSetupError,
+} from '../errors';
 import { MemoryCheckpointStore } from '../exec/checkpoints/memory.store';
 import { RedisCheckpointStore } from '../exec/checkpoints/redis/redis.store';
 import { SQLCheckpointStore } from '../exec/checkpoints/sql/sql.store';
@@ -9,7 +13,6 @@ import { KeyRing } from '../exec/durable/key-ring';
 import { CHECKPOINT_STORE_TYPES, createCheckpointStore } from './create-store';
 import { normalizeRunnerOptions } from '../flow/runner/flow-runner.options';
 import { resolveDurableOptions } from './durable.providers';
-import { DurableSetupError } from './errors';
 import type { DurableModuleOptions } from './interfaces';
 
 const KEY = 'use-a-secret-from-your-vault-32b';
@@ -182,7 +185,11 @@ describe('resolveDurableOptions', () => {
   it("leaves the runner's defaults to the runner, and its own default", () => {
     const resolved = resolveDurableOptions({ store: { type: 'memory' } });
     expect(resolved).toMatchObject({ ownsStore: true, recoveryConcurrency: 4 });
-    expect(resolved.runner).toEqual({ checkpoints: resolved.store });
+    expect(resolved.runner).toEqual({
+      checkpoints: resolved.store,
+      // Nest's Logger behind the core's logger port.
+      logger: { warn: expect.any(Function), error: expect.any(Function) },
+    });
     const settings = normalizeRunnerOptions(resolved.runner);
     expect(settings.leaseMs).toBe(15_000);
     expect(settings.workerId).toMatch(/^.+:\d+:[0-9a-f]{8}$/);

@@ -15,6 +15,7 @@ import {
   DURABLE_RESOLVED_OPTIONS,
 } from './durable.constants';
 import { NestMessages } from './durable.messages';
+import { nestDurableLogger } from './nest-logger';
 import { DURABLE_MODULE_OPTIONS } from './durable.module-definition';
 import { DurablePackages } from './durable-packages';
 import type { DurableModuleOptions } from './interfaces/durable-module-options.interface';
@@ -26,7 +27,8 @@ export interface ResolvedDurableOptions {
   ownsStore: boolean;
   /**
    * What every runner of the module (flows and tool loops) is built with, already checked by the
-   * runner's own `normalizeRunnerOptions`; each adds the module's events.
+   * runner's own `normalizeRunnerOptions`, with Nest's `Logger` as the logger; each adds the
+   * module's events.
    */
   runner: Omit<FlowRunnerOptions, 'events'>;
   recoveryConcurrency: number;
@@ -58,6 +60,7 @@ export function resolveDurableOptions(
   const { store, owned } = createCheckpointStore(given.store);
   const runner: Omit<FlowRunnerOptions, 'events'> = {
     checkpoints: store,
+    logger: nestDurableLogger('DurableRunner'),
     ...(given.key !== undefined &&
       given.key !== null && { checkpointKey: given.key }),
     ...(given.encryptionKey !== undefined &&

@@ -1,5 +1,5 @@
 import { Flow as CoreFlow } from '../flow/flow.builder';
-import { DurableSetupError } from './errors';
+import { DurableSetupError } from '../errors';
 import { FlowRegistry, type DiscoveredFlow } from './flow.registry';
 
 class TicketsFlow {}

@@ -2,7 +2,7 @@ import { Injectable } from '@nestjs/common';
 import type { Flow as CoreFlow } from '../flow/flow.builder';
 import type { AnyClass } from './durable-packages';
 import { NestMessages } from './durable.messages';
-import { DurableSetupError } from './errors/durable-setup.error';
+import { DurableSetupError } from '../errors';
 
 /**
  * A flow as `FlowRunner` methods take it: the `@Flow()` class, or the flow's name.

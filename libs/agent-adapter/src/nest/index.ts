@@ -23,7 +23,8 @@ export type {
 } from './recovery.orchestrator';
 export { createCheckpointStore, CHECKPOINT_STORE_TYPES } from './create-store';
 export type { CreatedStore } from './create-store';
-export { DurableSetupError, InvalidToolArguments } from './errors';
+// Framework-free: the core errors, which the root entry exports too.
+export { DurableSetupError, InvalidToolArguments } from '../errors';
 export { DurableHttpExceptionFilter } from './durable-http.filter';
 export { DurableHealthIndicator } from './durable.health';
 export type { DurableHealthResult } from './durable.health';

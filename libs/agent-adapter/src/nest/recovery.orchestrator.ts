@@ -7,6 +7,7 @@ import {
   type OnApplicationBootstrap,
 } from '@nestjs/common';
 import {
+  asError,
   CheckpointConflict,
   RecoveryNeedsDecision,
   RunAccessDenied,
@@ -307,8 +308,4 @@ type Outcome = Pick<RunResult<object>, 'status' | 'step' | 'error'>;
 interface Sweep {
   name: string;
   recoverEach: () => AsyncIterable<RecoveryOutcome<Outcome>>;
-}
-
-function asError(error: unknown): Error {
-  return error instanceof Error ? error : new Error(String(error));
 }

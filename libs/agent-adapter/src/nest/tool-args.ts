@@ -6,7 +6,7 @@ import {
   loadOptionalPackage,
   requirePackage,
 } from '../peers/optional-packages';
-import { InvalidToolArguments } from './errors/invalid-tool-arguments.error';
+import { InvalidToolArguments } from '../errors';
 import type { ToolArgsClass } from './interfaces/tool-options.interface';
 
 // class-validator/-transformer are optional peers, loaded only for tools that declare `args`

@@ -16,7 +16,7 @@ import {
 import { DURABLE_RESOLVED_OPTIONS } from './durable.constants';
 import { NestMessages } from './durable.messages';
 import type { ResolvedDurableOptions } from './durable.providers';
-import { DurableSetupError } from './errors/durable-setup.error';
+import { DurableSetupError } from '../errors';
 import { FlowRegistry } from './flow.registry';
 
 /** What an agent (a named tool loop) is made of. @publicApi */

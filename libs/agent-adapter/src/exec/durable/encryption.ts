@@ -1,3 +1,4 @@
+import { Messages } from '../../errors/messages';
 import {
   createCipheriv,
   createDecipheriv,
@@ -53,7 +54,7 @@ export class PayloadCipher {
       throw corrupt(runId, what, 'malformed encrypted value');
     if (!this.ring.has(id)) {
       throw new CheckpointKeyError(
-        `Run "${runId}": the ${what} is encrypted with key id "${id}", which is not in this worker's encryption key ring. Give every worker the same encryptionKey (add an old key to its previous keys after a rotation). Nothing was changed.`,
+        Messages.encryptedUnknownKey(runId, what, id),
       );
     }
     try {
@@ -89,14 +90,12 @@ export function noEncryptionKey(
   runId: string,
   what: string,
 ): CheckpointKeyError {
-  return new CheckpointKeyError(
-    `Run "${runId}": the ${what} is encrypted, and this worker has no encryption key. Give it the same encryptionKey as the workers that wrote the run. Nothing was changed.`,
-  );
+  return new CheckpointKeyError(Messages.noEncryptionKey(runId, what));
 }
 
 function corrupt(runId: string, what: string, why: string) {
   return new CheckpointStoreCorrupt(
-    `Run "${runId}": the ${what} cannot be read: ${why}. Nothing was run from it.`,
+    Messages.encryptedUnreadable(runId, what, why),
     runId,
   );
 }

@@ -122,9 +122,7 @@ function toKey(
       .digest('base64url')
       .slice(0, 10);
   if (!/^[A-Za-z0-9_-]+$/.test(id)) {
-    throw new CheckpointKeyError(
-      `Key id "${id}" may only contain letters, digits, "_" and "-".`,
-    );
+    throw new CheckpointKeyError(Messages.keyId(id));
   }
   return {
     id,

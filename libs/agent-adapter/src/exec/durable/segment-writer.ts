@@ -1,3 +1,4 @@
+import { asError } from '../../errors';
 import type {
   CallRecord,
   CheckpointRecord,
@@ -202,8 +203,7 @@ export class SegmentWriter {
           await this.store.recordCall(this.runId, this.segment, records);
         }
       } catch (error) {
-        this.failure =
-          error instanceof Error ? error : new Error(String(error));
+        this.failure = asError(error);
         checkpoint?.settle.reject(this.failure);
         throw this.failure;
       }

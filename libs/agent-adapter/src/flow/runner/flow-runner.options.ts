@@ -7,6 +7,7 @@ import { MemoryCheckpointStore } from '../../exec/checkpoints/memory.store';
 import { KeyRing, type CheckpointKey } from '../../exec/durable/key-ring';
 import type { PendingApproval, RunIdentity } from '../../exec/durable/records';
 import type { ResumeDecision } from '../flow.interfaces';
+import { consoleLogger, type DurableLogger } from '../../observability/logger';
 import { workerIdOf } from '../worker-id';
 
 /**
@@ -37,6 +38,12 @@ export interface FlowRunnerOptions {
   encryptionKey?: CheckpointKey;
   /** Receives `checkpoint.saved` and `run.recovered`. */
   events?: DurableEvents;
+  /**
+   * Where the runner reports what it cannot throw (a failed lease renewal, a listener that threw;
+   * also the default events' listener errors). The Nest module gives Nest's `Logger`.
+   * @default the console
+   */
+  logger?: DurableLogger;
   /**
    * This worker's id in run leases; a stable id lets a restarted worker take its runs back at once.
    * @default `${hostname}:${pid}:${random}`
@@ -92,6 +99,7 @@ export interface RunnerSettings {
   /** Seals and opens records (with the encryption key, when one is given). */
   ring: KeyRing;
   events: DurableEvents;
+  logger: DurableLogger;
   workerId: string;
   leaseMs: number;
   approvals?: ApprovalPort;
@@ -156,6 +164,13 @@ export function normalizeRunnerOptions(
   ) {
     throw setup(Messages.badApprovals());
   }
+  const logger = options.logger ?? consoleLogger;
+  if (
+    typeof logger?.warn !== 'function' ||
+    typeof logger.error !== 'function'
+  ) {
+    throw setup(Messages.badLogger());
+  }
   if (
     options.canResume !== undefined &&
     typeof options.canResume !== 'function'
@@ -182,7 +197,12 @@ export function normalizeRunnerOptions(
   return {
     store,
     ring,
-    events: options.events ?? new DurableEvents(),
+    events:
+      options.events ??
+      new DurableEvents((error, event) =>
+        logger.error(Messages.listenerThrew(event), error),
+      ),
+    logger,
     workerId,
     leaseMs,
     ...(options.approvals && { approvals: options.approvals }),

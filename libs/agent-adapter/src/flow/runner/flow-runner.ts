@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import {
+  asError,
   CheckpointConflict,
   CheckpointNotFound,
   FlowError,
@@ -82,6 +83,7 @@ export class FlowRunner {
       this.store,
       this.workerId,
       this.settings.leaseMs,
+      this.settings.logger,
     );
     this.driver = new SegmentDriver(this.settings, executor, this.leases);
   }
@@ -197,9 +199,7 @@ export class FlowRunner {
   ): Promise<RunResult<S>> {
     checkRunId(runId);
     if (typeof decision?.approved !== 'boolean') {
-      throw new TypeError(
-        'resume(flow, runId, decision): decision.approved must be true or false.',
-      );
+      throw new TypeError(Messages.badDecision());
     }
     const compiled = flow.compile();
     const { head, cp, identity } = await this.readLatest(
@@ -368,7 +368,7 @@ export class FlowRunner {
       );
       return [runId, result];
     } catch (error) {
-      return [runId, error instanceof Error ? error : new Error(String(error))];
+      return [runId, asError(error)];
     }
   }
 

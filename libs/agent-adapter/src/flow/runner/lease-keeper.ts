@@ -1,4 +1,6 @@
 import { RunLeaseHeld } from '../../errors';
+import { Messages } from '../../errors/messages';
+import type { DurableLogger } from '../../observability/logger';
 import type {
   CheckpointStore,
   RunHead,
@@ -21,6 +23,7 @@ export class LeaseKeeper {
     readonly store: CheckpointStore,
     readonly workerId: string,
     readonly leaseMs: number,
+    private readonly logger: DurableLogger,
   ) {}
 
   /** Marks a run driven (`true`) or no longer driven by this worker. */
@@ -73,10 +76,7 @@ export class LeaseKeeper {
         ...this.driving.keys(),
       ]);
     } catch (error) {
-      console.warn(
-        `agent-adapter: lease renewal failed for worker ${this.workerId}`,
-        error,
-      );
+      this.logger.warn(Messages.renewalFailed(this.workerId), error);
     } finally {
       this.renewing = false;
     }

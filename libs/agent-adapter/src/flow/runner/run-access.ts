@@ -1,3 +1,4 @@
+import { Messages } from '../../errors/messages';
 import { RunAccessDenied } from '../../errors';
 import type { Checkpoint, RunIdentity } from '../../exec/durable/records';
 import type { ResumeDecision } from '../flow.interfaces';
@@ -14,8 +15,7 @@ export function identityOf(ctx: RunIdentity | undefined): RunIdentity {
   for (const key of ['user', 'thread', 'principal'] as const) {
     const value = ctx?.[key];
     if (value === undefined || value === null) continue;
-    if (typeof value !== 'string')
-      throw new TypeError(`ctx.${key} must be a string.`);
+    if (typeof value !== 'string') throw new TypeError(Messages.ctxField(key));
     out[key] = value;
   }
   return out;

@@ -1,3 +1,4 @@
+import { Messages } from '../../errors/messages';
 import type { DurableEvents } from '../../events/durable.events';
 import type { SuperstepScope } from '../../exec/call-context';
 import type { ApprovalPort } from '../../exec/approvals';
@@ -7,6 +8,7 @@ import type { ReplayBook } from '../../exec/durable/replay';
 import type { CheckpointWriteOptions } from '../../exec/durable/segment-writer';
 import { SegmentWriter } from '../../exec/durable/segment-writer';
 import type { Executor } from '../../exec/executor';
+import type { DurableLogger } from '../../observability/logger';
 import { traced } from '../../observability/tracing';
 import type { CompiledFlow } from '../flow.graph';
 import type { RunResult } from '../flow.interfaces';
@@ -39,6 +41,7 @@ export interface SavedExtra {
 export class SegmentDriver {
   private readonly ring: KeyRing;
   private readonly events: DurableEvents;
+  private readonly logger: DurableLogger;
   private readonly approvals?: ApprovalPort;
 
   constructor(
@@ -48,6 +51,7 @@ export class SegmentDriver {
   ) {
     this.ring = settings.ring;
     this.events = settings.events;
+    this.logger = settings.logger;
     if (settings.approvals) this.approvals = settings.approvals;
   }
 
@@ -225,7 +229,7 @@ export class SegmentDriver {
         ...rest,
       });
     } catch (error) {
-      console.warn('agent-adapter: a checkpoint.saved listener failed', error);
+      this.logger.warn(Messages.savedListenerFailed(), error);
     }
   }
 }

@@ -8,7 +8,8 @@ import type {
   JsonObject,
   ToolCall,
 } from '../chat-model';
-import { ChatModelError } from '../loop.errors';
+import { ChatModelError, DurableSetupError } from '../../errors';
+import { Messages } from '../../errors/messages';
 
 /** @publicApi */
 export interface OpenAIChatModelOptions {
@@ -57,22 +58,16 @@ export class OpenAIChatModel implements ChatModel {
       typeof options?.baseUrl !== 'string' ||
       !/^https?:\/\//.test(options.baseUrl)
     )
-      throw new TypeError(
-        'OpenAIChatModel: baseUrl must be an http(s) URL, e.g. "http://localhost:11434/v1".',
-      );
+      throw new DurableSetupError(Messages.openAIOption('baseUrl'));
     if (typeof options.model !== 'string' || options.model === '')
-      throw new TypeError('OpenAIChatModel: model must be a model name.');
+      throw new DurableSetupError(Messages.openAIOption('model'));
     this.url = `${options.baseUrl.replace(/\/+$/, '')}/chat/completions`;
     this.timeoutMs = options.timeoutMs ?? 60_000;
     this.maxRetries = options.maxRetries ?? 2;
     if (!Number.isInteger(this.timeoutMs) || this.timeoutMs < 1)
-      throw new TypeError(
-        'OpenAIChatModel: timeoutMs must be a positive integer.',
-      );
+      throw new DurableSetupError(Messages.openAIOption('timeoutMs'));
     if (!Number.isInteger(this.maxRetries) || this.maxRetries < 0)
-      throw new TypeError(
-        'OpenAIChatModel: maxRetries must be an integer ≥ 0.',
-      );
+      throw new DurableSetupError(Messages.openAIOption('maxRetries'));
     if (options.body !== undefined) assertJson(options.body, 'body');
     this.fetch = options.fetch ?? globalThis.fetch;
     // Whatever could authenticate is blanked out of anything an error repeats from the server.

@@ -36,7 +36,12 @@ export type CheckpointStoreType = CheckpointStoreDescriptor['type'];
  */
 export interface DurableModuleOptions extends Omit<
   FlowRunnerOptions,
-  'checkpoints' | 'checkpointKey' | 'events' | 'approvals' | 'canResume'
+  | 'checkpoints'
+  | 'checkpointKey'
+  | 'events'
+  | 'logger'
+  | 'approvals'
+  | 'canResume'
 > {
   /**
    * Where checkpoints and call logs go: a store instance (the application owns it and closes it)

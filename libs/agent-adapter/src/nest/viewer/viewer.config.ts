@@ -1,6 +1,6 @@
 import type { CanActivate, Type } from '@nestjs/common';
 import { NestMessages } from '../durable.messages';
-import { DurableSetupError } from '../errors/durable-setup.error';
+import { DurableSetupError } from '../../errors';
 import type { DurableViewerOptions } from '../interfaces/durable-module-options.interface';
 
 /** A host the viewer answers for: a name (or IP literal), and a port unless any port will do. */

@@ -17,6 +17,9 @@
  *   one write renews them all, and several runners of one worker id add to it side by side.
  */
 
+import { DurableSetupError } from '../../../errors';
+import { Messages } from '../../../errors/messages';
+
 /** The head's fields of the run hash, in the order the store reads them (HMGET). */
 export const HEAD_FIELDS = [
   'step',
@@ -51,9 +54,7 @@ export class RedisKeys {
 
   constructor(readonly prefix: string) {
     if (!/^[^{}:]+$/.test(prefix)) {
-      throw new Error(
-        `RedisCheckpointStore: prefix "${prefix}" must be non-empty, without "{", "}" or ":" (they would break the hash tags that keep a run in one slot, or let two tenants share keys).`,
-      );
+      throw new DurableSetupError(Messages.redisPrefix(prefix));
     }
     this.runs = `{${prefix}}:runs`;
     this.born = `{${prefix}}:born`;
@@ -86,9 +87,7 @@ export class RedisKeys {
 
   private tag(runId: string): string {
     if (/[{}]/.test(runId)) {
-      throw new Error(
-        `RedisCheckpointStore: run id "${runId}" must not contain "{" or "}" (they would break the hash tag that keeps the run in one slot).`,
-      );
+      throw new TypeError(Messages.redisRunId(runId));
     }
     return `{${this.prefix}:${runId}}`;
   }

@@ -1,3 +1,4 @@
+import { Messages } from '../../../errors/messages';
 import { CheckpointStoreUnavailable } from '../../../errors';
 import type {
   CallRecord,
@@ -41,7 +42,5 @@ export const UNFINISHED_SQL = `status IN ('running', 'paused')`;
 export function foreignTables(n: SqlNames, cause?: Error): Error {
   if (cause && !/exists without its meta table/.test(cause.message))
     return cause;
-  return new CheckpointStoreUnavailable(
-    `${n.runs} exists but the agent-adapter meta table does not: these tables were not made by agent-adapter. Use another tablePrefix/schema. Nothing was changed.`,
-  );
+  return new CheckpointStoreUnavailable(Messages.foreignTables(n.runs));
 }

@@ -1,3 +1,5 @@
+import { DurableSetupError } from '../../../errors';
+import { Messages } from '../../../errors/messages';
 /**
  * The SQL store's tables, for Postgres and SQLite: one DDL, used both by the store when it creates
  * its tables on first use and by the shipped TypeORM migration.
@@ -34,20 +36,14 @@ export function sqlNames(
 ): SqlNames {
   const prefix = options.tablePrefix ?? 'aa_';
   if (!/^[A-Za-z0-9_]{0,30}$/.test(prefix)) {
-    throw new TypeError(
-      `tablePrefix "${prefix}" may only contain letters, digits and "_" (at most 30).`,
-    );
+    throw new DurableSetupError(Messages.tablePrefix(prefix));
   }
   const schema = options.schema;
   if (schema !== undefined) {
     if (dialect !== 'postgres')
-      throw new TypeError(
-        'The schema option is for Postgres; on SQLite use tablePrefix.',
-      );
+      throw new DurableSetupError(Messages.schemaOnSqlite());
     if (!IDENT.test(schema))
-      throw new TypeError(
-        `schema "${schema}" must be a plain identifier (letters, digits, "_").`,
-      );
+      throw new DurableSetupError(Messages.schemaName(schema));
   }
   const q = (table: string) =>
     schema ? `"${schema}"."${prefix}${table}"` : `"${prefix}${table}"`;

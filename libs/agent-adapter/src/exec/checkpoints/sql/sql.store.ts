@@ -1,7 +1,10 @@
 import {
+  asError,
   CheckpointStoreUnavailable,
+  DurableSetupError,
   type CheckpointConflict,
 } from '../../../errors';
+import { Messages } from '../../../errors/messages';
 import { requireFeatures } from '../../../peers/optional-packages';
 import {
   CheckpointStore,
@@ -97,9 +100,7 @@ export class SQLCheckpointStore extends CheckpointStore {
     this.options = options;
     const type = isDataSource(source) ? source.options.type : source.type;
     if (type !== 'postgres' && type !== 'better-sqlite3') {
-      throw new TypeError(
-        `SQLCheckpointStore supports TypeORM type "postgres" or "better-sqlite3", not "${type}".`,
-      );
+      throw new DurableSetupError(Messages.sqlType(type));
     }
     sqlNames(type === 'postgres' ? 'postgres' : 'sqlite', options); // validates the names now
     // A DataSource the store makes needs typeorm and the driver: checked now (resolved, not
@@ -112,7 +113,9 @@ export class SQLCheckpointStore extends CheckpointStore {
   private open() {
     if (this.closed)
       return Promise.reject(
-        new CheckpointStoreUnavailable('This SQLCheckpointStore was closed.'),
+        new CheckpointStoreUnavailable(
+          Messages.storeClosed('SQLCheckpointStore'),
+        ),
       );
     return (this.engine ??= this.connect().catch((error: unknown) => {
       this.engine = undefined; // a later call may try again (the database may come back)
@@ -131,7 +134,11 @@ export class SQLCheckpointStore extends CheckpointStore {
         await dataSource.initialize();
       } catch (error) {
         throw new CheckpointStoreUnavailable(
-          `SQLCheckpointStore cannot connect to the ${dialect} database: ${(error as Error).message}. Check the connection options and that the server is up.`,
+          Messages.cannotConnect(
+            'SQLCheckpointStore',
+            `${dialect} database`,
+            asError(error).message,
+          ),
           undefined,
           { cause: error },
         );

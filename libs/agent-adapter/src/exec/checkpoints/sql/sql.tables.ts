@@ -1,3 +1,4 @@
+import { Messages } from '../../../errors/messages';
 import { CheckpointStoreUnavailable } from '../../../errors';
 import type { Engine } from './sql.engine';
 import {
@@ -27,18 +28,16 @@ export async function prepareTables(
     version = await readVersion(engine, names);
   }
   if (version === null) {
-    throw new CheckpointStoreUnavailable(
-      `The agent-adapter tables (${names.runs}, ...) are missing or unreadable. Run the shipped migrations (agentAdapterMigrations()) or create the store with createTables: true.`,
-    );
+    throw new CheckpointStoreUnavailable(Messages.tablesMissing(names.runs));
   }
   if (version === undefined) {
     throw new CheckpointStoreUnavailable(
-      `The agent-adapter tables (${names.runs}, ...) carry no schema version (made by TypeORM synchronize from agentAdapterEntities(), or by something else). Open the store once with createTables: true to stamp them, run the shipped migrations instead, or use another tablePrefix/schema. Nothing was changed.`,
+      Messages.tablesUnversioned(names.runs),
     );
   }
   if (version !== String(SCHEMA_VERSION)) {
     throw new CheckpointStoreUnavailable(
-      `The agent-adapter tables (${names.runs}, ...) have schema version ${version}, but this version of agent-adapter uses ${SCHEMA_VERSION}. They were made by another version: use a matching agent-adapter, or another tablePrefix/schema. Nothing was changed.`,
+      Messages.tablesVersion(names.runs, version, SCHEMA_VERSION),
     );
   }
 }

@@ -1,3 +1,4 @@
+import { Messages } from '../../../errors/messages';
 import { CheckpointStoreUnavailable } from '../../../errors';
 import type {
   CallRecord,
@@ -58,7 +59,7 @@ export class SqliteEngine implements Engine {
       // "transaction" would be a savepoint its rollback could undo after we reported success.
       if (this.db.inTransaction) {
         throw new CheckpointStoreUnavailable(
-          'The SQLite connection the store shares has a transaction open (an application transaction on the same DataSource). A checkpoint written inside it could be rolled back after the fact: give the store its own connection (new SQLiteCheckpointStore(path) or a DataSource of its own).',
+          Messages.sqliteSharedTransaction(),
         );
       }
       return tx.immediate(work);

@@ -1,3 +1,5 @@
+import { DurableSetupError } from '../../../errors';
+import { Messages } from '../../../errors/messages';
 import type { SqlTableOptions } from './sql.schema';
 import { sqliteConnection } from './sql.driver';
 import { SQLCheckpointStore } from './sql.store';
@@ -11,9 +13,7 @@ import { SQLCheckpointStore } from './sql.store';
 export class SQLiteCheckpointStore extends SQLCheckpointStore {
   constructor(path: string, options: SqlTableOptions = {}) {
     if (typeof path !== 'string' || path === '') {
-      throw new TypeError(
-        'SQLiteCheckpointStore(path): give the database file path (":memory:" is one process only).',
-      );
+      throw new DurableSetupError(Messages.sqlitePath());
     }
     super(sqliteConnection(path), options);
   }

@@ -1,0 +1,50 @@
+/** Message factories of the CLI: every `CliError` says what is wrong and what to do. @internal */
+export const CliMessages = {
+  sqlitePathMissing: (url: string) =>
+    `Store URL "${url}": give the SQLite file, e.g. sqlite:data/runs.db.`,
+  noSuchFile: (url: string, path: string) =>
+    `Store URL "${url}": no such file "${path}".`,
+  ttlSeconds: (url: string) =>
+    `Store URL "${url}": ttlSeconds must be a positive integer.`,
+  unknownScheme: (url: string, scheme: string | undefined, help: string) =>
+    `Unknown store URL ${scheme === undefined ? `"${url}"` : `scheme "${scheme}:"`}. Use one of:\n${help}`,
+  invalidUrl: (url: string) => `Store URL "${url}" is not a valid URL.`,
+  unknownParameter: (url: string, name: string, known: readonly string[]) =>
+    `Store URL "${url}": unknown parameter "${name}" (known: ${known.join(', ')}).`,
+  keyNotSet: (env: string) =>
+    `${env} is not set: give the checkpoint key the workers use (the secret, or a JSON key ring {"current": ..., "previous": [...]}). It is needed to verify and to sign rows.`,
+  keyOf: (env: string, message: string) => `${env}: ${message}`,
+  keyRingJson: (env: string, why: string) =>
+    `${env} looks like a JSON key ring but is not valid JSON (${why}).`,
+  noCheckpointAt: (runId: string, step: number, steps: readonly number[]) =>
+    `Run "${runId}" has no checkpoint at step ${step} (it has steps ${Math.min(...steps)} to ${Math.max(...steps)}).`,
+  nothingToFork: (runId: string, step: number) =>
+    `Checkpoint ${step} of run "${runId}" has no node left to run (the run was done there); fork an earlier step.`,
+  forkUnfinished: (runId: string, status: string) =>
+    `Run "${runId}" has not finished (${status}): its workers could still drive it, and a fork is a second run with new idempotency keys, so every side effect both runs make would happen twice (no provider can deduplicate them). Nothing was written. Fork with --cancel-source to cancel the source first (as runs cancel does), or cancel it yourself, then fork.`,
+  forkAfterCancel: (runId: string, step: number, why: string) =>
+    `Run "${runId}" was cancelled (failed checkpoint at step ${step}), but the fork was not written: ${why} Run fork again (the source has ended, so --cancel-source is no longer needed).`,
+  forkExists: (runId: string) =>
+    `Run "${runId}" already exists; choose another id for the fork (--run-id).`,
+  movedWhileCancelling: (
+    runId: string,
+    expected: number,
+    step: number,
+    status: string,
+  ) =>
+    `Run "${runId}" moved while it was being cancelled (read at step ${expected}, now at step ${step}, ${status}): nothing was written. Look at it again (runs show) before deciding.`,
+  cancelEnded: (runId: string, status: string) =>
+    `Run "${runId}" has already ended (${status}); there is nothing to cancel.`,
+  // cli/program.ts uses these.
+  noStore: (env: string, help: string) =>
+    `No store: give --store <url> or set $${env}. Store URLs:\n${help}`,
+  verifyOneOf: () =>
+    'runs verify: give exactly one of <id>, --all or --bundle <file>.',
+  cannotRead: (file: string, why: string) => `Cannot read ${file}: ${why}`,
+  notJson: (file: string, why: string) =>
+    `${file} is not JSON (${why}): not an audit bundle.`,
+  redisUnreachable: (where: string, why: string) =>
+    `cannot connect to Redis at ${where}: ${why}. Check the URL and that the server is up.`,
+  redisEmpty: (prefix: string, where: string) =>
+    `no agent-adapter data under prefix "${prefix}" on ${where}: check the prefix.`,
+} as const;

@@ -1,2 +1,0 @@
-export { DurableSetupError } from './durable-setup.error';
-export { InvalidToolArguments } from './invalid-tool-arguments.error';
