@@ -1,6 +1,8 @@
 import { readFile } from 'node:fs/promises';
 import { InvalidArgumentError } from 'commander';
+import { asError } from '../errors';
 import { CliError } from './cli.error';
+import { CliMessages } from './cli.messages';
 import { EXIT } from './exit-codes';
 
 /** Argument parsers and small text helpers shared by the CLI's commands. */
@@ -10,13 +12,13 @@ export async function readJson(file: string): Promise<unknown> {
   try {
     text = await readFile(file, 'utf8');
   } catch (error) {
-    throw new CliError(`Cannot read ${file}: ${(error as Error).message}`);
+    throw new CliError(CliMessages.cannotRead(file, asError(error).message));
   }
   try {
     return JSON.parse(text) as unknown;
   } catch (error) {
     throw new CliError(
-      `${file} is not JSON (${(error as Error).message}): not an audit bundle.`,
+      CliMessages.notJson(file, asError(error).message),
       EXIT.problems,
     );
   }

@@ -6,11 +6,13 @@ import {
   CheckpointStoreCorrupt,
   DriverNotInstalledError,
   DurableError,
+  asError,
 } from '../errors';
 import type { CheckpointStore } from '../exec/checkpoints/checkpoint-store';
 import { StoreDescriptorError } from '../exec/checkpoints/create-store';
 import type { KeyRing } from '../exec/durable/key-ring';
 import { CliError } from './cli.error';
+import { CliMessages } from './cli.messages';
 import { corruptMessage } from './corrupt-wording';
 import { keyRingFromEnv, KEY_ENV } from './key';
 import { forkCommand, type CommandContext } from './fork-command';
@@ -75,7 +77,7 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
     const url = globals(cmd).store ?? io.env[STORE_ENV];
     if (!url) {
       throw new CliError(
-        `No store: give --store <url> or set $${STORE_ENV}. Store URLs:\n${indent(STORE_URL_HELP)}`,
+        CliMessages.noStore(STORE_ENV, indent(STORE_URL_HELP)),
       );
     }
     return (store ??= storeFromUrl(url));
@@ -141,7 +143,7 @@ function report(error: unknown, io: CliIo): number {
     line(error.message);
     return EXIT.failure;
   }
-  const e = error instanceof Error ? error : new Error(String(error));
+  const e = asError(error);
   line(
     io.env.AGENT_ADAPTER_DEBUG
       ? (e.stack ?? e.message)

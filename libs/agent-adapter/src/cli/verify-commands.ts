@@ -2,6 +2,7 @@ import { writeFile } from 'node:fs/promises';
 import type { Command } from 'commander';
 import { CheckpointNotFound } from '../errors';
 import { CliError } from './cli.error';
+import { CliMessages } from './cli.messages';
 import { EXIT } from './exit-codes';
 import type { CommandContext } from './fork-command';
 import { readJson } from './args';
@@ -35,9 +36,7 @@ export function verifyCommands(runs: Command, c: CommandContext): void {
           o.bundle !== undefined,
         ];
         if (given.filter(Boolean).length !== 1) {
-          throw new CliError(
-            'runs verify: give exactly one of <id>, --all or --bundle <file>.',
-          );
+          throw new CliError(CliMessages.verifyOneOf());
         }
         let results: RunVerification[];
         let signed: boolean | undefined;
@@ -48,7 +47,10 @@ export function verifyCommands(runs: Command, c: CommandContext): void {
             checked = verifyBundle(c.key(), parsed);
           } catch (error) {
             if (!(error instanceof TypeError)) throw error;
-            throw new CliError(`${o.bundle}: ${error.message}`, EXIT.problems);
+            throw new CliError(
+              CliMessages.keyOf(o.bundle, error.message),
+              EXIT.problems,
+            );
           }
           signed = checked.signed;
           results = [checked];

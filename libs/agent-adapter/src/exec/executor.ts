@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
-import { FlowError, RunPaused } from '../errors';
+import { asError, FlowError, RunPaused } from '../errors';
+import { Messages } from '../errors/messages';
 import { checkVerdict, type ApprovalPort } from './approvals';
 import { canonical, type CanonicalText } from './durable/canonical-json';
 import type {
@@ -37,10 +38,7 @@ export class Executor {
     const step = scope.step;
     if (step.closed) {
       const late = Promise.reject(
-        new FlowError(
-          `Node "${scope.node}" called tool "${tool}" after its superstep ended. Await every ctx.call before the node returns.`,
-          step.runId,
-        ),
+        new FlowError(Messages.lateCall(scope.node, tool), step.runId),
       );
       // Handled here too: an un-awaited late call must not crash the process (unhandled rejection).
       late.catch(() => undefined);
@@ -74,7 +72,7 @@ export class Executor {
     const definition = this.registry.get(tool);
     if (!definition) {
       throw new FlowError(
-        `Node "${scope.node}" called tool "${tool}", which is not registered. Register it on the ToolRegistry the Executor was given.`,
+        Messages.unregisteredTool(scope.node, tool),
         step.runId,
       );
     }
@@ -213,7 +211,7 @@ export class Executor {
       };
     } catch (error) {
       // The port failed: the tool did not run. Sealed as the call's outcome, like a tool's error.
-      const e = error instanceof Error ? error : new Error(String(error));
+      const e = asError(error);
       const failed: CallOutcome = {
         ok: false,
         error: {

@@ -1,4 +1,6 @@
+import { Messages } from '../errors/messages';
 import {
+  asError,
   ToolDenied,
   ToolFailed,
   ToolTimeout,
@@ -60,7 +62,7 @@ export async function invokeTool(
       return { sealed: { ok: true }, value, unrecordable: reason };
     }
   } catch (error) {
-    const e = error instanceof Error ? error : new Error(String(error));
+    const e = asError(error);
     return {
       sealed: { ok: false, error: { name: e.name, message: e.message } },
       cause: error,
@@ -177,9 +179,7 @@ export function needsApproval(
     }),
   );
   if (typeof answer !== 'boolean') {
-    throw new TypeError(
-      `Tool "${definition.name}": the approval policy returned ${answer instanceof Promise ? 'a promise' : (JSON.stringify(answer) ?? String(answer))}; it must return true or false, synchronously.`,
-    );
+    throw new TypeError(Messages.approvalPolicyAnswer(definition.name, answer));
   }
   return answer;
 }

@@ -1,4 +1,9 @@
+import { Messages } from '../errors/messages';
 import {
+  asError,
+  ChatModelError,
+  DurableSetupError,
+  MaxStepsExceeded,
   CheckpointConflict,
   CheckpointNotFound,
   RunAccessDenied,
@@ -28,7 +33,6 @@ import {
   type ToolCall,
   type ToolMessage,
 } from './chat-model';
-import { ChatModelError, MaxStepsExceeded } from './loop.errors';
 import {
   DEFAULT_MAX_STEPS,
   type ToolLoopOptions,
@@ -69,7 +73,7 @@ export class ToolLoop {
     options: ToolLoopOptions = {},
   ) {
     if (typeof model?.complete !== 'function')
-      throw new TypeError('A tool loop needs a ChatModel (with complete()).');
+      throw new DurableSetupError(Messages.loopNeedsModel());
     const { name, ...runnerOptions } = options;
     this.runner = new FlowRunner(new Executor(registry), runnerOptions);
     // maxSteps (in the state) is the loop's limit, so the per-node visit limit is out of the way.
@@ -104,9 +108,7 @@ export class ToolLoop {
     const given = checkMessages(messages);
     const maxSteps = options.maxSteps ?? DEFAULT_MAX_STEPS;
     if (!Number.isSafeInteger(maxSteps) || maxSteps < 1) {
-      throw new TypeError(
-        `maxSteps must be a positive integer, got ${String(options.maxSteps)}.`,
-      );
+      throw new TypeError(Messages.loopMaxSteps(options.maxSteps));
     }
     const { runId, ctx, decision } = options;
     if (runId !== undefined) {
@@ -136,8 +138,7 @@ export class ToolLoop {
       if (existing) return this.continue(existing, given, options);
     }
     if (decision) throw new CheckpointNotFound(runId ?? '(no run id)');
-    if (given.length === 0)
-      throw new TypeError('messages: a new run needs at least one message.');
+    if (given.length === 0) throw new TypeError(Messages.loopNoMessages());
     const r = await this.runner.run(
       this.flow,
       { messages: given, modelCalls: 0, maxSteps, start: given.length },
@@ -209,10 +210,7 @@ export class ToolLoop {
     const { runId } = existing;
     const started = existing.state.messages.slice(0, existing.state.start);
     if (given.length && canonicalJson(given) !== canonicalJson(started)) {
-      throw new CheckpointConflict(
-        `Run "${runId}" exists and started with other messages: a run id names one conversation. To go on from a finished run, start a new run (another id) with its messages and the new ones; to resume a paused one, pass the messages it started with (or none).`,
-        runId,
-      );
+      throw new CheckpointConflict(Messages.loopOtherMessages(runId), runId);
     }
     if (options.decision) {
       // resume checks the run is paused (else CheckpointConflict) and seals the decision first.
@@ -223,10 +221,7 @@ export class ToolLoop {
       return this.result(r);
     }
     if (existing.status === 'running') {
-      throw new CheckpointConflict(
-        `Run "${runId}" exists and is running: another worker drives it, or a crash cut it short. Recover it with recoverToolLoop (a worker on startup does), or use another run id.`,
-        runId,
-      );
+      throw new CheckpointConflict(Messages.loopRunning(runId), runId);
     }
     return this.result(existing);
   }
@@ -246,13 +241,11 @@ export class ToolLoop {
       reply = checkMessage(answer, 'reply');
     } catch (error) {
       throw new ChatModelError(
-        `The model's reply is not a chat message: ${(error as Error).message}`,
+        Messages.replyNotMessage(asError(error).message),
       );
     }
     if (reply.role !== 'assistant') {
-      throw new ChatModelError(
-        `The model's reply has role "${reply.role}"; a reply is an assistant message.`,
-      );
+      throw new ChatModelError(Messages.replyRole(reply.role));
     }
     return {
       messages: [...state.messages, reply],
