@@ -210,7 +210,7 @@ describeWithService(
       );
       // Today: the runner is made, and its first save fails with Postgres's own error.
       expect(String(outcome)).toMatch(
-        /^TypeError: workerId must be a non-empty string of at most 200 characters/,
+        /^DurableSetupError: FlowRunner: workerId must be a non-empty string of at most 200 characters/,
       );
       expect(await store.head('w201')).toBeUndefined();
     });

@@ -41,6 +41,7 @@ import {
   type ToolLoopRunOptions,
   type ToolLoopState,
 } from './tool-loop.interfaces';
+import { contentOf, excerpt, failed, toolCallsOf } from './tool-messages';
 
 export { DEFAULT_MAX_STEPS };
 export type {
@@ -392,33 +393,4 @@ export async function recoverToolLoop(
   } finally {
     loop.close();
   }
-}
-
-function toolCallsOf(state: ToolLoopState): ToolCall[] {
-  const last = state.messages[state.messages.length - 1];
-  return last?.role === 'assistant' ? (last.toolCalls ?? []) : [];
-}
-
-function failed(call: ToolCall, why: string): ToolMessage {
-  return {
-    role: 'tool',
-    toolCallId: call.id,
-    name: call.name,
-    content: `Error: ${why}`,
-    isError: true,
-  };
-}
-
-function contentOf(value: unknown): string {
-  if (typeof value === 'string') return value;
-  try {
-    return JSON.stringify(value ?? null) ?? 'null';
-  } catch {
-    return String(value);
-  }
-}
-
-function excerpt(text: string, max = 200): string {
-  const t = JSON.stringify(text);
-  return t.length > max ? `${t.slice(0, max)}…` : t;
 }

@@ -182,21 +182,26 @@ export function describeListingLeasesDelete({
         checkpoints: store,
         checkpointKey: KEY,
         workerId: 'w1',
-        leaseMs: 300,
+        leaseMs: 600,
       };
       const a = new FlowRunner(new Executor(new ToolRegistry()), options);
       const b = new FlowRunner(new Executor(new ToolRegistry()), options);
+      const ids = [uid('a'), uid('b')] as const;
       const runs = [
-        a.run(flow, { n: 0 }, { runId: uid('a') }),
-        b.run(flow, { n: 0 }, { runId: uid('b') }),
+        a.run(flow, { n: 0 }, { runId: ids[0] }),
+        b.run(flow, { n: 0 }, { runId: ids[1] }),
       ];
       const other = new FlowRunner(new Executor(new ToolRegistry()), {
         ...options,
         workerId: 'w2',
       });
       try {
-        for (let look = 0; look < 4; look++) {
-          await new Promise((r) => setTimeout(r, 250));
+        // Both runs stored first (a loaded machine may take a while to start them), then looked at
+        // for three leases' time: only renewal keeps them owned.
+        while (!(await store.head(ids[0])) || !(await store.head(ids[1])))
+          await new Promise((r) => setTimeout(r, 20));
+        for (let look = 0; look < 6; look++) {
+          await new Promise((r) => setTimeout(r, 300));
           const seen = await other.recoverAll(flow);
           assert.strictEqual(seen.size, 2);
           for (const outcome of seen.values())
