@@ -24,9 +24,9 @@ import {
   unverifiedBody as bodyOf,
   settle,
 } from 'agent-adapter/testing';
+import { sleep } from '../../../../test/utils/specs';
 
 const KEY = 'use-a-secret-from-your-vault-32b';
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 function runnerOn(store: CheckpointStore, registry: ToolRegistry) {
   return new FlowRunner(new Executor(registry), {

@@ -11,9 +11,9 @@ import {
   ToolDenied,
   ToolRegistry,
 } from 'agent-adapter';
+import { sleep } from '../../../../test/utils/specs';
 
 const KEY = 'use-a-secret-from-your-vault-32b';
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 interface S {
   a?: string;

@@ -19,6 +19,7 @@ import {
   refusePackages,
   runInFreshNode,
 } from '../../../../test/utils/fresh-node';
+import { thrownBy } from '../../../../test/utils/specs';
 
 /**
  * Missing packages are simulated without uninstalling them: the loader's resolver refuses the
@@ -44,15 +45,8 @@ afterEach(() => {
   restore = undefined;
 });
 
-function thrown(fn: () => unknown): DriverNotInstalledError {
-  try {
-    fn();
-  } catch (error) {
-    expect(error).toBeInstanceOf(DriverNotInstalledError);
-    return error as DriverNotInstalledError;
-  }
-  throw new Error('expected a DriverNotInstalledError, nothing was thrown');
-}
+const thrown = (fn: () => unknown): DriverNotInstalledError =>
+  thrownBy(DriverNotInstalledError, fn);
 
 describe('the feature table', () => {
   it('lists only optional peers of the library (the table and package.json agree)', () => {

@@ -8,9 +8,9 @@ import {
   MemoryCheckpointStore,
   ToolRegistry,
 } from 'agent-adapter';
+import { sleep } from '../../../../../test/utils/specs';
 
 const KEY = 'use-a-secret-from-your-vault-32b';
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 class S {
   note = '';
