@@ -2,7 +2,19 @@
  * Small helpers the library's unit specs share (test code, never shipped; the store wrappers and
  * flows that tests share are in 'agent-adapter/testing').
  */
-import type { AssistantMessage, ChatModel, ChatRequest } from 'agent-adapter';
+import {
+  Executor,
+  FlowRunner,
+  type AssistantMessage,
+  type ChatModel,
+  type ChatRequest,
+  type CheckpointStore,
+  type FlowRunnerOptions,
+  type ToolRegistry,
+} from 'agent-adapter';
+import { KEY } from 'agent-adapter/testing/fixtures';
+
+export { KEY };
 
 /** Resolves after `ms` milliseconds. */
 export const sleep = (ms: number): Promise<void> =>
@@ -35,4 +47,17 @@ export class ScriptedModel implements ChatModel {
     if (!next) return Promise.reject(new Error('unscripted model call'));
     return Promise.resolve(next);
   }
+}
+
+/** A runner on `store` with the shared test key: `options` add to or replace those two. */
+export function runnerOn(
+  store: CheckpointStore,
+  registry: ToolRegistry,
+  options: Partial<FlowRunnerOptions> = {},
+): FlowRunner {
+  return new FlowRunner(new Executor(registry), {
+    checkpoints: store,
+    checkpointKey: KEY,
+    ...options,
+  });
 }

@@ -29,8 +29,7 @@ import {
   unverifiedBody as bodyOf,
   settle,
 } from 'agent-adapter/testing';
-
-const KEY = 'use-a-secret-from-your-vault-32b';
+import { runnerOn as keyedRunner } from '../../../../test/utils/specs';
 
 interface S {
   amount: number;
@@ -90,9 +89,7 @@ function runnerOn(
   reg: ToolRegistry,
   approvals?: ApprovalPort,
 ) {
-  return new FlowRunner(new Executor(reg), {
-    checkpoints: store,
-    checkpointKey: KEY,
+  return keyedRunner(store, reg, {
     ...(approvals && { approvals }),
   });
 }

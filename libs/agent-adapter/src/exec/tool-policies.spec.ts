@@ -6,16 +6,13 @@
  */
 import {
   CheckpointConflict,
-  Executor,
   Flow,
-  FlowRunner,
   MemoryCheckpointStore,
   RecoveryNeedsDecision,
   ToolFailed,
   ToolRegistry,
   ToolTimeout,
   idempotencyKey,
-  type CheckpointStore,
   type ToolOptions,
 } from 'agent-adapter';
 import {
@@ -25,15 +22,7 @@ import {
   settle,
 } from 'agent-adapter/testing';
 import { sleep } from '../../../../test/utils/specs';
-
-const KEY = 'use-a-secret-from-your-vault-32b';
-
-function runnerOn(store: CheckpointStore, registry: ToolRegistry) {
-  return new FlowRunner(new Executor(registry), {
-    checkpoints: store,
-    checkpointKey: KEY,
-  });
-}
+import { runnerOn } from '../../../../test/utils/specs';
 
 /** The sealed bodies of a run's call records, in order (test inspection). */
 async function logOf(store: MemoryCheckpointStore, runId: string) {

@@ -24,8 +24,7 @@ import {
   settle,
 } from 'agent-adapter/testing';
 import { openCheckpoint } from '../exec/durable/records';
-
-const KEY = 'use-a-secret-from-your-vault-32b';
+import { KEY, runnerOn } from '../../../../test/utils/specs';
 
 interface Refund {
   amount: number;
@@ -252,10 +251,7 @@ describe('Approvals', () => {
     await settle();
     // a fresh registry, without the hook that kills the store
     const { registry } = setup(t.ran);
-    const w = new FlowRunner(new Executor(registry), {
-      checkpoints: store,
-      checkpointKey: KEY,
-    });
+    const w = runnerOn(store, registry);
     await expect(w.recover(t.flow, 'x')).rejects.toThrow(/refund/);
     const r = await w.recover(t.flow, 'x', { rerunInDoubt: true });
     expect(r.state.note).toBe('refunded 3');

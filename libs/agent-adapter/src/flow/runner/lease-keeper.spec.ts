@@ -9,8 +9,7 @@ import {
   ToolRegistry,
 } from 'agent-adapter';
 import { sleep } from '../../../../../test/utils/specs';
-
-const KEY = 'use-a-secret-from-your-vault-32b';
+import { runnerOn } from '../../../../../test/utils/specs';
 
 class S {
   note = '';
@@ -51,9 +50,7 @@ describe('FlowRunner lease renewal', () => {
       }))
       .edge('a', 'b')
       .end('b');
-    const runner = new FlowRunner(new Executor(registry), {
-      checkpoints: store,
-      checkpointKey: KEY,
+    const runner = runnerOn(store, registry, {
       leaseMs: 300,
     });
 

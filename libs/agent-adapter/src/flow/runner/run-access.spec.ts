@@ -24,8 +24,7 @@ import {
   settle,
 } from 'agent-adapter/testing';
 import { openCheckpoint } from '../../exec/durable/records';
-
-const KEY = 'use-a-secret-from-your-vault-32b';
+import { KEY, runnerOn as keyedRunner } from '../../../../../test/utils/specs';
 
 interface S {
   amount: number;
@@ -54,9 +53,7 @@ function runnerOn(
   registry: ToolRegistry,
   canResume?: ResumePolicy,
 ) {
-  return new FlowRunner(new Executor(registry), {
-    checkpoints: store,
-    checkpointKey: KEY,
+  return keyedRunner(store, registry, {
     ...(canResume && { canResume }),
   });
 }
