@@ -61,3 +61,9 @@ export function runnerOn(
     ...options,
   });
 }
+
+/** The specs read sealed call bodies under these short names. */
+export {
+  unverifiedBody as bodyOf,
+  decodeCall as decode,
+} from 'agent-adapter/testing';

@@ -23,13 +23,8 @@ import {
   type ApprovalVerdict,
   type CheckpointStore,
 } from 'agent-adapter';
-import {
-  CrashingStore,
-  SimulatedCrash,
-  unverifiedBody as bodyOf,
-  settle,
-} from 'agent-adapter/testing';
-import { runnerOn as keyedRunner } from '../../../../test/utils/specs';
+import { CrashingStore, SimulatedCrash, settle } from 'agent-adapter/testing';
+import { bodyOf, runnerOn as keyedRunner } from '../../../../test/utils/specs';
 
 interface S {
   amount: number;

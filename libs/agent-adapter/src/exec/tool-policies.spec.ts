@@ -15,13 +15,8 @@ import {
   idempotencyKey,
   type ToolOptions,
 } from 'agent-adapter';
-import {
-  CrashingStore,
-  SimulatedCrash,
-  unverifiedBody as bodyOf,
-  settle,
-} from 'agent-adapter/testing';
-import { sleep } from '../../../../test/utils/specs';
+import { CrashingStore, SimulatedCrash, settle } from 'agent-adapter/testing';
+import { bodyOf, sleep } from '../../../../test/utils/specs';
 import { runnerOn } from '../../../../test/utils/specs';
 
 /** The sealed bodies of a run's call records, in order (test inspection). */

@@ -29,13 +29,7 @@ import {
   type RunRecoveredEvent,
 } from 'agent-adapter';
 import { IsInt, IsString, Min, MinLength } from 'class-validator';
-import {
-  CrashingStore,
-  SimulatedCrash,
-  unverifiedBody as bodyOf,
-  decodeCall as decode,
-  settle,
-} from 'agent-adapter/testing';
+import { CrashingStore, SimulatedCrash, settle } from 'agent-adapter/testing';
 import {
   KEY,
   count,
@@ -44,7 +38,7 @@ import {
   type LedgerEntry,
 } from 'agent-adapter/testing/fixtures';
 import { openCheckpoint, sealCall } from '../exec/durable/records';
-import { runnerOn } from '../../../../test/utils/specs';
+import { bodyOf, decode, runnerOn } from '../../../../test/utils/specs';
 
 const input = { show: 'Hamlet', seats: 2 };
 

@@ -18,12 +18,10 @@ import {
 import {
   CrashingStore,
   SimulatedCrash,
-  unverifiedBody as bodyOf,
-  decodeCall as decode,
   settle,
   type CrashPredicate,
 } from 'agent-adapter/testing';
-import { KEY, runnerOn } from '../../../../../test/utils/specs';
+import { bodyOf, decode, KEY, runnerOn } from '../../../../../test/utils/specs';
 
 interface Entry {
   tool: string;

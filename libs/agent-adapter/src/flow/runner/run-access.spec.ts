@@ -17,14 +17,13 @@ import {
   type ResumeRequest,
   type RunIdentity,
 } from 'agent-adapter';
-import {
-  CrashingStore,
-  SimulatedCrash,
-  unverifiedBody as bodyOf,
-  settle,
-} from 'agent-adapter/testing';
+import { CrashingStore, SimulatedCrash, settle } from 'agent-adapter/testing';
 import { openCheckpoint } from '../../exec/durable/records';
-import { KEY, runnerOn as keyedRunner } from '../../../../../test/utils/specs';
+import {
+  bodyOf,
+  KEY,
+  runnerOn as keyedRunner,
+} from '../../../../../test/utils/specs';
 
 interface S {
   amount: number;
