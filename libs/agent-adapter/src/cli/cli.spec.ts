@@ -25,8 +25,8 @@ import { cancelRun, pruneRuns, showRun } from './operations';
 import { runCli } from './program';
 import { descriptorFromUrl } from './store-url';
 import { exportRun, verifyBundle, verifyRun } from './verify';
+import { KEY, runnerOn } from '../../../../test/utils/specs';
 
-const KEY = 'use-a-secret-from-your-vault-32b';
 const ring = KeyRing.from(KEY);
 
 interface Order {
@@ -52,10 +52,7 @@ function tickets(
     .register('email_tickets', tool('email_tickets'), {
       ...(options.approve && { approval: true }),
     });
-  const runner = new FlowRunner(new Executor(registry), {
-    checkpoints: store,
-    checkpointKey: KEY,
-  });
+  const runner = runnerOn(store, registry);
   return { runner, ran, store };
 }
 
@@ -235,10 +232,7 @@ describe('runs inspect', () => {
         await new Promise((r) => setTimeout(r, 20));
         crashing.kill('inside slow');
       });
-    const runner = new FlowRunner(new Executor(registry), {
-      checkpoints: crashing,
-      checkpointKey: KEY,
-    });
+    const runner = runnerOn(crashing, registry);
     const par = new Flow<{ a?: string; b?: string }>('par')
       .node('start', async () => ({}))
       .node('a', async (_s, ctx) => ({ a: await ctx.call<string>('fast', {}) }))
@@ -321,10 +315,7 @@ describe('runs cancel', () => {
         return 'charged';
       })
       .register('email_tickets', async () => 'sent');
-    const runner = new FlowRunner(new Executor(registry), {
-      checkpoints: store,
-      checkpointKey: KEY,
-    });
+    const runner = runnerOn(store, registry);
     const running = runner.run(flow(), { show: 'Hamlet' }, { runId: 'live' });
     while (!ran.length) await new Promise((r) => setImmediate(r));
     await cancelRun(store, ring, 'live');

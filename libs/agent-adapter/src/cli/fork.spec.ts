@@ -5,9 +5,7 @@
  */
 import {
   CheckpointConflict,
-  Executor,
   Flow,
-  FlowRunner,
   MemoryCheckpointStore,
   ToolRegistry,
   type CheckpointStore,
@@ -17,8 +15,8 @@ import { KeyRing } from '../exec/durable/key-ring';
 import { openCheckpoint } from '../exec/durable/records';
 import { CliError } from './cli.error';
 import { forkRun } from './fork';
+import { KEY, runnerOn } from '../../../../test/utils/specs';
 
-const KEY = 'use-a-secret-from-your-vault-32b';
 const ring = KeyRing.from(KEY);
 
 interface Order {
@@ -39,10 +37,7 @@ function tickets(inner: CheckpointStore, dieIn?: string) {
     .register('hold_seats', tool('hold_seats'), { idempotent: true })
     .register('charge_card', tool('charge_card'))
     .register('email_tickets', tool('email_tickets'));
-  const runner = new FlowRunner(new Executor(registry), {
-    checkpoints: store,
-    checkpointKey: KEY,
-  });
+  const runner = runnerOn(store, registry);
   return { runner, ran };
 }
 
@@ -97,10 +92,7 @@ describe('runs fork of an unfinished run', () => {
       .register('hold_seats', async () => 'held', { idempotent: true })
       .register('charge_card', async () => 'charged')
       .register('email_tickets', async () => 'sent', { approval: true });
-    const runner = new FlowRunner(new Executor(registry), {
-      checkpoints: store,
-      checkpointKey: KEY,
-    });
+    const runner = runnerOn(store, registry);
     await runner.run(flow(), { show: 'Hamlet' }, { runId: 'p' });
     runner.close();
     await expect(

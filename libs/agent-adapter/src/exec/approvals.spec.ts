@@ -23,14 +23,8 @@ import {
   type ApprovalVerdict,
   type CheckpointStore,
 } from 'agent-adapter';
-import {
-  CrashingStore,
-  SimulatedCrash,
-  unverifiedBody as bodyOf,
-  settle,
-} from 'agent-adapter/testing';
-
-const KEY = 'use-a-secret-from-your-vault-32b';
+import { CrashingStore, SimulatedCrash, settle } from 'agent-adapter/testing';
+import { bodyOf, runnerOn as keyedRunner } from '../../../../test/utils/specs';
 
 interface S {
   amount: number;
@@ -90,9 +84,7 @@ function runnerOn(
   reg: ToolRegistry,
   approvals?: ApprovalPort,
 ) {
-  return new FlowRunner(new Executor(reg), {
-    checkpoints: store,
-    checkpointKey: KEY,
+  return keyedRunner(store, reg, {
     ...(approvals && { approvals }),
   });
 }

@@ -6,34 +6,18 @@
  */
 import {
   CheckpointConflict,
-  Executor,
   Flow,
-  FlowRunner,
   MemoryCheckpointStore,
   RecoveryNeedsDecision,
   ToolFailed,
   ToolRegistry,
   ToolTimeout,
   idempotencyKey,
-  type CheckpointStore,
   type ToolOptions,
 } from 'agent-adapter';
-import {
-  CrashingStore,
-  SimulatedCrash,
-  unverifiedBody as bodyOf,
-  settle,
-} from 'agent-adapter/testing';
-
-const KEY = 'use-a-secret-from-your-vault-32b';
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-function runnerOn(store: CheckpointStore, registry: ToolRegistry) {
-  return new FlowRunner(new Executor(registry), {
-    checkpoints: store,
-    checkpointKey: KEY,
-  });
-}
+import { CrashingStore, SimulatedCrash, settle } from 'agent-adapter/testing';
+import { bodyOf, sleep } from '../../../../test/utils/specs';
+import { runnerOn } from '../../../../test/utils/specs';
 
 /** The sealed bodies of a run's call records, in order (test inspection). */
 async function logOf(store: MemoryCheckpointStore, runId: string) {

@@ -11,9 +11,8 @@ import {
   ToolDenied,
   ToolRegistry,
 } from 'agent-adapter';
-
-const KEY = 'use-a-secret-from-your-vault-32b';
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+import { sleep } from '../../../../test/utils/specs';
+import { KEY, runnerOn } from '../../../../test/utils/specs';
 
 interface S {
   a?: string;
@@ -65,10 +64,7 @@ describe('Approvals: interleavings', () => {
       .start('a', 'b')
       .end('a', 'b');
     const store = new MemoryCheckpointStore();
-    const runner = new FlowRunner(new Executor(registry), {
-      checkpoints: store,
-      checkpointKey: KEY,
-    });
+    const runner = runnerOn(store, registry);
     const first = await runner.run(flow, {}, { runId: 'lost' });
     expect(first).toMatchObject({
       status: 'paused',
@@ -117,10 +113,7 @@ describe('Approvals: interleavings', () => {
       .start('a', 'b')
       .end('a', 'b');
     const store = new MemoryCheckpointStore();
-    const runner = new FlowRunner(new Executor(registry), {
-      checkpoints: store,
-      checkpointKey: KEY,
-    });
+    const runner = runnerOn(store, registry);
     const first = await runner.run(flow, {}, { runId: 'unrec' });
     expect(first.status).toBe('paused');
     expect(ran).toEqual(['charge']);
@@ -160,10 +153,7 @@ describe('Approvals: interleavings', () => {
         }),
       }))
       .end('a');
-    const runner = new FlowRunner(new Executor(registry), {
-      checkpoints: new MemoryCheckpointStore(),
-      checkpointKey: KEY,
-    });
+    const runner = runnerOn(new MemoryCheckpointStore(), registry);
     const first = await runner.run(flow, {}, { runId: 'args' });
     expect(first.pending?.args).toEqual({ amount: 30 });
     const r = await runner
@@ -209,18 +199,12 @@ describe('Approvals: interleavings', () => {
       .start('a', 'b')
       .end('a', 'b');
     const store1 = new CrashingStore(shared);
-    const w1 = new FlowRunner(new Executor(registry), {
-      checkpoints: store1,
-      checkpointKey: KEY,
-    });
+    const w1 = runnerOn(store1, registry);
     await expect(w1.run(flow, {}, { runId: 'doubt' })).rejects.toBeInstanceOf(
       SimulatedCrash,
     );
     w1.close();
-    const w2 = new FlowRunner(new Executor(registry), {
-      checkpoints: shared,
-      checkpointKey: KEY,
-    });
+    const w2 = runnerOn(shared, registry);
     // The operator checked: the mail was not sent, it may run again.
     const rec = await w2.recover(flow, 'doubt', { rerunInDoubt: true });
     expect(rec.status).toBe('paused');
@@ -276,10 +260,7 @@ describe('Approvals: interleavings', () => {
       w1.resume(flow, 'seq', { approved: true }),
     ).rejects.toBeInstanceOf(SimulatedCrash);
     w1.close();
-    const w2 = new FlowRunner(new Executor(registry), {
-      checkpoints: shared,
-      checkpointKey: KEY,
-    });
+    const w2 = runnerOn(shared, registry);
     expect(await w2.recover(flow, 'seq')).toMatchObject({
       status: 'paused',
       pending: { args: { who: 'B' } },

@@ -16,16 +16,10 @@ import {
   ToolRegistry,
   idempotencyKey,
 } from 'agent-adapter';
-import {
-  CrashingStore,
-  SimulatedCrash,
-  unverifiedBody as bodyOf,
-  decodeCall as decode,
-  settle,
-} from 'agent-adapter/testing';
+import { CrashingStore, SimulatedCrash, settle } from 'agent-adapter/testing';
+import { refundsRegistry } from 'agent-adapter/testing/fixtures';
 import { openCheckpoint } from '../exec/durable/records';
-
-const KEY = 'use-a-secret-from-your-vault-32b';
+import { bodyOf, decode, KEY, runnerOn } from '../../../../test/utils/specs';
 
 interface Refund {
   amount: number;
@@ -34,20 +28,10 @@ interface Refund {
 }
 
 function setup(ran: string[], options: { onRefund?: () => void } = {}) {
-  const registry = new ToolRegistry()
-    .register('quote', (a: { amount: number }) => {
-      ran.push('quote');
-      return `quote ${a.amount}`;
-    })
-    .register(
-      'refund',
-      (a: { amount: number }) => {
-        options.onRefund?.();
-        ran.push(`refund:${idempotencyKey().slice(0, 6)}`);
-        return `refunded ${a.amount}`;
-      },
-      { approval: true },
-    );
+  const registry = refundsRegistry(ran, () => {
+    options.onRefund?.();
+    return `refund:${idempotencyKey().slice(0, 6)}`;
+  });
   const flow = new Flow<Refund>('refunds')
     .node('decide', async (s, ctx) => ({
       quote: await ctx.call<string>('quote', { amount: s.amount }),
@@ -252,10 +236,7 @@ describe('Approvals', () => {
     await settle();
     // a fresh registry, without the hook that kills the store
     const { registry } = setup(t.ran);
-    const w = new FlowRunner(new Executor(registry), {
-      checkpoints: store,
-      checkpointKey: KEY,
-    });
+    const w = runnerOn(store, registry);
     await expect(w.recover(t.flow, 'x')).rejects.toThrow(/refund/);
     const r = await w.recover(t.flow, 'x', { rerunInDoubt: true });
     expect(r.state.note).toBe('refunded 3');

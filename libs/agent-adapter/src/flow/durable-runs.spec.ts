@@ -29,13 +29,7 @@ import {
   type RunRecoveredEvent,
 } from 'agent-adapter';
 import { IsInt, IsString, Min, MinLength } from 'class-validator';
-import {
-  CrashingStore,
-  SimulatedCrash,
-  unverifiedBody as bodyOf,
-  decodeCall as decode,
-  settle,
-} from 'agent-adapter/testing';
+import { CrashingStore, SimulatedCrash, settle } from 'agent-adapter/testing';
 import {
   KEY,
   count,
@@ -44,6 +38,7 @@ import {
   type LedgerEntry,
 } from 'agent-adapter/testing/fixtures';
 import { openCheckpoint, sealCall } from '../exec/durable/records';
+import { bodyOf, decode, runnerOn } from '../../../../test/utils/specs';
 
 const input = { show: 'Hamlet', seats: 2 };
 
@@ -135,10 +130,7 @@ describe('Durable runs (spec sentences)', () => {
       SimulatedCrash,
     );
     await settle();
-    const w2 = new FlowRunner(new Executor(registry('w2')), {
-      checkpoints: store,
-      checkpointKey: KEY,
-    });
+    const w2 = runnerOn(store, registry('w2'));
     const r = await w2.recover(flow, 'c1');
     expect(r.state).toEqual({ charge: 'ch_1', mail: 'sent' });
     expect(
@@ -205,10 +197,7 @@ describe('Durable runs (spec sentences)', () => {
         b: await ctx.call('t', { i: 2 }),
       }))
       .end('n');
-    await new FlowRunner(new Executor(registry), {
-      checkpoints: store,
-      checkpointKey: KEY,
-    }).run(flow, {}, { runId: 'r' });
+    await runnerOn(store, registry).run(flow, {}, { runId: 'r' });
     expect(seenWhileRunning).toEqual([
       ['started'],
       ['started', 'done', 'started'],
@@ -386,15 +375,9 @@ describe('Durable runs (spec sentences)', () => {
       (w, m) => w.kind === 'save' && w.checkpoint.step === 2 && m === 'before',
     );
     await expect(
-      new FlowRunner(new Executor(new ToolRegistry()), {
-        checkpoints: crashing,
-        checkpointKey: KEY,
-      }).run(flow, {}, { runId: 'x' }),
+      runnerOn(crashing, new ToolRegistry()).run(flow, {}, { runId: 'x' }),
     ).rejects.toBeInstanceOf(SimulatedCrash);
-    const r = await new FlowRunner(new Executor(new ToolRegistry()), {
-      checkpoints: store,
-      checkpointKey: KEY,
-    }).recover(flow, 'x');
+    const r = await runnerOn(store, new ToolRegistry()).recover(flow, 'x');
     expect(runs).toEqual(['a', 'b', 'b']);
     expect(r.state).toEqual({ a: 1, b: 2 });
   });
@@ -424,10 +407,10 @@ describe('Durable runs (spec sentences)', () => {
       }))
       .end('n');
     const dying = new CrashingStore(store);
-    await new FlowRunner(new Executor(registry(() => dying.kill())), {
-      checkpoints: dying,
-      checkpointKey: KEY,
-    })
+    await runnerOn(
+      dying,
+      registry(() => dying.kill()),
+    )
       .run(flow, {}, { runId: 'u' })
       .catch(() => undefined);
     await settle();
@@ -435,9 +418,7 @@ describe('Durable runs (spec sentences)', () => {
     const events = new DurableEvents();
     const saved: CheckpointSavedEvent[] = [];
     events.on('checkpoint.saved', (e) => saved.push(e));
-    const r = await new FlowRunner(new Executor(registry()), {
-      checkpoints: store,
-      checkpointKey: KEY,
+    const r = await runnerOn(store, registry(), {
       events,
     }).recover(flow, 'u');
     expect(charged).toEqual([5, 7]);
@@ -652,20 +633,17 @@ describe('Durable runs (spec sentences)', () => {
         })
         .end('n');
       const dying = new CrashingStore(store);
-      await new FlowRunner(new Executor(registry(() => dying.kill())), {
-        checkpoints: dying,
-        checkpointKey: KEY,
-      })
+      await runnerOn(
+        dying,
+        registry(() => dying.kill()),
+      )
         .run(flow, {}, { runId: 'd' })
         .catch(() => undefined);
       await settle();
       expect(
         (await store.history('d')).calls.map((c) => decode(c).phase),
       ).toContain('unrecordable');
-      const err = await new FlowRunner(new Executor(registry()), {
-        checkpoints: store,
-        checkpointKey: KEY,
-      })
+      const err = await runnerOn(store, registry())
         .recover(flow, 'd')
         .catch((e: unknown) => e);
       expect(err).toBeInstanceOf(RecoveryNeedsDecision);
@@ -767,16 +745,17 @@ describe('Durable runs (spec sentences)', () => {
           c: await ctx.call('charge'),
         }))
         .end('n');
-      const slow = new FlowRunner(new Executor(registry('slow', true)), {
-        checkpoints: store,
-        checkpointKey: KEY,
-      }).run(flow, {}, { runId: 's' });
+      const slow = runnerOn(store, registry('slow', true)).run(
+        flow,
+        {},
+        { runId: 's' },
+      );
       while (!ran.includes('slow:reserve')) await settle();
       // The slow worker looks dead; another recovers the run and finishes it.
-      const r = await new FlowRunner(new Executor(registry('fast', false)), {
-        checkpoints: store,
-        checkpointKey: KEY,
-      }).recover(flow, 's');
+      const r = await runnerOn(store, registry('fast', false)).recover(
+        flow,
+        's',
+      );
       expect(r.status).toBe('done');
       release();
       await expect(slow).rejects.toBeInstanceOf(CheckpointConflict);
@@ -901,10 +880,7 @@ describe('Durable protocol (DESIGN.md)', () => {
         ]),
       }))
       .end('a');
-    const runner = new FlowRunner(new Executor(registry), {
-      checkpoints: store,
-      checkpointKey: KEY,
-    });
+    const runner = runnerOn(store, registry);
     const result = await runner.run(flow, { out: [] });
     expect(result.state.out).toEqual(['charged 1', 4, 'charged 3', 8]);
     // The step-0 checkpoint, then the superstep's two writes.
@@ -1106,9 +1082,7 @@ describe('Durable protocol (DESIGN.md)', () => {
       if (e.step === 1) throw new Error('listener');
     });
     const warn = jest.spyOn(console, 'warn').mockImplementation(() => {});
-    const result = await new FlowRunner(new Executor(registry()), {
-      checkpoints: store,
-      checkpointKey: KEY,
+    const result = await runnerOn(store, registry(), {
       events,
     }).run(flow(), {}, { runId: 'l1' });
     expect(warn).toHaveBeenCalledWith(
@@ -1182,17 +1156,14 @@ describe('Durable protocol (DESIGN.md)', () => {
       })
       .end('n');
     const dying = new CrashingStore(store);
-    await new FlowRunner(new Executor(registry(() => dying.kill())), {
-      checkpoints: dying,
-      checkpointKey: KEY,
-    })
+    await runnerOn(
+      dying,
+      registry(() => dying.kill()),
+    )
       .run(flow, {}, { runId: 'e' })
       .catch(() => undefined);
     await settle();
-    const r = await new FlowRunner(new Executor(registry()), {
-      checkpoints: store,
-      checkpointKey: KEY,
-    }).recover(flow, 'e');
+    const r = await runnerOn(store, registry()).recover(flow, 'e');
     expect(r.status).toBe('done');
     expect(declines).toBe(1);
     expect(seen).toEqual([

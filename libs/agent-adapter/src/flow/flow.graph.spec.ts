@@ -3,20 +3,13 @@ import { FlowError } from '../errors';
 import { Call, END } from './call-node';
 import { Flow } from './flow.builder';
 import type { Reducer } from './flow.interfaces';
+import { thrownBy } from '../../../../test/utils/specs';
 
 type S = Record<string, unknown>;
 const noop = () => undefined;
 
 /** The FlowError `fn` throws (fails the test otherwise). */
-function flowError(fn: () => unknown): FlowError {
-  try {
-    fn();
-  } catch (error) {
-    expect(error).toBeInstanceOf(FlowError);
-    return error as FlowError;
-  }
-  throw new Error('expected FlowError, nothing was thrown');
-}
+const flowError = (fn: () => unknown): FlowError => thrownBy(FlowError, fn);
 
 describe('Flow validation', () => {
   it('compiles a valid flow', () => {

@@ -5,6 +5,7 @@ import { END } from './call-node';
 import { Flow } from './flow.builder';
 import type { RouteFn } from './flow.interfaces';
 import { mergeUpdates, nextFrontier } from './superstep';
+import { thrownBy } from '../../../../test/utils/specs';
 
 type S = Record<string, unknown>;
 type State = { [key: string]: Json };
@@ -26,15 +27,7 @@ function parallel(
 }
 
 /** The FlowError `fn` throws (fails the test otherwise). */
-function flowError(fn: () => unknown): FlowError {
-  try {
-    fn();
-  } catch (error) {
-    expect(error).toBeInstanceOf(FlowError);
-    return error as FlowError;
-  }
-  throw new Error('expected FlowError, nothing was thrown');
-}
+const flowError = (fn: () => unknown): FlowError => thrownBy(FlowError, fn);
 
 // Keys that are ordinary data keys (a "__proto__" key has its own test).
 const key = fc

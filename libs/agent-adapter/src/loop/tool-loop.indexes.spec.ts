@@ -10,24 +10,11 @@ import {
   ToolRegistry,
   idempotencyKey,
   type AssistantMessage,
-  type ChatModel,
-  type ChatRequest,
 } from 'agent-adapter';
 import { CrashingStore, SimulatedCrash, settle } from 'agent-adapter/testing';
+import { ScriptedModel } from '../../../../test/utils/specs';
 
 const KEY = 'a-key-for-the-index-tests-32-bytes!';
-
-class ScriptedModel implements ChatModel {
-  readonly requests: ChatRequest[] = [];
-  constructor(private readonly replies: AssistantMessage[]) {}
-  complete(request: ChatRequest): Promise<AssistantMessage> {
-    this.requests.push(request);
-    const next = this.replies[this.requests.length - 1];
-    return next
-      ? Promise.resolve(next)
-      : Promise.reject(new Error('unscripted'));
-  }
-}
 
 const reply: AssistantMessage = {
   role: 'assistant',

@@ -15,23 +15,10 @@ import {
   ToolRegistry,
   type ApprovalRequest,
   type AssistantMessage,
-  type ChatModel,
-  type ChatRequest,
   type CheckpointSavedEvent,
   type RunRecoveredEvent,
 } from 'agent-adapter';
-
-/** Answers with `replies` in turn; counts its calls. */
-class ScriptedModel implements ChatModel {
-  readonly requests: ChatRequest[] = [];
-  constructor(private readonly replies: AssistantMessage[]) {}
-  complete(request: ChatRequest): Promise<AssistantMessage> {
-    this.requests.push(request);
-    const next = this.replies[this.requests.length - 1];
-    if (!next) return Promise.reject(new Error('unscripted model call'));
-    return Promise.resolve(next);
-  }
-}
+import { ScriptedModel } from '../../../../test/utils/specs';
 
 const refundReply: AssistantMessage = {
   role: 'assistant',

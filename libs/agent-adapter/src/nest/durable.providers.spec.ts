@@ -1,4 +1,3 @@
-import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import {
   CheckpointKeyError,
@@ -14,6 +13,10 @@ import { CHECKPOINT_STORE_TYPES, createCheckpointStore } from './create-store';
 import { normalizeRunnerOptions } from '../flow/runner/flow-runner.options';
 import { resolveDurableOptions } from './durable.providers';
 import type { DurableModuleOptions } from './interfaces';
+import {
+  refusePackages,
+  runInFreshNode,
+} from '../../../../test/utils/fresh-node';
 
 const KEY = 'use-a-secret-from-your-vault-32b';
 
@@ -140,39 +143,15 @@ describe('createCheckpointStore', () => {
   ])(
     'a missing driver is DriverNotInstalledError with the install command (%j)',
     (descriptor, driver) => {
-      const hook = join(
-        __dirname,
-        '..',
-        '..',
-        '..',
-        '..',
-        'test',
-        'utils',
-        'ts-register.js',
-      );
-      const child = `
-        const Module = require('module');
-        const resolve = Module._resolveFilename;
-        Module._resolveFilename = function (request, ...rest) {
-          if (request === ${JSON.stringify(driver)}) {
-            const e = new Error('Cannot find module ' + request);
-            e.code = 'MODULE_NOT_FOUND';
-            throw e;
-          }
-          return resolve.call(this, request, ...rest);
-        };
+      const out = runInFreshNode(`
+        ${refusePackages([driver])}
         const { createCheckpointStore } = require(${JSON.stringify(join(__dirname, 'create-store.ts'))});
         try {
           createCheckpointStore(${JSON.stringify(descriptor)});
           process.stdout.write('created');
         } catch (e) {
           process.stdout.write(JSON.stringify({ name: e.name, message: e.message }));
-        }`;
-      const out = spawnSync(process.execPath, ['-r', hook, '-e', child], {
-        encoding: 'utf8',
-        env: { ...process.env, NODE_OPTIONS: '' },
-        timeout: 30_000,
-      });
+        }`);
       expect(out.stderr).toBe('');
       const error = JSON.parse(out.stdout) as { name: string; message: string };
       expect(error.name).toBe(DriverNotInstalledError.name);

@@ -1,5 +1,9 @@
-import { spawnSync } from 'node:child_process';
-import { join, sep } from 'node:path';
+import { join } from 'node:path';
+import {
+  loadEntry,
+  loadedFrom,
+  type LoadedEntry,
+} from '../../../../test/utils/fresh-node';
 
 /**
  * 'agent-adapter/nest' loads Nest (its peer) but no store driver: a user of the memory or SQLite
@@ -7,43 +11,12 @@ import { join, sep } from 'node:path';
  * state class and tools with a DTO. Checked in a fresh `node` (see ../index.boundary.spec.ts).
  */
 const ENTRY = join(__dirname, 'index.ts');
-const HOOK = join(
-  __dirname,
-  '..',
-  '..',
-  '..',
-  '..',
-  'test',
-  'utils',
-  'ts-register.js',
-);
-const CHILD = `
-require('reflect-metadata');
-const api = require(${JSON.stringify(ENTRY)});
-process.stdout.write(JSON.stringify({
-  exports: Object.keys(api),
-  loaded: Object.keys(require.cache),
-}));
-`;
-
-function marker(name: string): string {
-  return `${sep}node_modules${sep}${name.split('/').join(sep)}${sep}`;
-}
 
 describe('agent-adapter/nest entry (import boundary)', () => {
-  let child: { exports: string[]; loaded: string[] };
+  let child: LoadedEntry;
 
   beforeAll(() => {
-    const out = spawnSync(process.execPath, ['-r', HOOK, '-e', CHILD], {
-      cwd: join(__dirname, '..', '..', '..', '..'),
-      encoding: 'utf8',
-      env: { ...process.env, NODE_OPTIONS: '' },
-      timeout: 30_000,
-    });
-    if (out.status !== 0) {
-      throw new Error(`node could not load ${ENTRY}:\n${out.stderr}`);
-    }
-    child = JSON.parse(out.stdout) as typeof child;
+    child = loadEntry(ENTRY, { before: "require('reflect-metadata');" });
   });
 
   it('exports the Nest API (the check is not vacuous)', () => {
@@ -61,9 +34,7 @@ describe('agent-adapter/nest entry (import boundary)', () => {
         'DurableEvents',
       ]),
     );
-    expect(child.loaded.some((f) => f.includes(marker('@nestjs/core')))).toBe(
-      true,
-    );
+    expect(loadedFrom(child.loaded, '@nestjs/core').length > 0).toBe(true);
   });
 
   it.each([
@@ -74,6 +45,6 @@ describe('agent-adapter/nest entry (import boundary)', () => {
     'class-validator',
     'class-transformer',
   ])('loads nothing from %s', (name) => {
-    expect(child.loaded.filter((f) => f.includes(marker(name)))).toEqual([]);
+    expect(loadedFrom(child.loaded, name)).toEqual([]);
   });
 });

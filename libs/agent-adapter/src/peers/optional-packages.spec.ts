@@ -1,4 +1,3 @@
-import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import {
@@ -16,6 +15,11 @@ import {
   requirePackage,
   usePackageResolver,
 } from './optional-packages';
+import {
+  refusePackages,
+  runInFreshNode,
+} from '../../../../test/utils/fresh-node';
+import { thrownBy } from '../../../../test/utils/specs';
 
 /**
  * Missing packages are simulated without uninstalling them: the loader's resolver refuses the
@@ -41,15 +45,8 @@ afterEach(() => {
   restore = undefined;
 });
 
-function thrown(fn: () => unknown): DriverNotInstalledError {
-  try {
-    fn();
-  } catch (error) {
-    expect(error).toBeInstanceOf(DriverNotInstalledError);
-    return error as DriverNotInstalledError;
-  }
-  throw new Error('expected a DriverNotInstalledError, nothing was thrown');
-}
+const thrown = (fn: () => unknown): DriverNotInstalledError =>
+  thrownBy(DriverNotInstalledError, fn);
 
 describe('the feature table', () => {
   it('lists only optional peers of the library (the table and package.json agree)', () => {
@@ -254,30 +251,9 @@ describe('legacy use of DriverNotInstalledError', () => {
 
 // Node's own resolution, in a fresh process: nothing of jest's registry in the way.
 describe('in a fresh node, with the packages refused by Module._resolveFilename', () => {
-  const HOOK = join(
-    __dirname,
-    '..',
-    '..',
-    '..',
-    '..',
-    'test',
-    'utils',
-    'ts-register.js',
-  );
-
   function inChild(hidden: string[], body: string): unknown {
-    const child = `
-      const Module = require('module');
-      const resolve = Module._resolveFilename;
-      const hidden = ${JSON.stringify(hidden)};
-      Module._resolveFilename = function (request, ...rest) {
-        if (hidden.some((h) => request === h || request.startsWith(h + '/'))) {
-          const e = new Error('Cannot find module ' + request);
-          e.code = 'MODULE_NOT_FOUND';
-          throw e;
-        }
-        return resolve.call(this, request, ...rest);
-      };
+    const result = runInFreshNode(`
+      ${refusePackages(hidden)}
       const lib = require(${JSON.stringify(join(__dirname, '..', 'index.ts'))});
       const store = require(${JSON.stringify(join(__dirname, '..', 'exec', 'checkpoints', 'create-store.ts'))});
       let out;
@@ -287,12 +263,7 @@ describe('in a fresh node, with the packages refused by Module._resolveFilename'
       } catch (e) {
         out = { name: e.name, message: e.message, packages: e.packages };
       }
-      process.stdout.write(JSON.stringify(out));`;
-    const result = spawnSync(process.execPath, ['-r', HOOK, '-e', child], {
-      encoding: 'utf8',
-      env: { ...process.env, NODE_OPTIONS: '' },
-      timeout: 30_000,
-    });
+      process.stdout.write(JSON.stringify(out));`);
     expect(result.stderr).toBe('');
     return JSON.parse(result.stdout);
   }

@@ -9,17 +9,11 @@ import {
   CanonicalText,
   MAX_DEPTH,
 } from './canonical-json';
+import { thrownBy } from '../../../../../test/utils/specs';
 
 /** The UnsealableValue `fn` throws (fails the test if it throws nothing or something else). */
-function unsealable(fn: () => unknown): UnsealableValue {
-  try {
-    fn();
-  } catch (error) {
-    expect(error).toBeInstanceOf(UnsealableValue);
-    return error as UnsealableValue;
-  }
-  throw new Error('expected UnsealableValue, nothing was thrown');
-}
+const unsealable = (fn: () => unknown): UnsealableValue =>
+  thrownBy(UnsealableValue, fn);
 
 /** A deep copy of a JSON value whose object keys are in another (seeded) order. */
 function reorderKeys(value: unknown, seed: number): unknown {

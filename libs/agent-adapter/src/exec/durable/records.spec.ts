@@ -14,6 +14,7 @@ import {
   type Checkpoint,
 } from './records';
 import { seal } from './seal';
+import { thrownBy } from '../../../../../test/utils/specs';
 
 const ring = new KeyRing({ current: 'records-spec-secret-0123456789abcdef' });
 
@@ -52,15 +53,8 @@ const call: Call = {
 };
 
 /** The CheckpointStoreCorrupt `fn` throws (fails the test otherwise). */
-function corrupt(fn: () => unknown): CheckpointStoreCorrupt {
-  try {
-    fn();
-  } catch (error) {
-    expect(error).toBeInstanceOf(CheckpointStoreCorrupt);
-    return error as CheckpointStoreCorrupt;
-  }
-  throw new Error('expected CheckpointStoreCorrupt, nothing was thrown');
-}
+const corrupt = (fn: () => unknown): CheckpointStoreCorrupt =>
+  thrownBy(CheckpointStoreCorrupt, fn);
 
 describe('checkpoint records', () => {
   it('round-trips a checkpoint through its record', () => {

@@ -18,13 +18,10 @@ import {
 import {
   CrashingStore,
   SimulatedCrash,
-  unverifiedBody as bodyOf,
-  decodeCall as decode,
   settle,
   type CrashPredicate,
 } from 'agent-adapter/testing';
-
-const KEY = 'use-a-secret-from-your-vault-32b';
+import { bodyOf, decode, KEY, runnerOn } from '../../../../../test/utils/specs';
 
 interface Entry {
   tool: string;
@@ -240,10 +237,7 @@ describe.each([tickets, parallel])(
         const undecided = inDoubt.filter((t) => !s.tools[t]!.idempotent).sort();
 
         const w1Runs = ledger.length;
-        const w2 = new FlowRunner(new Executor(registry(s, ledger, 'w2')), {
-          checkpoints: inner,
-          checkpointKey: KEY,
-        });
+        const w2 = runnerOn(inner, registry(s, ledger, 'w2'));
         let result: RunResult<Record<string, unknown>>;
         if (latest.status === 'done') {
           await expect(w2.recover(s.flow, 'r1')).rejects.toBeInstanceOf(

@@ -8,9 +8,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
   CheckpointConflict,
-  Executor,
   Flow,
-  FlowRunner,
+  type FlowRunner,
   MemoryCheckpointStore,
   RecoveryAttemptsExceeded,
   SQLiteCheckpointStore,
@@ -22,8 +21,7 @@ import { CrashingStore, SimulatedCrash, settle } from 'agent-adapter/testing';
 import { KeyRing } from '../../exec/durable/key-ring';
 import { openCheckpoint } from '../../exec/durable/records';
 import { verifyRun } from '../../cli/verify';
-
-const KEY = 'use-a-secret-from-your-vault-32b';
+import { KEY, runnerOn } from '../../../../../test/utils/specs';
 
 interface State {
   n: number;
@@ -58,9 +56,7 @@ function setup(inner: CheckpointStore, max?: number) {
         { idempotent: true },
       );
     }
-    const runner = new FlowRunner(new Executor(registry), {
-      checkpoints: store,
-      checkpointKey: KEY,
+    const runner = runnerOn(store, registry, {
       ...(max !== undefined && { maxRecoveryAttempts: max }),
     });
     return runner;
@@ -206,13 +202,10 @@ describe.each(stores)('dead letters on the %s store', (_, make) => {
 
   it('refuses a maxRecoveryAttempts that is not a positive integer', () => {
     for (const bad of [0, -1, 1.5, Number.NaN]) {
-      expect(
-        () =>
-          new FlowRunner(new Executor(new ToolRegistry()), {
-            checkpoints: store,
-            checkpointKey: KEY,
-            maxRecoveryAttempts: bad,
-          }),
+      expect(() =>
+        runnerOn(store, new ToolRegistry(), {
+          maxRecoveryAttempts: bad,
+        }),
       ).toThrow(
         /^FlowRunner: "maxRecoveryAttempts" must be a positive integer/,
       );

@@ -8,9 +8,8 @@ import {
   MemoryCheckpointStore,
   ToolRegistry,
 } from 'agent-adapter';
-
-const KEY = 'use-a-secret-from-your-vault-32b';
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+import { sleep } from '../../../../../test/utils/specs';
+import { runnerOn } from '../../../../../test/utils/specs';
 
 class S {
   note = '';
@@ -51,9 +50,7 @@ describe('FlowRunner lease renewal', () => {
       }))
       .edge('a', 'b')
       .end('b');
-    const runner = new FlowRunner(new Executor(registry), {
-      checkpoints: store,
-      checkpointKey: KEY,
+    const runner = runnerOn(store, registry, {
       leaseMs: 300,
     });
 

@@ -19,8 +19,7 @@ import {
   ticketsFlow,
   type LedgerEntry,
 } from 'agent-adapter/testing/fixtures';
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+import { sleep } from '../../../../../test/utils/specs';
 
 function gate() {
   let open!: () => void;

@@ -16,7 +16,7 @@ import {
   type RunResult,
 } from 'agent-adapter';
 import { CrashingStore, settle } from 'agent-adapter/testing';
-import { KEY } from 'agent-adapter/testing/fixtures';
+import { runnerOn } from '../../../../../test/utils/specs';
 
 interface Steps {
   a?: string;
@@ -79,9 +79,7 @@ async function unfinished(
       (w, moment) =>
         w.kind === 'save' && w.checkpoint.step === 1 && moment === 'before',
     );
-    await new FlowRunner(new Executor(registry), {
-      checkpoints: dying,
-      checkpointKey: KEY,
+    await runnerOn(dying, registry, {
       workerId: 'dead',
       ...(leaseMs !== undefined && { leaseMs }),
     })
@@ -121,9 +119,7 @@ function recoverer(store: WatchedStore, workerId = 'w2') {
     },
     { idempotent: true },
   );
-  const runner = new FlowRunner(new Executor(registry), {
-    checkpoints: store,
-    checkpointKey: KEY,
+  const runner = runnerOn(store, registry, {
     workerId,
   });
   return { runner, probe };

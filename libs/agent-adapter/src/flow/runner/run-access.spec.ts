@@ -17,15 +17,13 @@ import {
   type ResumeRequest,
   type RunIdentity,
 } from 'agent-adapter';
-import {
-  CrashingStore,
-  SimulatedCrash,
-  unverifiedBody as bodyOf,
-  settle,
-} from 'agent-adapter/testing';
+import { CrashingStore, SimulatedCrash, settle } from 'agent-adapter/testing';
 import { openCheckpoint } from '../../exec/durable/records';
-
-const KEY = 'use-a-secret-from-your-vault-32b';
+import {
+  bodyOf,
+  KEY,
+  runnerOn as keyedRunner,
+} from '../../../../../test/utils/specs';
 
 interface S {
   amount: number;
@@ -54,9 +52,7 @@ function runnerOn(
   registry: ToolRegistry,
   canResume?: ResumePolicy,
 ) {
-  return new FlowRunner(new Executor(registry), {
-    checkpoints: store,
-    checkpointKey: KEY,
+  return keyedRunner(store, registry, {
     ...(canResume && { canResume }),
   });
 }

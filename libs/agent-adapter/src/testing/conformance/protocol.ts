@@ -3,9 +3,8 @@ import {
   Executor,
   FlowRunner,
   RecoveryNeedsDecision,
-  ToolRegistry,
 } from '../../index';
-import { refundsFlow } from '../fixtures/refunds';
+import { refundsFlow, refundsRegistry } from '../fixtures/refunds';
 import {
   KEY,
   count,
@@ -50,19 +49,7 @@ export function describeDurableProtocol(
     it('a run paused for an approval is resumed once: the decision is sealed, the call runs once', async () => {
       const store = await make();
       const ran: string[] = [];
-      const registry = new ToolRegistry()
-        .register('quote', (a: { amount: number }) => {
-          ran.push('quote');
-          return `quote ${a.amount}`;
-        })
-        .register(
-          'refund',
-          (a: { amount: number }) => {
-            ran.push('refund');
-            return `refunded ${a.amount}`;
-          },
-          { approval: true },
-        );
+      const registry = refundsRegistry(ran);
       const flow = refundsFlow();
       const runner = () =>
         new FlowRunner(new Executor(registry), {
