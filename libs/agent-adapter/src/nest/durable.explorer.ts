@@ -229,13 +229,14 @@ export class DurableExplorer implements OnModuleInit {
     method: string,
     options: ToolDecoratorOptions,
   ): void {
-    const name = options.name ?? method;
+    const { name: given, args: dto, ...toolOptions } = options;
+    const name = given ?? method;
     const known = this.toolOwners.get(name);
     if (known)
       throw new DurableSetupError(
         NestMessages.duplicateTool(name, known, owner),
       );
-    const args = options.args ? new ToolArgs(name, options.args) : undefined;
+    const args = dto ? new ToolArgs(name, dto) : undefined;
     const parameters = options.parameters ?? args?.schema();
     if (args && !parameters) this.logger.warn(NestMessages.noSchema(where));
     try {
@@ -251,21 +252,9 @@ export class DurableExplorer implements OnModuleInit {
                 ? []
                 : [stored]),
           ),
-        {
-          ...(options.idempotent !== undefined && {
-            idempotent: options.idempotent,
-          }),
-          ...(options.readOnly !== undefined && { readOnly: options.readOnly }),
-          ...(options.approval !== undefined && { approval: options.approval }),
-          ...(options.retry !== undefined && { retry: options.retry }),
-          ...(options.timeoutMs !== undefined && {
-            timeoutMs: options.timeoutMs,
-          }),
-          ...(options.description !== undefined && {
-            description: options.description,
-          }),
-          ...(parameters !== undefined && { parameters }),
-        },
+        // The registry's own options, passed on as given (it checks them): only the name and
+        // the DTO are the decorator's.
+        { ...toolOptions, ...(parameters !== undefined && { parameters }) },
       );
     } catch (error) {
       throw new DurableSetupError(
