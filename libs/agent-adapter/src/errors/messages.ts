@@ -8,6 +8,10 @@ export const Messages = {
       : step === 0
         ? `Run "${runId}" already exists (stored step ${stored}). Use another run id, or recover the existing run.`
         : `Run "${runId}": another worker saved step ${stored} first, so step ${step} was refused. This worker lost the run and ran nothing further; leave it to the winner.`,
+  startedWithOtherInput: (runId: string) =>
+    `Run "${runId}" already exists and started from another input: a run id names one run. Use another run id for this input, or get the existing run.`,
+  backgroundRunStopped: (runId: string) =>
+    `agent-adapter: run "${runId}", started with { wait: false }, stopped on this worker with an error; recovery takes it from its last checkpoint (runs inspect ${runId})`,
   fenced: (runId: string, segment: number, current: number | undefined) =>
     current === undefined
       ? `Run "${runId}" no longer exists (it was deleted or expired): this worker must stop; the call was not started.`

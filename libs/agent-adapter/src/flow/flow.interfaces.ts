@@ -88,6 +88,13 @@ export interface RunOptions {
   runId?: string;
   /** Who the run acts for; sealed into every checkpoint. */
   ctx?: RunIdentity;
+  /**
+   * `false`: resolve as soon as step 0 is stored (the result says `running`, step 0) and drive the
+   * run on in the background on this worker; its outcome is read with `get`, and an error that
+   * stops it is logged. A crash meanwhile leaves it to recovery, as always.
+   * @default true: resolve when the run ends, pauses, or this worker loses it
+   */
+  wait?: boolean;
 }
 
 /** @publicApi */

@@ -86,6 +86,11 @@ export interface CheckpointContent {
    * same superstep is parked once this reaches the runner's `maxRecoveryAttempts`. Absent = 0.
    */
   recoveries?: number;
+  /**
+   * SHA-256 of the state the run started from (its canonical text): starting the run id again with
+   * the same input finds this run instead of conflicting with it.
+   */
+  startedFrom?: string;
   /** A forked run: the run and step its first checkpoint was copied from. */
   forkedFrom?: { runId: string; step: number };
   /** A paused run: the call that waits for a decision. */

@@ -103,6 +103,7 @@ export class FlowRunner {
     const state = compiled.state.encode(await compiled.state.fromInput(input));
     const runId = options.runId ?? randomBytes(16).toString('hex');
     checkRunId(runId);
+    const identity = identityOf(options.ctx);
     const cp = startCheckpoint({
       runId,
       flow: compiled.name,
@@ -110,13 +111,58 @@ export class FlowRunner {
       digest: compiled.digest,
       state,
       frontier: compiled.starts,
-      identity: identityOf(options.ctx),
+      identity,
       idemKid: this.settings.ring.current.id,
       incarnation: newIncarnation(),
     });
     const writer = this.driver.writerFor(cp);
-    await this.driver.save(writer, cp);
-    return this.driver.drive(compiled, cp, writer);
+    try {
+      await this.driver.save(writer, cp);
+    } catch (error) {
+      // The id is taken: a client retrying a start it never heard back from finds its run.
+      if (!(error instanceof CheckpointConflict) || options.runId === undefined)
+        throw error;
+      return this.startedAlready(compiled, cp, options.ctx);
+    }
+    const driving = this.driver.drive(compiled, cp, writer);
+    if (options.wait !== false) return driving;
+    driving.catch((error: unknown) =>
+      this.settings.logger.error(Messages.backgroundRunStopped(runId), error),
+    );
+    return resultOf(compiled, cp);
+  }
+
+  /**
+   * A start whose run id exists: that run's latest result if it is this flow's run, for this
+   * identity, started from this input; a conflict that says so if it started from another.
+   */
+  private async startedAlready<S extends object>(
+    compiled: CompiledFlow<S>,
+    start: Checkpoint,
+    ctx: RunIdentity | undefined,
+  ): Promise<RunResult<S>> {
+    const { runId } = start;
+    const record = await this.store.latest(runId);
+    if (!record) throw new CheckpointNotFound(runId); // deleted meanwhile
+    const cp = openCheckpoint(this.settings.ring, record);
+    // A stranger learns nothing of the run, not even its flow; without a ctx, only a run without one.
+    if (!ctx && Object.keys(cp.identity).length)
+      throw new RunAccessDenied(
+        runId,
+        'the run was started with a ctx: starting it again needs that ctx',
+      );
+    checkAccess(cp, ctx);
+    if (cp.flow !== compiled.name)
+      throw new CheckpointConflict(
+        Messages.otherFlow(runId, cp.flow, compiled.name),
+        runId,
+      );
+    if (cp.startedFrom === undefined || cp.startedFrom !== start.startedFrom)
+      throw new CheckpointConflict(
+        Messages.startedWithOtherInput(runId),
+        runId,
+      );
+    return resultOf(compiled, cp);
   }
 
   /**

@@ -1,4 +1,4 @@
-import { randomInt } from 'node:crypto';
+import { createHash, randomInt } from 'node:crypto';
 import type { CanonicalText } from '../../exec/durable/canonical-json';
 import type {
   ApprovalDecision,
@@ -40,11 +40,17 @@ export interface RunStart {
   incarnation: number;
 }
 
+/** The digest a run's checkpoints keep of the state it started from (`startedFrom`). */
+export function startDigest(state: CanonicalText): string {
+  return createHash('sha256').update(state.text).digest('hex');
+}
+
 /** Step 0 of a new run. */
 export function startCheckpoint(start: RunStart): Checkpoint {
   const { incarnation, ...rest } = start;
   return {
     ...rest,
+    startedFrom: startDigest(start.state),
     step: 0,
     status: 'running',
     segment: incarnation,
