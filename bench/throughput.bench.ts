@@ -53,7 +53,6 @@
  *
  *   npm run bench -- --suite throughput --runs 1000
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -76,12 +75,12 @@ import {
   type SaveOptions,
 } from 'agent-adapter';
 import { dropPrefix } from '../test/utils/redis-keys';
-import { SNAPSHOT_FD_ENV, snapshotFor } from '../test/utils/ts-child';
+import { ChildHarness, killAllNow } from '../test/utils/child-process';
+import { spawnTs } from '../test/utils/ts-child';
 import { writeResults, type Measure } from './results';
 import { DATABASE_URL, KEY, REDIS_URL, arg, suffix } from './util';
 
 const ROOT = join(__dirname, '..');
-const HOOK = join(ROOT, 'test', 'utils', 'ts-register.js');
 /** How long the parent waits for a worker's next message (a cell's runs included). */
 const TIMEOUT_S = Number(arg('timeout', '600'));
 /** Set in a worker process's environment (JSON of `WorkerConfig`). */
@@ -546,57 +545,39 @@ const SNAPSHOT_FILES = [
   join(__dirname, 'util.ts'),
   join(ROOT, 'test', 'utils', 'redis-keys.ts'),
   join(ROOT, 'test', 'utils', 'ts-child.ts'),
+  join(ROOT, 'test', 'utils', 'child-process.ts'),
 ];
 
-/** Every worker process still alive, killed on any way out. */
-const live = new Set<ChildProcess>();
 /** Set by Ctrl-C or SIGTERM: the suite stops at the next step and cleans up. */
 let interrupted = false;
-process.on('exit', () => {
-  for (const child of live) child.kill('SIGKILL');
-});
+process.on('exit', killAllNow);
 
-class WorkerProcess {
-  readonly child: ChildProcess;
+class WorkerProcess extends ChildHarness {
   private readonly inbox: FromWorker[] = [];
   private waiting?: {
     resolve: (m: FromWorker) => void;
     reject: (e: Error) => void;
   };
   private failure?: Error;
-  private stderr = '';
-  readonly exited: Promise<void>;
 
   constructor(readonly config: WorkerConfig) {
     const profile = arg('profile', '');
-    this.child = spawn(
-      process.execPath,
-      [
-        ...(profile ? ['--cpu-prof', `--cpu-prof-dir=${profile}`] : []),
-        '-r',
-        HOOK,
-        __filename,
-      ],
-      {
-        cwd: ROOT,
+    super(
+      spawnTs(__filename, [], {
         env: {
           ...process.env,
           NODE_OPTIONS: '',
-          [SNAPSHOT_FD_ENV]: '3',
           [WORKER_ENV]: JSON.stringify(config),
         },
-        stdio: ['ignore', 'inherit', 'pipe', 'pipe', 'ipc'],
-      },
+        files: SNAPSHOT_FILES,
+        nodeArgs: profile ? ['--cpu-prof', `--cpu-prof-dir=${profile}`] : [],
+        stdio: ['ignore', 'inherit', 'pipe'],
+        ipc: true,
+      }),
+      { name: config.workerId },
     );
-    live.add(this.child);
     // A failed spawn or a send to a worker that is gone: this worker has failed (never a crash).
     this.child.on('error', (error) => this.fail(error));
-    const cache = this.child.stdio[3] as NodeJS.WritableStream;
-    cache.on('error', () => undefined); // a worker that died before reading it
-    cache.end(snapshotFor(SNAPSHOT_FILES));
-    this.child.stderr!.setEncoding('utf8').on('data', (chunk: string) => {
-      this.stderr = (this.stderr + chunk).slice(-4000);
-    });
     this.child.on('message', (m: FromWorker) => {
       if (m.type === 'error')
         return this.fail(new Error(`${config.workerId}: ${m.message}`));
@@ -606,16 +587,13 @@ class WorkerProcess {
         w.resolve(m);
       } else this.inbox.push(m);
     });
-    this.exited = new Promise((resolve) => {
-      this.child.on('exit', (code, signal) => {
-        live.delete(this.child);
-        this.fail(
-          new Error(
-            `${config.workerId} exited (${code ?? signal})${this.stderr ? `:\n${this.stderr}` : ''}`,
-          ),
-        );
-        resolve();
-      });
+    this.child.on('exit', (code, signal) => {
+      const stderr = this.stderr.slice(-4000);
+      this.fail(
+        new Error(
+          `${config.workerId} exited (${code ?? signal})${stderr ? `:\n${stderr}` : ''}`,
+        ),
+      );
     });
   }
 
@@ -661,7 +639,7 @@ class WorkerProcess {
 
   /** Asks it to exit; kills it if it has not within 5 s. */
   async stop(): Promise<void> {
-    if (!live.has(this.child)) return;
+    if (!this.running) return;
     if (this.child.connected) this.send({ type: 'exit' });
     const timer = setTimeout(() => this.child.kill('SIGKILL'), 5000);
     await this.exited;
@@ -973,8 +951,7 @@ async function measureStore(
       workers = [];
     }
   } finally {
-    for (const w of workers) w.child.kill('SIGKILL');
-    await Promise.all(workers.map((w) => w.exited));
+    await Promise.all(workers.map((w) => w.kill()));
     await where.drop();
   }
 }
@@ -1145,7 +1122,7 @@ if (workerConfig !== undefined) {
   for (const signal of ['SIGINT', 'SIGTERM'] as const)
     process.once(signal, () => {
       interrupted = true;
-      for (const child of live) child.kill('SIGKILL');
+      killAllNow();
     });
   main().then(
     () => process.exit(0),
