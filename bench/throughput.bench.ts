@@ -53,19 +53,16 @@
  *
  *   npm run bench -- --suite throughput --runs 1000
  */
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { cpus, tmpdir } from 'node:os';
+import { readFileSync } from 'node:fs';
+import { cpus } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import Database from 'better-sqlite3';
 import Redis from 'ioredis';
-import type { Pool } from 'pg';
-import { DataSource } from 'typeorm';
 import {
   Executor,
   Flow,
   FlowRunner,
-  RedisCheckpointStore,
   SQLCheckpointStore,
   SQLiteCheckpointStore,
   ToolRegistry,
@@ -74,11 +71,21 @@ import {
   type CheckpointStore,
   type SaveOptions,
 } from 'agent-adapter';
-import { dropPrefix } from '../test/utils/redis-keys';
 import { ChildHarness, killAllNow } from '../test/utils/child-process';
 import { spawnTs } from '../test/utils/ts-child';
-import { writeResults, type Measure } from './results';
-import { DATABASE_URL, KEY, REDIS_URL, arg, suffix } from './util';
+import { writeResults, type Measure } from './lib/results';
+import {
+  benchId,
+  dropRedisPrefix,
+  dropSchema,
+  pgFloorTable,
+  pgPool,
+  postgresDataSource,
+  redisStore,
+  sqliteFloor,
+  tempDir,
+} from './lib/stores';
+import { KEY, REDIS_URL, arg, suffix } from './lib/util';
 
 const ROOT = join(__dirname, '..');
 /** How long the parent waits for a worker's next message (a cell's runs included). */
@@ -271,20 +278,17 @@ interface WorkerStore {
 async function openWorkerStore(config: WorkerConfig): Promise<WorkerStore> {
   switch (config.store) {
     case 'postgres': {
-      const ds = new DataSource({
-        type: 'postgres',
-        url: DATABASE_URL,
+      const ds = await postgresDataSource({
         poolSize: config.pool,
         // The parent finds this suite's backends by it (their CPU: see serverCpu).
         applicationName: config.location,
       });
-      await ds.initialize();
       const store = new SQLCheckpointStore(ds, { schema: config.location });
       const [row] = await ds.query<Array<{ synchronous_commit: string }>>(
         'SHOW synchronous_commit',
       );
       // The floor as the superstep suite makes it: the DataSource's pg pool, a prepared statement.
-      const pool = (ds.driver as unknown as { master: Pool }).master;
+      const pool = pgPool(ds);
       const text = `INSERT INTO "${config.location}".floor (run_id, payload) VALUES ($1, $2)`;
       return {
         store,
@@ -297,9 +301,7 @@ async function openWorkerStore(config: WorkerConfig): Promise<WorkerStore> {
       };
     }
     case 'redis': {
-      const store = new RedisCheckpointStore(() => new Redis(REDIS_URL), {
-        prefix: config.location,
-      });
+      const store = redisStore(config.location);
       const raw = new Redis(REDIS_URL);
       return {
         store,
@@ -541,9 +543,11 @@ async function worker(config: WorkerConfig): Promise<void> {
 /** What a worker process gets transpiled on its snapshot fd (see test/utils/ts-child.ts). */
 const SNAPSHOT_FILES = [
   __filename,
-  join(__dirname, 'results.ts'),
-  join(__dirname, 'util.ts'),
+  join(__dirname, 'lib', 'results.ts'),
+  join(__dirname, 'lib', 'util.ts'),
+  join(__dirname, 'lib', 'stores.ts'),
   join(ROOT, 'test', 'utils', 'redis-keys.ts'),
+  join(ROOT, 'test', 'utils', 'services.ts'),
   join(ROOT, 'test', 'utils', 'ts-child.ts'),
   join(ROOT, 'test', 'utils', 'child-process.ts'),
 ];
@@ -722,25 +726,18 @@ function serverCpuMs(
 }
 
 async function prepare(kind: StoreKind): Promise<Location> {
-  const id = `aa_tput_${suffix()}`;
+  const id = benchId('aa_tput_');
   switch (kind) {
     case 'postgres': {
-      const ds = new DataSource({
-        type: 'postgres',
-        url: DATABASE_URL,
-        poolSize: 1,
-      });
-      await ds.initialize();
+      const ds = await postgresDataSource({ poolSize: 1 });
       const drop = async () => {
-        await ds.query(`DROP SCHEMA IF EXISTS "${id}" CASCADE`);
+        await dropSchema(id, ds);
         await ds.destroy();
       };
       try {
         // The tables, made once here rather than by every worker at once.
         await new SQLCheckpointStore(ds, { schema: id }).head('none');
-        await ds.query(
-          `CREATE TABLE "${id}".floor (id BIGSERIAL PRIMARY KEY, run_id VARCHAR(200), payload TEXT)`,
-        );
+        await ds.query(pgFloorTable(id));
         const settings = await ds.query<
           Array<{ name: string; setting: string }>
         >(
@@ -810,7 +807,7 @@ async function prepare(kind: StoreKind): Promise<Location> {
         conditions: `Redis ${version}: ${settings.join(', ')}`,
         drop: async () => {
           try {
-            await dropPrefix(admin, prefix);
+            await dropRedisPrefix(prefix, admin);
           } finally {
             await admin.quit();
           }
@@ -818,23 +815,18 @@ async function prepare(kind: StoreKind): Promise<Location> {
       };
     }
     case 'sqlite': {
-      const dir = mkdtempSync(join(tmpdir(), 'aa-tput-'));
+      const { dir, remove } = tempDir('aa-tput-');
       // The tables, made once here rather than by every worker at once.
       const store = new SQLiteCheckpointStore(join(dir, 'runs.db'));
       await store.head('none');
       await store.close();
-      const db = new Database(join(dir, 'floor.db'));
-      db.pragma('journal_mode = WAL');
-      db.exec(
-        'CREATE TABLE floor (id INTEGER PRIMARY KEY, run_id TEXT, payload TEXT)',
-      );
-      db.close();
+      sqliteFloor(join(dir, 'floor.db')).close();
       return {
         location: dir,
         serverCpu: () => Promise.resolve(undefined),
         conditions: 'SQLite: WAL, synchronous=FULL (the store’s settings)',
         drop: () => {
-          rmSync(dir, { recursive: true, force: true });
+          remove();
           return Promise.resolve();
         },
       };
