@@ -3,7 +3,7 @@
  * by `npm run bench`) against the targets of issues 3 and 7, one line per figure. Exit code 1 when
  * a target is not met, 2 when there are no results yet.
  */
-import { met, readResults } from './results';
+import { met, readResults } from './lib/results';
 
 const suites = readResults();
 if (!suites.length) {

@@ -13,7 +13,7 @@
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { arg } from './util';
+import { arg } from './lib/util';
 
 const SUITES = ['superstep', 'throughput', 'recover'];
 const wanted = arg(

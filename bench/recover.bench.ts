@@ -54,42 +54,46 @@
  *   400 bytes a run for this flow (`--api all` fails the target); the one-off growth of a warming
  *   process (compiled code, caches) shows as up to about 100 bytes a run between 500 and 5000.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
-import Database from 'better-sqlite3';
 import Redis from 'ioredis';
 import pLimit from 'p-limit';
-import { Client, type Pool } from 'pg';
-import { DataSource } from 'typeorm';
 import {
-  CheckpointStore,
   Executor,
   Flow,
   FlowRunner,
   MemoryCheckpointStore,
-  RedisCheckpointStore,
   SQLCheckpointStore,
   SQLiteCheckpointStore,
   ToolRegistry,
   type CallRecord,
   type CheckpointRecord,
-  type ListQuery,
+  type CheckpointStore,
   type ListUnfinishedOptions,
   type RunResult,
   type SaveOptions,
 } from 'agent-adapter';
+import { ForwardingStore } from 'agent-adapter/testing';
 import {
   HEAD_FIELDS,
   RedisKeys,
   checkpointField,
 } from 'agent-adapter/exec/checkpoints/redis/redis.layout';
-import { dropPrefix } from '../test/utils/redis-keys';
 import { runTs } from '../test/utils/ts-child';
-import { writeResults, type Measure } from './results';
-import { DATABASE_URL, KEY, REDIS_URL, arg, suffix } from './util';
+import { writeResults, type Measure } from './lib/results';
+import {
+  benchId,
+  dropRedisPrefix,
+  dropSchema,
+  pgFloorTable,
+  pgPool,
+  postgresDataSource,
+  redisStore,
+  sqliteFloor,
+  tempDir,
+} from './lib/stores';
+import { KEY, REDIS_URL, arg } from './lib/util';
 
 const FLOW = 'bench-recover';
 const PAGE = 100;
@@ -138,47 +142,6 @@ function registry(): ToolRegistry {
 }
 
 const runId = (i: number) => `run-${String(i).padStart(6, '0')}`;
-
-/** Passes every call through to `inner`. */
-class ForwardingStore extends CheckpointStore {
-  readonly shared = true;
-  constructor(readonly inner: CheckpointStore) {
-    super();
-  }
-  save(checkpoint: CheckpointRecord, options?: SaveOptions) {
-    return this.inner.save(checkpoint, options);
-  }
-  latest(id: string) {
-    return this.inner.latest(id);
-  }
-  listUnfinished(flow: string, options?: ListUnfinishedOptions) {
-    return this.inner.listUnfinished(flow, options);
-  }
-  delete(id: string) {
-    return this.inner.delete(id);
-  }
-  recordCall(id: string, segment: number, records: CallRecord[]) {
-    return this.inner.recordCall(id, segment, records);
-  }
-  calls(id: string, superstep: number) {
-    return this.inner.calls(id, superstep);
-  }
-  list(query?: ListQuery) {
-    return this.inner.list(query);
-  }
-  history(id: string) {
-    return this.inner.history(id);
-  }
-  head(id: string) {
-    return this.inner.head(id);
-  }
-  renewLeases(owner: string, until: number, ids: readonly string[]) {
-    return this.inner.renewLeases(owner, until, ids);
-  }
-  close() {
-    return this.inner.close();
-  }
-}
 
 class Interrupted extends Error {}
 
@@ -325,16 +288,13 @@ async function openStore(
   options: { seeding?: boolean; pool: number },
 ): Promise<Opened> {
   if (kind === 'postgres') {
-    const ds = new DataSource({
-      type: 'postgres',
-      url: DATABASE_URL,
+    const ds = await postgresDataSource({
       poolSize: options.pool,
       // Seeding only: commits need not wait for the WAL flush.
       ...(options.seeding && {
         extra: { options: '-c synchronous_commit=off' },
       }),
     });
-    await ds.initialize();
     const store = new SQLCheckpointStore(ds, { schema: ns });
     return {
       store,
@@ -345,9 +305,7 @@ async function openStore(
     };
   }
   if (kind === 'redis') {
-    const store = new RedisCheckpointStore(() => new Redis(REDIS_URL), {
-      prefix: ns,
-    });
+    const store = redisStore(ns);
     return { store, close: () => store.close() };
   }
   const store = options.seeding
@@ -427,19 +385,12 @@ async function floorOps(
     `INSERT INTO ${t('floor')} (run_id, payload) VALUES (${p(1)}, ${p(2)})`;
 
   if (kind === 'postgres') {
-    const ds = new DataSource({
-      type: 'postgres',
-      url: DATABASE_URL,
-      poolSize: pool,
-    });
-    await ds.initialize();
+    const ds = await postgresDataSource({ poolSize: pool });
     const t = (name: string) =>
       `"${ns}"."${name === 'floor' ? '' : 'aa_'}${name}"`;
     const p = (i: number) => `$${i}`;
-    await ds.query(
-      `CREATE TABLE ${t('floor')} (id BIGSERIAL PRIMARY KEY, run_id VARCHAR(200), payload TEXT)`,
-    );
-    const pg = (ds.driver as unknown as { master: Pool }).master;
+    await ds.query(pgFloorTable(ns));
+    const pg = pgPool(ds);
     const q = (name: string, text: string, values: unknown[]) =>
       pg.query({ name: `floor_${name}`, text, values });
     return {
@@ -492,14 +443,9 @@ async function floorOps(
       close: async () => void redis.disconnect(),
     };
   }
-  const db = new Database(ns, { timeout: 10_000 });
-  db.pragma('journal_mode = WAL');
-  db.pragma('synchronous = FULL');
+  const db = sqliteFloor(ns, { timeout: 10_000 });
   const t = (name: string) => `"${name === 'floor' ? '' : 'aa_'}${name}"`;
   const p = () => '?';
-  db.exec(
-    `CREATE TABLE ${t('floor')} (id INTEGER PRIMARY KEY, run_id TEXT, payload TEXT)`,
-  );
   const list = db.prepare(listSql(t, p));
   const head = db.prepare(headSql(t, p));
   const latest = db.prepare(latestSql(t, p));
@@ -728,41 +674,17 @@ async function child<T>(args: string[]): Promise<T> {
 async function namespace(
   kind: StoreKind,
 ): Promise<{ ns: string; drop(): Promise<void> }> {
-  const id = `${Date.now().toString(36)}${suffix()}`;
+  const id = Date.now().toString(36);
   if (kind === 'postgres') {
-    const ns = `aa_bench_recover_${id}`;
-    return {
-      ns,
-      drop: async () => {
-        const pg = new Client({ connectionString: DATABASE_URL });
-        await pg.connect();
-        try {
-          await pg.query(`DROP SCHEMA IF EXISTS "${ns}" CASCADE`);
-        } finally {
-          await pg.end();
-        }
-      },
-    };
+    const ns = benchId(`aa_bench_recover_${id}`);
+    return { ns, drop: () => dropSchema(ns) };
   }
   if (kind === 'redis') {
-    const ns = `aabenchrecover${id}`;
-    return {
-      ns,
-      drop: async () => {
-        const redis = new Redis(REDIS_URL);
-        try {
-          await dropPrefix(redis, ns);
-        } finally {
-          redis.disconnect();
-        }
-      },
-    };
+    const ns = benchId(`aabenchrecover${id}`);
+    return { ns, drop: () => dropRedisPrefix(ns) };
   }
-  const dir = mkdtempSync(join(tmpdir(), 'aa-bench-recover-'));
-  return {
-    ns: join(dir, 'runs.db'),
-    drop: async () => rmSync(dir, { recursive: true, force: true }),
-  };
+  const { dir, remove } = tempDir('aa-bench-recover-');
+  return { ns: join(dir, 'runs.db'), drop: async () => remove() };
 }
 
 async function measure(

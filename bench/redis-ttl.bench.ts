@@ -11,8 +11,7 @@
 import { RedisCheckpointStore, type CallRecord } from 'agent-adapter';
 import Redis from 'ioredis';
 import { dropPrefix } from '../test/utils/redis-keys';
-import { REDIS_URL } from '../test/utils/services';
-import { arg, median, suffix } from './util';
+import { REDIS_URL, arg, median, suffix } from './lib/util';
 
 const SUPERSTEPS = Number(arg('supersteps', '500'));
 /** 0: no TTL, the layout's own cost. */

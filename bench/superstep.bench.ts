@@ -29,29 +29,33 @@
  * only measures the runner's own CPU per superstep on the memory store (no I/O): a full warm-up
  * run, then ROUNDS runs, each reporting CPU µs per superstep and the garbage collections in it.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Session } from 'node:inspector';
 import { PerformanceObserver } from 'node:perf_hooks';
-import Database from 'better-sqlite3';
 import Redis from 'ioredis';
-import type { Pool } from 'pg';
-import { DataSource } from 'typeorm';
 import {
   Executor,
   Flow,
   FlowRunner,
   MemoryCheckpointStore,
-  RedisCheckpointStore,
   SQLCheckpointStore,
   SQLiteCheckpointStore,
   ToolRegistry,
   type CheckpointStore,
 } from 'agent-adapter';
-import { dropPrefix } from '../test/utils/redis-keys';
-import { writeResults, type Measure } from './results';
-import { DATABASE_URL, KEY, REDIS_URL, arg, median, suffix } from './util';
+import { writeResults, type Measure } from './lib/results';
+import {
+  benchId,
+  dropRedisPrefix,
+  dropSchema,
+  pgFloorTable,
+  pgPool,
+  postgresDataSource,
+  redisStore,
+  sqliteFloor,
+  tempDir,
+} from './lib/stores';
+import { KEY, REDIS_URL, arg, median, suffix } from './lib/util';
 
 const SUPERSTEPS = Number(arg('supersteps', '300'));
 const ROUNDS = Number(arg('rounds', '3'));
@@ -372,22 +376,15 @@ interface Backend {
 }
 
 async function postgres(): Promise<Backend> {
-  const schema = `aa_bench_${suffix()}`;
-  const ds = new DataSource({
-    type: 'postgres',
-    url: DATABASE_URL,
-    poolSize: 4,
-  });
-  await ds.initialize();
+  const schema = benchId('aa_bench_');
+  const ds = await postgresDataSource({ poolSize: 4 });
   const store = new SQLCheckpointStore(ds, { schema });
   // The store creates its schema on first use; the floor's table goes beside its tables.
   await store.head('none');
-  await ds.query(
-    `CREATE TABLE "${schema}".floor (id BIGSERIAL PRIMARY KEY, run_id VARCHAR(200), payload TEXT)`,
-  );
+  await ds.query(pgFloorTable(schema));
   // Same server, same client path (the DataSource's pg pool, a prepared statement), and the
   // server's synchronous commit setting.
-  const pool = (ds.driver as unknown as { master: Pool }).master;
+  const pool = pgPool(ds);
   const text = `INSERT INTO "${schema}".floor (run_id, payload) VALUES ($1, $2)`;
   return {
     store,
@@ -397,17 +394,15 @@ async function postgres(): Promise<Backend> {
         .then(() => undefined),
     target: 1.0,
     async cleanup() {
-      await ds.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+      await dropSchema(schema, ds);
       await ds.destroy();
     },
   };
 }
 
 async function redis(): Promise<Backend> {
-  const prefix = `aabench${suffix()}`;
-  const store = new RedisCheckpointStore(() => new Redis(REDIS_URL), {
-    prefix,
-  });
+  const prefix = benchId('aabench');
+  const store = redisStore(prefix);
   const raw = new Redis(REDIS_URL);
   return {
     store,
@@ -421,7 +416,7 @@ async function redis(): Promise<Backend> {
       return us;
     },
     async cleanup() {
-      await dropPrefix(raw, prefix);
+      await dropRedisPrefix(prefix, raw);
       await store.close();
       raw.disconnect();
     },
@@ -429,15 +424,10 @@ async function redis(): Promise<Backend> {
 }
 
 async function sqlite(): Promise<Backend> {
-  const dir = mkdtempSync(join(tmpdir(), 'aa-bench-'));
+  const { dir, remove } = tempDir('aa-bench-');
   const store = new SQLiteCheckpointStore(join(dir, 'runs.db'));
   // The same settings the store uses: WAL, synchronous = FULL, one transaction per write.
-  const db = new Database(join(dir, 'floor.db'));
-  db.pragma('journal_mode = WAL');
-  db.pragma('synchronous = FULL');
-  db.exec(
-    'CREATE TABLE floor (id INTEGER PRIMARY KEY, run_id TEXT, payload TEXT)',
-  );
+  const db = sqliteFloor(join(dir, 'floor.db'));
   const insert = db.prepare(
     'INSERT INTO floor (run_id, payload) VALUES (?, ?)',
   );
@@ -448,7 +438,7 @@ async function sqlite(): Promise<Backend> {
     async cleanup() {
       await store.close();
       db.close();
-      rmSync(dir, { recursive: true, force: true });
+      remove();
     },
   };
 }

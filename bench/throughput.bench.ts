@@ -53,20 +53,16 @@
  *
  *   npm run bench -- --suite throughput --runs 1000
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { cpus, tmpdir } from 'node:os';
+import { readFileSync } from 'node:fs';
+import { cpus } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import Database from 'better-sqlite3';
 import Redis from 'ioredis';
-import type { Pool } from 'pg';
-import { DataSource } from 'typeorm';
 import {
   Executor,
   Flow,
   FlowRunner,
-  RedisCheckpointStore,
   SQLCheckpointStore,
   SQLiteCheckpointStore,
   ToolRegistry,
@@ -75,13 +71,23 @@ import {
   type CheckpointStore,
   type SaveOptions,
 } from 'agent-adapter';
-import { dropPrefix } from '../test/utils/redis-keys';
-import { SNAPSHOT_FD_ENV, snapshotFor } from '../test/utils/ts-child';
-import { writeResults, type Measure } from './results';
-import { DATABASE_URL, KEY, REDIS_URL, arg, suffix } from './util';
+import { ChildHarness, killAllNow } from '../test/utils/child-process';
+import { spawnTs } from '../test/utils/ts-child';
+import { writeResults, type Measure } from './lib/results';
+import {
+  benchId,
+  dropRedisPrefix,
+  dropSchema,
+  pgFloorTable,
+  pgPool,
+  postgresDataSource,
+  redisStore,
+  sqliteFloor,
+  tempDir,
+} from './lib/stores';
+import { KEY, REDIS_URL, arg, suffix } from './lib/util';
 
 const ROOT = join(__dirname, '..');
-const HOOK = join(ROOT, 'test', 'utils', 'ts-register.js');
 /** How long the parent waits for a worker's next message (a cell's runs included). */
 const TIMEOUT_S = Number(arg('timeout', '600'));
 /** Set in a worker process's environment (JSON of `WorkerConfig`). */
@@ -272,20 +278,17 @@ interface WorkerStore {
 async function openWorkerStore(config: WorkerConfig): Promise<WorkerStore> {
   switch (config.store) {
     case 'postgres': {
-      const ds = new DataSource({
-        type: 'postgres',
-        url: DATABASE_URL,
+      const ds = await postgresDataSource({
         poolSize: config.pool,
         // The parent finds this suite's backends by it (their CPU: see serverCpu).
         applicationName: config.location,
       });
-      await ds.initialize();
       const store = new SQLCheckpointStore(ds, { schema: config.location });
       const [row] = await ds.query<Array<{ synchronous_commit: string }>>(
         'SHOW synchronous_commit',
       );
       // The floor as the superstep suite makes it: the DataSource's pg pool, a prepared statement.
-      const pool = (ds.driver as unknown as { master: Pool }).master;
+      const pool = pgPool(ds);
       const text = `INSERT INTO "${config.location}".floor (run_id, payload) VALUES ($1, $2)`;
       return {
         store,
@@ -298,9 +301,7 @@ async function openWorkerStore(config: WorkerConfig): Promise<WorkerStore> {
       };
     }
     case 'redis': {
-      const store = new RedisCheckpointStore(() => new Redis(REDIS_URL), {
-        prefix: config.location,
-      });
+      const store = redisStore(config.location);
       const raw = new Redis(REDIS_URL);
       return {
         store,
@@ -542,61 +543,45 @@ async function worker(config: WorkerConfig): Promise<void> {
 /** What a worker process gets transpiled on its snapshot fd (see test/utils/ts-child.ts). */
 const SNAPSHOT_FILES = [
   __filename,
-  join(__dirname, 'results.ts'),
-  join(__dirname, 'util.ts'),
+  join(__dirname, 'lib', 'results.ts'),
+  join(__dirname, 'lib', 'util.ts'),
+  join(__dirname, 'lib', 'stores.ts'),
   join(ROOT, 'test', 'utils', 'redis-keys.ts'),
+  join(ROOT, 'test', 'utils', 'services.ts'),
   join(ROOT, 'test', 'utils', 'ts-child.ts'),
+  join(ROOT, 'test', 'utils', 'child-process.ts'),
 ];
 
-/** Every worker process still alive, killed on any way out. */
-const live = new Set<ChildProcess>();
 /** Set by Ctrl-C or SIGTERM: the suite stops at the next step and cleans up. */
 let interrupted = false;
-process.on('exit', () => {
-  for (const child of live) child.kill('SIGKILL');
-});
+process.on('exit', killAllNow);
 
-class WorkerProcess {
-  readonly child: ChildProcess;
+class WorkerProcess extends ChildHarness {
   private readonly inbox: FromWorker[] = [];
   private waiting?: {
     resolve: (m: FromWorker) => void;
     reject: (e: Error) => void;
   };
   private failure?: Error;
-  private stderr = '';
-  readonly exited: Promise<void>;
 
   constructor(readonly config: WorkerConfig) {
     const profile = arg('profile', '');
-    this.child = spawn(
-      process.execPath,
-      [
-        ...(profile ? ['--cpu-prof', `--cpu-prof-dir=${profile}`] : []),
-        '-r',
-        HOOK,
-        __filename,
-      ],
-      {
-        cwd: ROOT,
+    super(
+      spawnTs(__filename, [], {
         env: {
           ...process.env,
           NODE_OPTIONS: '',
-          [SNAPSHOT_FD_ENV]: '3',
           [WORKER_ENV]: JSON.stringify(config),
         },
-        stdio: ['ignore', 'inherit', 'pipe', 'pipe', 'ipc'],
-      },
+        files: SNAPSHOT_FILES,
+        nodeArgs: profile ? ['--cpu-prof', `--cpu-prof-dir=${profile}`] : [],
+        stdio: ['ignore', 'inherit', 'pipe'],
+        ipc: true,
+      }),
+      { name: config.workerId },
     );
-    live.add(this.child);
     // A failed spawn or a send to a worker that is gone: this worker has failed (never a crash).
     this.child.on('error', (error) => this.fail(error));
-    const cache = this.child.stdio[3] as NodeJS.WritableStream;
-    cache.on('error', () => undefined); // a worker that died before reading it
-    cache.end(snapshotFor(SNAPSHOT_FILES));
-    this.child.stderr!.setEncoding('utf8').on('data', (chunk: string) => {
-      this.stderr = (this.stderr + chunk).slice(-4000);
-    });
     this.child.on('message', (m: FromWorker) => {
       if (m.type === 'error')
         return this.fail(new Error(`${config.workerId}: ${m.message}`));
@@ -606,16 +591,13 @@ class WorkerProcess {
         w.resolve(m);
       } else this.inbox.push(m);
     });
-    this.exited = new Promise((resolve) => {
-      this.child.on('exit', (code, signal) => {
-        live.delete(this.child);
-        this.fail(
-          new Error(
-            `${config.workerId} exited (${code ?? signal})${this.stderr ? `:\n${this.stderr}` : ''}`,
-          ),
-        );
-        resolve();
-      });
+    this.child.on('exit', (code, signal) => {
+      const stderr = this.stderr.slice(-4000);
+      this.fail(
+        new Error(
+          `${config.workerId} exited (${code ?? signal})${stderr ? `:\n${stderr}` : ''}`,
+        ),
+      );
     });
   }
 
@@ -661,7 +643,7 @@ class WorkerProcess {
 
   /** Asks it to exit; kills it if it has not within 5 s. */
   async stop(): Promise<void> {
-    if (!live.has(this.child)) return;
+    if (!this.running) return;
     if (this.child.connected) this.send({ type: 'exit' });
     const timer = setTimeout(() => this.child.kill('SIGKILL'), 5000);
     await this.exited;
@@ -744,25 +726,18 @@ function serverCpuMs(
 }
 
 async function prepare(kind: StoreKind): Promise<Location> {
-  const id = `aa_tput_${suffix()}`;
+  const id = benchId('aa_tput_');
   switch (kind) {
     case 'postgres': {
-      const ds = new DataSource({
-        type: 'postgres',
-        url: DATABASE_URL,
-        poolSize: 1,
-      });
-      await ds.initialize();
+      const ds = await postgresDataSource({ poolSize: 1 });
       const drop = async () => {
-        await ds.query(`DROP SCHEMA IF EXISTS "${id}" CASCADE`);
+        await dropSchema(id, ds);
         await ds.destroy();
       };
       try {
         // The tables, made once here rather than by every worker at once.
         await new SQLCheckpointStore(ds, { schema: id }).head('none');
-        await ds.query(
-          `CREATE TABLE "${id}".floor (id BIGSERIAL PRIMARY KEY, run_id VARCHAR(200), payload TEXT)`,
-        );
+        await ds.query(pgFloorTable(id));
         const settings = await ds.query<
           Array<{ name: string; setting: string }>
         >(
@@ -832,7 +807,7 @@ async function prepare(kind: StoreKind): Promise<Location> {
         conditions: `Redis ${version}: ${settings.join(', ')}`,
         drop: async () => {
           try {
-            await dropPrefix(admin, prefix);
+            await dropRedisPrefix(prefix, admin);
           } finally {
             await admin.quit();
           }
@@ -840,23 +815,18 @@ async function prepare(kind: StoreKind): Promise<Location> {
       };
     }
     case 'sqlite': {
-      const dir = mkdtempSync(join(tmpdir(), 'aa-tput-'));
+      const { dir, remove } = tempDir('aa-tput-');
       // The tables, made once here rather than by every worker at once.
       const store = new SQLiteCheckpointStore(join(dir, 'runs.db'));
       await store.head('none');
       await store.close();
-      const db = new Database(join(dir, 'floor.db'));
-      db.pragma('journal_mode = WAL');
-      db.exec(
-        'CREATE TABLE floor (id INTEGER PRIMARY KEY, run_id TEXT, payload TEXT)',
-      );
-      db.close();
+      sqliteFloor(join(dir, 'floor.db')).close();
       return {
         location: dir,
         serverCpu: () => Promise.resolve(undefined),
         conditions: 'SQLite: WAL, synchronous=FULL (the store’s settings)',
         drop: () => {
-          rmSync(dir, { recursive: true, force: true });
+          remove();
           return Promise.resolve();
         },
       };
@@ -973,8 +943,7 @@ async function measureStore(
       workers = [];
     }
   } finally {
-    for (const w of workers) w.child.kill('SIGKILL');
-    await Promise.all(workers.map((w) => w.exited));
+    await Promise.all(workers.map((w) => w.kill()));
     await where.drop();
   }
 }
@@ -1145,7 +1114,7 @@ if (workerConfig !== undefined) {
   for (const signal of ['SIGINT', 'SIGTERM'] as const)
     process.once(signal, () => {
       interrupted = true;
-      for (const child of live) child.kill('SIGKILL');
+      killAllNow();
     });
   main().then(
     () => process.exit(0),

@@ -3,12 +3,13 @@
  * project per generation (installed once from the packed tarball, then type-checked and run from),
  * the TypeScript settings it is checked under, and the crash scenario its Nest app goes through.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import Redis from 'ioredis';
 import { Client } from 'pg';
+import { ChildHarness, type Exit } from '../utils/child-process';
 import { cleanEnv, shOutcome, type Outcome } from '../utils/npm';
 import { scanKeys, dropPrefix } from '../utils/redis-keys';
 import { DATABASE_URL, REDIS_URL } from '../utils/services';
@@ -365,106 +366,17 @@ export function limiter(
     });
 }
 
-export interface Exit {
-  code: number | null;
-  signal: NodeJS.Signals | null;
-}
-
-/** Every app process still running, killed (by its pid) when the suite ends. */
-const live = new Set<AppProcess>();
-
-export function killLeftovers(): void {
-  for (const p of live) p.child.kill('SIGKILL');
-}
-
 /** The compiled app under plain `node`, in the project, with its own environment only. */
-export class AppProcess {
-  readonly child: ChildProcess;
-  readonly exited: Promise<Exit>;
-  private out = '';
-  private err = '';
-  private watchers: Array<() => void> = [];
-
+export class AppProcess extends ChildHarness {
   constructor(dir: string, env: Record<string, string>) {
-    this.child = spawn(process.execPath, [join('dist', 'app.js')], {
-      cwd: dir,
-      env: { ...cleanEnv(), ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    live.add(this);
-    this.child.stdout!.setEncoding('utf8').on('data', (chunk: string) => {
-      this.out += chunk;
-      for (const w of this.watchers) w();
-    });
-    this.child.stderr!.setEncoding('utf8').on('data', (chunk: string) => {
-      this.err += chunk;
-    });
-    this.exited = new Promise<Exit>((resolve) => {
-      this.child.on('exit', (code, signal) => {
-        live.delete(this);
-        resolve({ code, signal });
-        for (const w of this.watchers) w();
-      });
-    });
-  }
-
-  get pid(): number {
-    return this.child.pid!;
-  }
-
-  get lines(): string[] {
-    return this.out.split('\n').filter(Boolean);
-  }
-
-  get stderr(): string {
-    return this.err;
-  }
-
-  describe(what: string): string {
-    return `app (pid ${this.child.pid}) ${what}\n--- stdout\n${this.out}\n--- stderr\n${this.err}`;
-  }
-
-  /** The first stdout line matching `pattern`; rejects if the process exits first. */
-  waitForLine(pattern: RegExp, timeoutMs = 60_000): Promise<string> {
-    return new Promise<string>((resolve, reject) => {
-      const timer = setTimeout(() => {
-        done();
-        reject(
-          new Error(this.describe(`printed no ${pattern} in ${timeoutMs} ms`)),
-        );
-      }, timeoutMs);
-      const check = () => {
-        const line = this.out.split('\n').find((l) => pattern.test(l));
-        if (line !== undefined) {
-          done();
-          resolve(line);
-        } else if (this.child.exitCode !== null || this.child.signalCode) {
-          done();
-          reject(new Error(this.describe(`exited before printing ${pattern}`)));
-        }
-      };
-      const done = () => {
-        clearTimeout(timer);
-        this.watchers = this.watchers.filter((w) => w !== check);
-      };
-      this.watchers.push(check);
-      check();
-    });
-  }
-
-  /** Its exit, or a rejection after `timeoutMs`. */
-  exit(timeoutMs = 30_000): Promise<Exit> {
-    let timer: NodeJS.Timeout | undefined;
-    return Promise.race([
-      this.exited,
-      new Promise<never>((_, reject) => {
-        timer = setTimeout(
-          () =>
-            reject(new Error(this.describe(`did not exit in ${timeoutMs} ms`))),
-          timeoutMs,
-        );
+    super(
+      spawn(process.execPath, [join('dist', 'app.js')], {
+        cwd: dir,
+        env: { ...cleanEnv(), ...env },
+        stdio: ['ignore', 'pipe', 'pipe'],
       }),
-    ]).finally(() => clearTimeout(timer));
+      { name: 'app', lineTimeoutMs: 60_000 },
+    );
   }
 }
 

@@ -2,6 +2,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { killAllNow } from '../utils/child-process';
 import { packLibrary, shOutcome, type Outcome } from '../utils/npm';
 import {
   describeWithService,
@@ -17,7 +18,6 @@ import {
   crashScenario,
   diagnostics,
   install,
-  killLeftovers,
   limiter,
   readEresolve,
   tsc,
@@ -144,7 +144,7 @@ describe('compatibility: the packed package on the oldest and newest stacks', ()
 
   afterAll(async () => {
     await Promise.allSettled(jobs.values());
-    killLeftovers();
+    killAllNow();
     if (work) await rm(work, { recursive: true, force: true });
     const wall = ((performance.now() - began) / 1000).toFixed(1);
     const timings = process.env.COMPAT_TIMINGS

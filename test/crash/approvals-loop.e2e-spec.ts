@@ -24,10 +24,11 @@ import {
   type ApprovalPort,
 } from 'agent-adapter';
 import { ChatServer, callTools, say, toolResults } from '../utils/chat-server';
+import { killAll } from '../utils/child-process';
 import { describeWithService } from '../utils/services';
 import { KEY } from 'agent-adapter/testing/fixtures';
 import { refundsFlow } from 'agent-adapter/testing/fixtures';
-import { keysOf, killAll, sandboxes, trail, type Sandbox } from './harness';
+import { keysOf, sandboxes, trail, type Sandbox } from './harness';
 import { openStore, serviceOf, type StoreKind } from './stores';
 import type { LedgerLine, Outcome } from './worker';
 

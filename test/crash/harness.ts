@@ -1,13 +1,13 @@
 /**
  * Starting, watching and killing crash-test workers (worker.ts), and reading their ledger.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { ChildHarness } from '../utils/child-process';
 import { suiteId } from '../utils/services';
-import { SNAPSHOT_FD_ENV, snapshotFor } from '../utils/ts-child';
+import { spawnTs } from '../utils/ts-child';
 import {
   dropStore,
   storeLocation,
@@ -17,7 +17,6 @@ import {
 import type { LedgerLine, WorkerReport } from './worker';
 
 const ROOT = join(__dirname, '..', '..');
-const HOOK = join(ROOT, 'test', 'utils', 'ts-register.js');
 const WORKER = join(__dirname, 'worker.ts');
 
 /**
@@ -31,92 +30,22 @@ const WORKER_FILES = [
   join(ROOT, 'tools', 'crash', 'fuzz-flow.ts'),
   join(ROOT, 'test', 'utils', 'services.ts'),
 ];
-const transpiled = () => snapshotFor(WORKER_FILES);
-
-export interface Exit {
-  code: number | null;
-  signal: NodeJS.Signals | null;
-}
 
 /** One worker process. */
-export class Worker {
-  readonly child: ChildProcess;
-  readonly pid: number;
+export class Worker extends ChildHarness {
   readonly startedAt = performance.now();
-  readonly exited: Promise<Exit>;
-  private out = '';
-  private err = '';
-  private watchers: Array<() => void> = [];
 
   constructor(args: string[], env: Record<string, string>) {
-    this.child = spawn(process.execPath, ['-r', HOOK, WORKER, ...args], {
-      cwd: ROOT,
-      env: {
-        ...process.env,
-        NODE_OPTIONS: '',
-        [SNAPSHOT_FD_ENV]: '3',
-        ...env,
-      },
-      stdio: ['pipe', 'pipe', 'pipe', 'pipe'],
-    });
+    super(
+      spawnTs(WORKER, args, {
+        env: { ...process.env, NODE_OPTIONS: '', ...env },
+        files: WORKER_FILES,
+        stdio: ['pipe', 'pipe', 'pipe'],
+      }),
+      { name: `worker (${args.join(' ')})`, lineTimeoutMs: 20_000 },
+    );
     if (this.child.pid === undefined)
       throw new Error(`could not start a worker (${args.join(' ')})`);
-    this.pid = this.child.pid;
-    live.add(this);
-    const cache = this.child.stdio[3] as NodeJS.WritableStream;
-    cache.on('error', () => undefined); // a worker killed before it read the snapshot
-    cache.end(transpiled());
-    this.child.stdin!.on('error', () => undefined);
-    this.child.stdout!.setEncoding('utf8').on('data', (chunk: string) => {
-      this.out += chunk;
-      for (const w of this.watchers) w();
-    });
-    this.child.stderr!.setEncoding('utf8').on('data', (chunk: string) => {
-      this.err += chunk;
-    });
-    this.exited = new Promise<Exit>((resolve) => {
-      this.child.on('exit', (code, signal) => {
-        live.delete(this);
-        resolve({ code, signal });
-        for (const w of this.watchers) w();
-      });
-    });
-  }
-
-  get lines(): string[] {
-    return this.out.split('\n').filter(Boolean);
-  }
-
-  get stderr(): string {
-    return this.err;
-  }
-
-  /** Resolves with the first stdout line matching `pattern`; rejects if the worker exits first. */
-  waitForLine(pattern: RegExp, timeoutMs = 20_000): Promise<string> {
-    return new Promise<string>((resolve, reject) => {
-      const timer = setTimeout(() => {
-        done();
-        reject(
-          new Error(this.describe(`no line ${pattern} in ${timeoutMs} ms`)),
-        );
-      }, timeoutMs);
-      const check = () => {
-        const line = this.lines.find((l) => pattern.test(l));
-        if (line !== undefined) {
-          done();
-          resolve(line);
-        } else if (this.child.exitCode !== null || this.child.signalCode) {
-          done();
-          reject(new Error(this.describe(`exited before printing ${pattern}`)));
-        }
-      };
-      const done = () => {
-        clearTimeout(timer);
-        this.watchers = this.watchers.filter((w) => w !== check);
-      };
-      this.watchers.push(check);
-      check();
-    });
   }
 
   /** Releases a worker started with --barrier. */
@@ -124,26 +53,12 @@ export class Worker {
     this.child.stdin!.write('go\n');
   }
 
-  /** SIGKILL, and wait until the process is gone. */
-  async kill(): Promise<Exit> {
-    this.child.kill('SIGKILL');
-    return this.exited;
-  }
-
   /** Waits for a normal exit and returns the worker's JSON report (its last stdout line). */
   async report(timeoutMs = 30_000): Promise<WorkerReport> {
-    let timer: NodeJS.Timeout | undefined;
-    const exit = await Promise.race([
-      this.exited,
-      new Promise<'timeout'>(
-        (r) => (timer = setTimeout(() => r('timeout'), timeoutMs)),
-      ),
-    ]);
-    clearTimeout(timer);
-    if (exit === 'timeout') {
+    const exit = await this.exit(timeoutMs).catch(async (error: unknown) => {
       await this.kill();
-      throw new Error(this.describe(`still running after ${timeoutMs} ms`));
-    }
+      throw error;
+    });
     const last = this.lines.at(-1);
     if (exit.code !== 0 || last === undefined || !last.startsWith('{')) {
       throw new Error(
@@ -159,21 +74,10 @@ export class Worker {
     });
     return report;
   }
-
-  private describe(what: string): string {
-    return `worker ${this.pid} (${this.child.spawnargs.slice(3).join(' ')}) ${what}\n--- stdout\n${this.out}--- stderr\n${this.err}`;
-  }
 }
-
-/** Workers not yet exited (for killing in afterAll). */
-const live = new Set<Worker>();
 
 /** Boot time (process start → work begins) and spawn → exit time of every worker that reported. */
 export const timings: Array<{ bootMs: number; wallMs: number }> = [];
-
-export async function killAll(): Promise<void> {
-  await Promise.all([...live].map((w) => w.kill()));
-}
 
 export function readLedger(file: string): LedgerLine[] {
   if (!existsSync(file)) return [];

@@ -4,11 +4,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Executor, FlowRunner, ToolRegistry } from 'agent-adapter';
 import { KEY, ticketsFlow } from 'agent-adapter/testing/fixtures';
+import { killAll } from '../utils/child-process';
 import { describeWithService, suiteId } from '../utils/services';
 import {
   Worker,
   keysOf,
-  killAll,
   readLedger,
   sleep,
   spread,

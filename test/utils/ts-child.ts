@@ -4,9 +4,10 @@
  * then starts without loading the TypeScript compiler, in a fraction of the time. A file missing
  * from the snapshot, or changed since, is transpiled by the child itself.
  */
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
+import { ChildHarness } from './child-process';
 
 const ROOT = join(__dirname, '..', '..');
 const HOOK = join(ROOT, 'test', 'utils', 'ts-register.js');
@@ -26,14 +27,11 @@ export interface ChildResult {
 
 const snapshots = new Map<string, string>();
 
-/** The env var a child reads its snapshot's fd number from. */
-export const SNAPSHOT_FD_ENV = transpiler.CACHE_FD_ENV;
-
 /**
  * Every `.ts` file of the library but specs and the Nest layer, plus `extra`, transpiled once per
  * process (per `extra`): what a child gets on its snapshot fd.
  */
-export function snapshotFor(extra: readonly string[]): string {
+function snapshotFor(extra: readonly string[]): string {
   const key = extra.join('\n');
   let text = snapshots.get(key);
   if (text === undefined) {
@@ -56,6 +54,47 @@ function walk(dir: string): string[] {
   );
 }
 
+export interface SpawnTsOptions {
+  /** The child's whole environment (the snapshot's fd variable is added). */
+  env: NodeJS.ProcessEnv;
+  /** Files of this project to transpile into the snapshot beside the library's. */
+  files?: readonly string[];
+  /** Node options before `-r ts-register` (e.g. `--cpu-prof`). */
+  nodeArgs?: readonly string[];
+  /** stdin, stdout, stderr; fd 3 is the snapshot's. */
+  stdio?: ['pipe' | 'ignore', 'pipe' | 'ignore' | 'inherit', 'pipe' | 'ignore'];
+  /** An IPC channel (fd 4), for `send` and `message`. */
+  ipc?: boolean;
+}
+
+/**
+ * Starts `entry` with `args` under ts-register in the project's root, its sources' snapshot
+ * written to fd 3 (a child that ends before reading it is no error).
+ */
+export function spawnTs(
+  entry: string,
+  args: readonly string[],
+  options: SpawnTsOptions,
+): ChildProcess {
+  const child = spawn(
+    process.execPath,
+    [...(options.nodeArgs ?? []), '-r', HOOK, entry, ...args],
+    {
+      cwd: ROOT,
+      env: { ...options.env, [transpiler.CACHE_FD_ENV]: '3' },
+      stdio: [
+        ...(options.stdio ?? ['ignore', 'pipe', 'pipe']),
+        'pipe',
+        ...(options.ipc ? ['ipc' as const] : []),
+      ],
+    },
+  );
+  const cache = child.stdio[3] as NodeJS.WritableStream;
+  cache.on('error', () => undefined); // a child that ends before reading it
+  cache.end(snapshotFor(options.files ?? []));
+  return child;
+}
+
 /** Runs `entry` with `args` to its end; `timeoutMs` kills it (code -1). */
 export function runTs(
   entry: string,
@@ -63,26 +102,18 @@ export function runTs(
   env: NodeJS.ProcessEnv,
   options: { extra?: readonly string[]; timeoutMs?: number } = {},
 ): Promise<ChildResult> {
+  const proc = new ChildHarness(
+    spawnTs(entry, args, { env, files: options.extra ?? [] }),
+  );
+  const timer = setTimeout(
+    () => void proc.kill(),
+    options.timeoutMs ?? 120_000,
+  );
+  // 'close', not 'exit': the output is all read by then.
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, ['-r', HOOK, entry, ...args], {
-      cwd: ROOT,
-      env: { ...env, [transpiler.CACHE_FD_ENV]: '3' },
-      stdio: ['ignore', 'pipe', 'pipe', 'pipe'],
-    });
-    const cache = child.stdio[3] as NodeJS.WritableStream;
-    cache.on('error', () => undefined); // a child that ends before reading it
-    cache.end(snapshotFor(options.extra ?? []));
-    let stdout = '';
-    let stderr = '';
-    child.stdout!.setEncoding('utf8').on('data', (c: string) => (stdout += c));
-    child.stderr!.setEncoding('utf8').on('data', (c: string) => (stderr += c));
-    const timer = setTimeout(
-      () => child.kill('SIGKILL'),
-      options.timeoutMs ?? 120_000,
-    );
-    child.on('close', (code) => {
+    proc.child.on('close', (code) => {
       clearTimeout(timer);
-      resolve({ code: code ?? -1, stdout, stderr });
+      resolve({ code: code ?? -1, stdout: proc.stdout, stderr: proc.stderr });
     });
   });
 }

@@ -91,7 +91,8 @@ import {
   type KillPlan,
   type Point,
 } from './fuzz-flow';
-import { Worker, killAll, readLedger } from '../../test/crash/harness';
+import { killAll } from '../../test/utils/child-process';
+import { Worker, readLedger } from '../../test/crash/harness';
 import {
   STORE_KINDS,
   dropStore,

@@ -37,7 +37,7 @@ export interface SuiteResults {
   measures: Measure[];
 }
 
-const OUT = join(__dirname, 'out');
+const OUT = join(__dirname, '..', 'out');
 
 export function met(m: Measure): boolean | undefined {
   if (m.target === undefined) return undefined;

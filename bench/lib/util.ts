@@ -1,5 +1,7 @@
 import { randomBytes } from 'node:crypto';
 
+export { DATABASE_URL, REDIS_URL } from '../../test/utils/services';
+
 /** `--name value` from the command line, or the default. */
 export function arg(name: string, fallback: string): string {
   const i = process.argv.indexOf(`--${name}`);
@@ -20,6 +22,3 @@ export function suffix(): string {
 
 /** The key every bench signs with (benches never share runs with anything else). */
 export const KEY = 'bench-key-bench-key-bench-key-32b';
-export const DATABASE_URL =
-  process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
-export const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
