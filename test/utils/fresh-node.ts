@@ -94,3 +94,32 @@ export function optionalPeers(): string[] {
     .filter(([, meta]) => meta.optional)
     .map(([name]) => name);
 }
+
+/**
+ * Declares the load check of one entry: `title`'s describe loads `entry` once in a fresh node
+ * (see {@link loadEntry} for `options`), runs `checks` (its own tests, given the report), then one
+ * test per name in `absent` that nothing was loaded from it.
+ */
+export function describeEntryBoundary<T extends object = object>(
+  title: string,
+  entry: string,
+  spec: {
+    options?: Parameters<typeof loadEntry>[1];
+    absent: readonly string[];
+    checks: (child: () => LoadedEntry<T>) => void;
+  },
+): void {
+  describe(title, () => {
+    let child: LoadedEntry<T>;
+
+    beforeAll(() => {
+      child = loadEntry<T>(entry, spec.options);
+    });
+
+    spec.checks(() => child);
+
+    it.each(spec.absent)('loads nothing from %s', (name) => {
+      expect(loadedFrom(child.loaded, name)).toEqual([]);
+    });
+  });
+}

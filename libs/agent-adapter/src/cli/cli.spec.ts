@@ -26,65 +26,13 @@ import { runCli } from './program';
 import { descriptorFromUrl } from './store-url';
 import { exportRun, verifyBundle, verifyRun } from './verify';
 import { KEY, runnerOn } from '../../../../test/utils/specs';
+import {
+  crashed,
+  tickets,
+  ticketsFlow as flow,
+} from '../../../../test/utils/cli-tickets';
 
 const ring = KeyRing.from(KEY);
-
-interface Order {
-  show: string;
-  note?: string;
-}
-
-/** hold (idempotent) → pay → send; `approve` makes `send` wait for an approval. */
-function tickets(
-  inner: CheckpointStore,
-  options: { dieIn?: string; approve?: boolean } = {},
-) {
-  const store = new CrashingStore(inner);
-  const ran: string[] = [];
-  const tool = (name: string) => async () => {
-    ran.push(name);
-    if (options.dieIn === name) store.kill(`inside ${name}`);
-    return `${name} ok`;
-  };
-  const registry = new ToolRegistry()
-    .register('hold_seats', tool('hold_seats'), { idempotent: true })
-    .register('charge_card', tool('charge_card'))
-    .register('email_tickets', tool('email_tickets'), {
-      ...(options.approve && { approval: true }),
-    });
-  const runner = runnerOn(store, registry);
-  return { runner, ran, store };
-}
-
-function flow(extra = false): Flow<Order> {
-  const f = new Flow<Order>('tickets')
-    .node('hold', async (o, ctx) => ({
-      note: await ctx.call<string>('hold_seats', { show: o.show }),
-    }))
-    .node('pay', async (o, ctx) => ({
-      note: await ctx.call<string>('charge_card', { show: o.show }),
-    }))
-    .node('send', async (o, ctx) => ({
-      note: await ctx.call<string>('email_tickets', { show: o.show }),
-    }))
-    .edge('hold', 'pay')
-    .edge('pay', 'send');
-  return extra
-    ? f
-        .node('thanks', async () => ({ note: 'thanked' }))
-        .edge('send', 'thanks')
-        .end('thanks')
-    : f.end('send');
-}
-
-async function crashed(store: CheckpointStore, runId: string, dieIn: string) {
-  const w = tickets(store, { dieIn });
-  await w.runner
-    .run(flow(), { show: 'Hamlet' }, { runId })
-    .catch(() => undefined);
-  w.runner.close();
-  await settle();
-}
 
 async function finished(store: CheckpointStore, runId: string) {
   const w = tickets(store);

@@ -5,67 +5,22 @@
  */
 import {
   CheckpointConflict,
-  Flow,
   MemoryCheckpointStore,
   ToolRegistry,
   type CheckpointStore,
 } from 'agent-adapter';
-import { CrashingStore, settle } from 'agent-adapter/testing';
 import { KeyRing } from '../exec/durable/key-ring';
 import { openCheckpoint } from '../exec/durable/records';
 import { CliError } from './cli.error';
 import { forkRun } from './fork';
 import { KEY, runnerOn } from '../../../../test/utils/specs';
+import {
+  crashed,
+  tickets,
+  ticketsFlow as flow,
+} from '../../../../test/utils/cli-tickets';
 
 const ring = KeyRing.from(KEY);
-
-interface Order {
-  show: string;
-  note?: string;
-}
-
-/** hold (idempotent) → pay → send; every tool body that runs is appended to `ran`. */
-function tickets(inner: CheckpointStore, dieIn?: string) {
-  const store = new CrashingStore(inner);
-  const ran: string[] = [];
-  const tool = (name: string) => async () => {
-    ran.push(name);
-    if (dieIn === name) store.kill(`inside ${name}`);
-    return `${name} ok`;
-  };
-  const registry = new ToolRegistry()
-    .register('hold_seats', tool('hold_seats'), { idempotent: true })
-    .register('charge_card', tool('charge_card'))
-    .register('email_tickets', tool('email_tickets'));
-  const runner = runnerOn(store, registry);
-  return { runner, ran };
-}
-
-function flow(): Flow<Order> {
-  return new Flow<Order>('tickets')
-    .node('hold', async (o, ctx) => ({
-      note: await ctx.call<string>('hold_seats', { show: o.show }),
-    }))
-    .node('pay', async (o, ctx) => ({
-      note: await ctx.call<string>('charge_card', { show: o.show }),
-    }))
-    .node('send', async (o, ctx) => ({
-      note: await ctx.call<string>('email_tickets', { show: o.show }),
-    }))
-    .edge('hold', 'pay')
-    .edge('pay', 'send')
-    .end('send');
-}
-
-/** A run whose worker died inside `email_tickets` (the mail in doubt), left `running`. */
-async function crashed(store: CheckpointStore, runId: string) {
-  const w = tickets(store, 'email_tickets');
-  await w.runner
-    .run(flow(), { show: 'Hamlet' }, { runId })
-    .catch(() => undefined);
-  w.runner.close();
-  await settle();
-}
 
 async function snapshot(store: CheckpointStore, runId: string) {
   const { leaseExpiresAt: _l, ...head } = (await store.head(runId))!;
@@ -75,7 +30,7 @@ async function snapshot(store: CheckpointStore, runId: string) {
 describe('runs fork of an unfinished run', () => {
   it('is refused without cancelSource, and nothing is written', async () => {
     const store = new MemoryCheckpointStore();
-    await crashed(store, 'src');
+    await crashed(store, 'src', 'email_tickets');
     const before = await snapshot(store, 'src');
     const refused = forkRun(store, ring, 'src', 2, { newRunId: 'new' });
     await expect(refused).rejects.toThrow(CliError);
@@ -103,7 +58,7 @@ describe('runs fork of an unfinished run', () => {
 
   it('with cancelSource: the source is cancelled first (fenced), then the fork is written; only the fork runs', async () => {
     const store = new MemoryCheckpointStore();
-    await crashed(store, 'src');
+    await crashed(store, 'src', 'email_tickets');
     const forked = await forkRun(store, ring, 'src', 2, {
       newRunId: 'new',
       cancelSource: true,
@@ -136,7 +91,7 @@ describe('runs fork of an unfinished run', () => {
 
   it('a source cancelled by an earlier --cancel-source (crash before the fork) forks without the flag', async () => {
     const store = new MemoryCheckpointStore();
-    await crashed(store, 'src');
+    await crashed(store, 'src', 'email_tickets');
     await forkRun(store, ring, 'src', 2, { newRunId: 'a', cancelSource: true });
     await store.delete('a'); // as if the process died between the two writes
     const forked = await forkRun(store, ring, 'src', 2, { newRunId: 'b' });
@@ -151,8 +106,8 @@ describe('runs fork of an unfinished run', () => {
 
   it('a taken fork id is refused before the source is cancelled', async () => {
     const store = new MemoryCheckpointStore();
-    await crashed(store, 'src');
-    await crashed(store, 'other');
+    await crashed(store, 'src', 'email_tickets');
+    await crashed(store, 'other', 'email_tickets');
     const before = await snapshot(store, 'src');
     await expect(
       forkRun(store, ring, 'src', 2, { newRunId: 'other', cancelSource: true }),
@@ -162,7 +117,7 @@ describe('runs fork of an unfinished run', () => {
 
   it('a source that moves while it is cancelled: nothing is written', async () => {
     const store = new MemoryCheckpointStore();
-    await crashed(store, 'src');
+    await crashed(store, 'src', 'email_tickets');
     // A worker takes the run over between the fork's read and its cancel.
     const racing = new Proxy(store, {
       get(target, prop, receiver) {

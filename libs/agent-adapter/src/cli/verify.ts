@@ -210,11 +210,9 @@ export async function verifyRun(
   runId: string,
 ): Promise<RunVerification | undefined> {
   for (let attempt = 1; ; attempt++) {
-    const head = await store.head(runId);
-    if (!head) return undefined;
-    const history = await store.history(runId);
-    const again = await store.head(runId);
-    if (!again) return undefined;
+    const read = await readTwice(store, runId);
+    if (!read) return undefined;
+    const { head, history, again } = read;
     if (!sameHead(head, again) && attempt < 5) continue;
     const problems = verifyHistory(ring, runId, history, again);
     const cut = await checkCutSuperstep(store, ring, again, history);
@@ -228,6 +226,23 @@ export async function verifyRun(
       problems,
     };
   }
+}
+
+/**
+ * The head, the history, then the head again (`again`): a write that lands between the reads
+ * shows as two heads that are not the same. Undefined when the run is not (or no longer) there.
+ */
+async function readTwice(
+  store: CheckpointStore,
+  runId: string,
+): Promise<
+  { head: RunHead; history: HistoryPage; again: RunHead } | undefined
+> {
+  const head = await store.head(runId);
+  if (!head) return undefined;
+  const history = await store.history(runId);
+  const again = await store.head(runId);
+  return again && { head, history, again };
 }
 
 function sameHead(a: RunHead, b: RunHead): boolean {
@@ -262,11 +277,9 @@ export async function exportRun(
   now: Date = new Date(),
 ): Promise<AuditBundle | undefined> {
   for (let attempt = 1; ; attempt++) {
-    const head = await store.head(runId);
-    if (!head) return undefined;
-    const history = await store.history(runId);
-    const again = await store.head(runId);
-    if (!again) return undefined;
+    const read = await readTwice(store, runId);
+    if (!read) return undefined;
+    const { head, history, again } = read;
     if (!sameHead(head, again) && attempt < 5) continue;
     const content = {
       format: BUNDLE_FORMAT,

@@ -109,13 +109,24 @@ async function logOf(store: MemoryCheckpointStore, runId: string) {
     .filter((b) => b.tool === 'refund');
 }
 
+/** The phases the `refund` records of `runId` went through, in order. */
+async function phasesOf(store: MemoryCheckpointStore, runId: string) {
+  return (await logOf(store, runId)).map((b) => b.phase);
+}
+
+/** `attempt` fails with the simulated crash; then the dying store's writes have settled. */
+async function diesOn(attempt: Promise<unknown>): Promise<void> {
+  await expect(attempt).rejects.toBeInstanceOf(SimulatedCrash);
+  await settle();
+}
+
 describe('Synchronous approval port', () => {
   it('approves inside the call: `approving` stored before the port is asked, the decision logged with `started`, the run never pauses', async () => {
     const ran: Setup['ran'] = [];
     const store = new MemoryCheckpointStore();
     let storedWhenAsked: unknown[] = [];
     const approver = port(async () => {
-      storedWhenAsked = (await logOf(store, 'a')).map((b) => b.phase);
+      storedWhenAsked = await phasesOf(store, 'a');
       return { approved: true, by: 'alice', reason: 'fine' };
     });
     const r = await runnerOn(store, registry({ ran }), approver).run(
@@ -220,17 +231,14 @@ describe('Synchronous approval port', () => {
     const store = new MemoryCheckpointStore();
     const dying = new CrashingStore(store);
     const first = port(() => dying.kill('while the approval port waits'));
-    await expect(
+    await diesOn(
       runnerOn(dying, registry({ ran }), first).run(
         flow,
         { amount: 12 },
         { runId: 'w' },
       ),
-    ).rejects.toBeInstanceOf(SimulatedCrash);
-    await settle();
-    expect((await logOf(store, 'w')).map((b) => b.phase)).toEqual([
-      'approving',
-    ]);
+    );
+    expect(await phasesOf(store, 'w')).toEqual(['approving']);
     const before = await store.history('w');
     const second = port(() => ({ approved: true }));
     const w2 = runnerOn(store, registry({ ran }), second);
@@ -255,14 +263,13 @@ describe('Synchronous approval port', () => {
     const ran: Setup['ran'] = [];
     const store = new MemoryCheckpointStore();
     const dying = new CrashingStore(store);
-    await expect(
+    await diesOn(
       runnerOn(
         dying,
         registry({ ran, idempotent: true }),
         port(() => dying.kill()),
       ).run(flow, { amount: 3 }, { runId: 'wi' }),
-    ).rejects.toBeInstanceOf(SimulatedCrash);
-    await settle();
+    );
     const again = port(() => ({ approved: true }));
     const r = await runnerOn(
       store,
@@ -277,14 +284,13 @@ describe('Synchronous approval port', () => {
     const ran: Setup['ran'] = [];
     const store = new MemoryCheckpointStore();
     const dying = new CrashingStore(store);
-    await expect(
+    await diesOn(
       runnerOn(
         dying,
         registry({ ran, inside: () => dying.kill() }),
         port(() => ({ approved: true })),
       ).run(flow, { amount: 4 }, { runId: 'in' }),
-    ).rejects.toBeInstanceOf(SimulatedCrash);
-    await settle();
+    );
     const error = await runnerOn(
       store,
       registry({ ran }),
@@ -307,14 +313,13 @@ describe('Synchronous approval port', () => {
       const store = new MemoryCheckpointStore();
       const dying = new CrashingStore(store);
       const first = port(() => ({ approved, by: 'carol' }));
-      await expect(
+      await diesOn(
         runnerOn(
           dying,
           registry({ ran, after: () => dying.kill() }),
           first,
         ).run(flow, { amount: 21 }, { runId: 'rp' }),
-      ).rejects.toBeInstanceOf(SimulatedCrash);
-      await settle();
+      );
       const second = port(() => ({ approved: !approved }));
       const r = await runnerOn(store, registry({ ran }), second).recover(
         flow,
@@ -339,18 +344,14 @@ describe('Synchronous approval port', () => {
     const broken = port(() => {
       throw new RangeError('approver offline');
     });
-    await expect(
+    await diesOn(
       runnerOn(dying, registry({ ran, after: () => dying.kill() }), broken).run(
         flow,
         { amount: 8 },
         { runId: 'pt' },
       ),
-    ).rejects.toBeInstanceOf(SimulatedCrash);
-    await settle();
-    expect((await logOf(store, 'pt')).map((b) => b.phase)).toEqual([
-      'approving',
-      'done',
-    ]);
+    );
+    expect(await phasesOf(store, 'pt')).toEqual(['approving', 'done']);
     const fine = port(() => ({ approved: true }));
     const r = await runnerOn(store, registry({ ran }), fine).recover(
       flow,
@@ -494,13 +495,12 @@ describe('Approval policy on the registry', () => {
       { runId: 'rp' },
     );
     const dying = new CrashingStore(store);
-    await expect(
+    await diesOn(
       runnerOn(
         dying,
         registry({ ran, approval: bigOnly, after: () => dying.kill() }),
       ).resume(flow, 'rp', { approved: true }),
-    ).rejects.toBeInstanceOf(SimulatedCrash);
-    await settle();
+    );
     expect(ran).toHaveLength(1);
     const r = await runnerOn(
       store,

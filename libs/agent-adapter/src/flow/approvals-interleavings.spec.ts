@@ -7,6 +7,7 @@ import {
   Executor,
   Flow,
   FlowRunner,
+  type NodeContext,
   MemoryCheckpointStore,
   ToolDenied,
   ToolRegistry,
@@ -18,6 +19,12 @@ interface S {
   a?: string;
   b?: string;
 }
+
+/** A `refund` tool body (it needs an approval) that appends 'refund' to `ran`. */
+const refund = (ran: string[]) => () => {
+  ran.push('refund');
+  return 'refunded';
+};
 
 describe('Approvals: interleavings', () => {
   it('two nodes needing approval in one superstep: each decision is kept until spent, none is asked twice', async () => {
@@ -36,30 +43,22 @@ describe('Approvals: interleavings', () => {
         },
         { approval: true },
       );
+    // The refund of `who`, or 'denied <who>' when the operator denies it.
+    const refundOrDenied = (ctx: NodeContext, who: string) =>
+      ctx.call<string>('refund', { who }).catch((e: unknown) => {
+        if (e instanceof ToolDenied) return `denied ${who}`;
+        throw e;
+      });
     const flow = new Flow<S>('two-approvals')
       // "a" reaches its approval call late on the first run (slow tool), first on the rerun
       // (its slow tool replays, and it is first in the frontier).
       .node('a', async (_s, ctx) => {
         await ctx.call('slow');
-        return {
-          a: await ctx
-            .call<string>('refund', { who: 'A' })
-            .catch((e: unknown) => {
-              if (e instanceof ToolDenied) return 'denied A';
-              throw e;
-            }),
-        };
+        return { a: await refundOrDenied(ctx, 'A') };
       })
       .node('b', async (_s, ctx) => {
         await ctx.call('fast');
-        return {
-          b: await ctx
-            .call<string>('refund', { who: 'B' })
-            .catch((e: unknown) => {
-              if (e instanceof ToolDenied) return 'denied B';
-              throw e;
-            }),
-        };
+        return { b: await refundOrDenied(ctx, 'B') };
       })
       .start('a', 'b')
       .end('a', 'b');
@@ -94,14 +93,7 @@ describe('Approvals: interleavings', () => {
         ran.push('charge');
         return { at: new Date() }; // not JSON-representable: recorded `unrecordable`
       })
-      .register(
-        'refund',
-        () => {
-          ran.push('refund');
-          return 'refunded';
-        },
-        { approval: true },
-      );
+      .register('refund', refund(ran), { approval: true });
     const flow = new Flow<S>('unrecordable')
       .node('a', async (_s, ctx) => {
         await ctx.call('charge');
@@ -179,14 +171,7 @@ describe('Approvals: interleavings', () => {
         if (!store1.dead) store1.kill('inside email');
         return 'sent';
       })
-      .register(
-        'refund',
-        () => {
-          ran.push('refund');
-          return 'refunded';
-        },
-        { approval: true },
-      );
+      .register('refund', refund(ran), { approval: true });
     const flow = new Flow<S>('in-doubt')
       .node('a', async (_s, ctx) => {
         await ctx.call('quote');

@@ -38,28 +38,10 @@ import {
   type LedgerEntry,
 } from 'agent-adapter/testing/fixtures';
 import { openCheckpoint, sealCall } from '../exec/durable/records';
+import { crashInEmail } from '../testing/conformance/crash-in-email';
 import { bodyOf, decode, runnerOn } from '../../../../test/utils/specs';
 
 const input = { show: 'Hamlet', seats: 2 };
-
-/** Worker 1 dies inside `email_tickets`, as in the spec's sequence diagram. */
-async function crashInEmail(
-  ledger: LedgerEntry[],
-  store: MemoryCheckpointStore,
-  runId = 'order-7',
-) {
-  const dying = new CrashingStore(store);
-  const w1 = new FlowRunner(
-    executorFor(ledger, 'w1', {
-      onTool: (t) => (t === 'email_tickets' ? dying.kill() : undefined),
-    }),
-    { checkpoints: dying, checkpointKey: KEY },
-  );
-  await expect(w1.run(ticketsFlow(), input, { runId })).rejects.toBeInstanceOf(
-    SimulatedCrash,
-  );
-  await settle();
-}
 
 function worker(
   ledger: LedgerEntry[],
@@ -78,7 +60,7 @@ describe('Durable runs (spec sentences)', () => {
   it('"A durable run survives its worker ... a new worker calls recover and the run goes on from its last checkpoint."', async () => {
     const ledger: LedgerEntry[] = [];
     const store = new MemoryCheckpointStore();
-    await crashInEmail(ledger, store);
+    await crashInEmail(store, ledger, 'order-7');
     const latest = await store.latest('order-7');
     expect(latest?.step).toBe(2); // hold and pay are checkpointed
     const r = await worker(ledger, store).recover(ticketsFlow(), 'order-7', {
@@ -172,7 +154,7 @@ describe('Durable runs (spec sentences)', () => {
   it('"Use the same key on every worker." (another key cannot read the run)', async () => {
     const ledger: LedgerEntry[] = [];
     const store = new MemoryCheckpointStore();
-    await crashInEmail(ledger, store);
+    await crashInEmail(store, ledger, 'order-7');
     const other = new FlowRunner(executorFor(ledger, 'w2'), {
       checkpoints: store,
       checkpointKey: 'another-secret-another-secret-32',
@@ -234,7 +216,7 @@ describe('Durable runs (spec sentences)', () => {
     async function crashedRun(store: Tamperable, runId = 'order-7') {
       const ledger: LedgerEntry[] = [];
       // Parallel tools so the cut superstep has several records to tamper with.
-      await crashInEmail(ledger, store, runId);
+      await crashInEmail(store, ledger, runId);
       return ledger;
     }
 
@@ -501,8 +483,8 @@ describe('Durable runs (spec sentences)', () => {
   it('"recover_all(flow) recovers every unfinished run of the flow ... It maps each run id to its result or to the error that stopped it."', async () => {
     const ledger: LedgerEntry[] = [];
     const store = new MemoryCheckpointStore();
-    await crashInEmail(ledger, store, 'a');
-    await crashInEmail(ledger, store, 'b');
+    await crashInEmail(store, ledger, 'a');
+    await crashInEmail(store, ledger, 'b');
     await worker(ledger, store).run(ticketsFlow(), input, {
       runId: 'finished',
     });
@@ -554,7 +536,7 @@ describe('Durable runs (spec sentences)', () => {
     it('"A call logged started with no result may or may not have run. Recovery fails closed": anything else → RecoveryNeedsDecision with .calls as (tool, why) pairs', async () => {
       const ledger: LedgerEntry[] = [];
       const store = new MemoryCheckpointStore();
-      await crashInEmail(ledger, store);
+      await crashInEmail(store, ledger, 'order-7');
       const before = await store.history('order-7');
       const err = await worker(ledger, store)
         .recover(ticketsFlow(), 'order-7')
@@ -601,7 +583,7 @@ describe('Durable runs (spec sentences)', () => {
     it('"Then recover with rerun_in_doubt=True" — the in-doubt call runs again, once', async () => {
       const ledger: LedgerEntry[] = [];
       const store = new MemoryCheckpointStore();
-      await crashInEmail(ledger, store);
+      await crashInEmail(store, ledger, 'order-7');
       const r = await worker(ledger, store).recover(ticketsFlow(), 'order-7', {
         rerunInDoubt: true,
       });
@@ -676,7 +658,7 @@ describe('Durable runs (spec sentences)', () => {
 
     it('"A recovering worker first claims the next step with a new call log segment."', async () => {
       const store = new MemoryCheckpointStore();
-      await crashInEmail([], store);
+      await crashInEmail(store, [], 'order-7');
       await worker([], store).recover(ticketsFlow(), 'order-7', {
         rerunInDoubt: true,
       });
@@ -699,7 +681,7 @@ describe('Durable runs (spec sentences)', () => {
     it('"If two workers race, one wins and the other gets CheckpointConflict before it runs anything."', async () => {
       const ledger: LedgerEntry[] = [];
       const store = new MemoryCheckpointStore();
-      await crashInEmail(ledger, store);
+      await crashInEmail(store, ledger, 'order-7');
       const [a, b] = await Promise.allSettled([
         worker(ledger, store, 'A').recover(ticketsFlow(), 'order-7', {
           rerunInDoubt: true,
@@ -849,7 +831,7 @@ describe('Durable runs (spec sentences)', () => {
 
     it('"FlowError: the flow\'s graph changed since the checkpoint was saved"', async () => {
       const store = new MemoryCheckpointStore();
-      await crashInEmail([], store);
+      await crashInEmail(store, [], 'order-7');
       const err = await worker([], store)
         .recover(
           new Flow('tickets').node('hold', () => ({})).end('hold'),

@@ -1,8 +1,7 @@
 import { join } from 'node:path';
 import {
-  loadEntry,
+  describeEntryBoundary,
   loadedFrom,
-  type LoadedEntry,
 } from '../../../../test/utils/fresh-node';
 
 /**
@@ -12,39 +11,33 @@ import {
  */
 const ENTRY = join(__dirname, 'index.ts');
 
-describe('agent-adapter/nest entry (import boundary)', () => {
-  let child: LoadedEntry;
-
-  beforeAll(() => {
-    child = loadEntry(ENTRY, { before: "require('reflect-metadata');" });
-  });
-
-  it('exports the Nest API (the check is not vacuous)', () => {
-    expect(child.exports).toEqual(
-      expect.arrayContaining([
-        'DurableModule',
-        'Flow',
-        'Node',
-        'Tool',
-        'FlowRunner',
-        'FlowRegistry',
-        'RecoveryOrchestrator',
-        'CheckpointStore',
-        'ToolRegistry',
-        'DurableEvents',
-      ]),
-    );
-    expect(loadedFrom(child.loaded, '@nestjs/core').length > 0).toBe(true);
-  });
-
-  it.each([
+describeEntryBoundary('agent-adapter/nest entry (import boundary)', ENTRY, {
+  options: { before: "require('reflect-metadata');" },
+  absent: [
     'pg',
     'typeorm',
     'ioredis',
     'better-sqlite3',
     'class-validator',
     'class-transformer',
-  ])('loads nothing from %s', (name) => {
-    expect(loadedFrom(child.loaded, name)).toEqual([]);
-  });
+  ],
+  checks: (child) => {
+    it('exports the Nest API (the check is not vacuous)', () => {
+      expect(child().exports).toEqual(
+        expect.arrayContaining([
+          'DurableModule',
+          'Flow',
+          'Node',
+          'Tool',
+          'FlowRunner',
+          'FlowRegistry',
+          'RecoveryOrchestrator',
+          'CheckpointStore',
+          'ToolRegistry',
+          'DurableEvents',
+        ]),
+      );
+      expect(loadedFrom(child().loaded, '@nestjs/core').length > 0).toBe(true);
+    });
+  },
 });

@@ -99,10 +99,14 @@ const done = (i: number): RunResult<object> => ({
   state: {},
 });
 
-describe('RecoveryOrchestrator.sweep', () => {
-  let lines: string[];
+/**
+ * Every line Nest's Logger writes in the enclosing describe's tests, as `level: message`; the
+ * array is emptied before each test.
+ */
+function captureLogLines(): string[] {
+  const lines: string[] = [];
   beforeEach(() => {
-    lines = [];
+    lines.length = 0;
     for (const level of ['log', 'warn', 'error'] as const)
       jest
         .spyOn(Logger.prototype, level)
@@ -111,6 +115,11 @@ describe('RecoveryOrchestrator.sweep', () => {
         });
   });
   afterEach(() => jest.restoreAllMocks());
+  return lines;
+}
+
+describe('RecoveryOrchestrator.sweep', () => {
+  const lines = captureLogLines();
 
   it('streams the outcomes: one log line per run, every run counted, at most 1,000 ids kept per outcome', async () => {
     const until = Date.now() - 1; // held runs, but no re-sweep (resweep is off)
@@ -183,17 +192,7 @@ describe('RecoveryOrchestrator.sweep', () => {
 });
 
 describe('RecoveryOrchestrator: log lines an operator can trust (issue 15 item 7)', () => {
-  let lines: string[];
-  beforeEach(() => {
-    lines = [];
-    for (const level of ['log', 'warn', 'error'] as const)
-      jest
-        .spyOn(Logger.prototype, level)
-        .mockImplementation((message: unknown, ..._rest: unknown[]) => {
-          lines.push(`${level}: ${String(message)}`);
-        });
-  });
-  afterEach(() => jest.restoreAllMocks());
+  const lines = captureLogLines();
 
   it('logs a lost recovery race (CheckpointConflict) as another worker having it, never at error', async () => {
     const { each } = outcomes(
@@ -228,7 +227,7 @@ describe('RecoveryOrchestrator: log lines an operator can trust (issue 15 item 7
     expect(lines[0]).toBe(
       `log: Run "run-0" of flow "tickets": worker "w-2" holds its lease until ${iso} (it may be alive), so it was not taken; retrying then.`,
     );
-    lines = [];
+    lines.length = 0;
     await orchestrator(each).sweep();
     expect(lines[0]).toContain(
       `worker "w-2" holds its lease until ${iso} (it may be alive), so it was not taken; not retried by this sweep`,

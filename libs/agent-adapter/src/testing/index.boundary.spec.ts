@@ -1,9 +1,7 @@
 import { join } from 'node:path';
 import {
-  loadEntry,
-  loadedFrom,
+  describeEntryBoundary,
   optionalPeers,
-  type LoadedEntry,
 } from '../../../../test/utils/fresh-node';
 
 /**
@@ -41,37 +39,32 @@ api.describeCheckpointStoreConformance(
 );
 `;
 
-describe('agent-adapter/testing entry (import boundary)', () => {
-  let child: LoadedEntry<{ declared: string[] }>;
-
-  beforeAll(() => {
-    child = loadEntry(ENTRY, { after: DECLARE, extra: 'declared,' });
-  });
-
-  it('exports the conformance suite and the store wrappers, and declares the suite with the given framework', () => {
-    expect(child.exports).toEqual(
-      expect.arrayContaining([
-        'describeCheckpointStoreConformance',
-        'ForwardingStore',
-        'InterceptingStore',
-        'CrashingStore',
-      ]),
-    );
-    expect(child.declared).toEqual(
-      expect.arrayContaining([
-        'describe CheckpointStore conformance: memory',
-        'describe compare-and-set save',
-        'it concurrent savers of one step: exactly one wins',
-      ]),
-    );
-    // No raw access given: the tampering tests are left out.
-    expect(child.declared.join('\n')).not.toMatch(/tampered/);
-  });
-
-  it.each([...new Set([...NEVER, ...optionalPeers()])])(
-    'loads nothing from %s',
-    (name) => {
-      expect(loadedFrom(child.loaded, name)).toEqual([]);
+describeEntryBoundary<{ declared: string[] }>(
+  'agent-adapter/testing entry (import boundary)',
+  ENTRY,
+  {
+    options: { after: DECLARE, extra: 'declared,' },
+    absent: [...new Set([...NEVER, ...optionalPeers()])],
+    checks: (child) => {
+      it('exports the conformance suite and the store wrappers, and declares the suite with the given framework', () => {
+        expect(child().exports).toEqual(
+          expect.arrayContaining([
+            'describeCheckpointStoreConformance',
+            'ForwardingStore',
+            'InterceptingStore',
+            'CrashingStore',
+          ]),
+        );
+        expect(child().declared).toEqual(
+          expect.arrayContaining([
+            'describe CheckpointStore conformance: memory',
+            'describe compare-and-set save',
+            'it concurrent savers of one step: exactly one wins',
+          ]),
+        );
+        // No raw access given: the tampering tests are left out.
+        expect(child().declared.join('\n')).not.toMatch(/tampered/);
+      });
     },
-  );
-});
+  },
+);

@@ -1,8 +1,7 @@
 import { join } from 'node:path';
 import {
-  loadEntry,
+  describeEntryBoundary,
   loadedFrom,
-  type LoadedEntry,
 } from '../../../../test/utils/fresh-node';
 
 /**
@@ -12,37 +11,32 @@ import {
  */
 const ENTRY = join(__dirname, 'index.ts');
 
-describe('agent-adapter/typeorm entry (import boundary)', () => {
-  let child: LoadedEntry<{ tables: string[] }>;
-
-  beforeAll(() => {
-    child = loadEntry(ENTRY, {
+describeEntryBoundary<{ tables: string[] }>(
+  'agent-adapter/typeorm entry (import boundary)',
+  ENTRY,
+  {
+    options: {
       extra: `tables: api
         .agentAdapterEntities({ type: 'postgres', schema: 'tenant_a' })
         .map((e) => e.options.schema + '.' + e.options.tableName),`,
-    });
-  });
-
-  it('exports the entities and the migrations, and loads typeorm (the check is not vacuous)', () => {
-    expect(child.exports).toEqual(
-      expect.arrayContaining([
-        'agentAdapterEntities',
-        'agentAdapterMigrations',
-      ]),
-    );
-    expect(child.tables).toEqual([
-      'tenant_a.aa_runs',
-      'tenant_a.aa_checkpoints',
-      'tenant_a.aa_calls',
-      'tenant_a.aa_meta',
-    ]);
-    expect(loadedFrom(child.loaded, 'typeorm').length > 0).toBe(true);
-  });
-
-  it.each(['pg', 'ioredis', 'better-sqlite3', '@nestjs/'])(
-    'loads nothing from %s',
-    (name) => {
-      expect(loadedFrom(child.loaded, name)).toEqual([]);
     },
-  );
-});
+    absent: ['pg', 'ioredis', 'better-sqlite3', '@nestjs/'],
+    checks: (child) => {
+      it('exports the entities and the migrations, and loads typeorm (the check is not vacuous)', () => {
+        expect(child().exports).toEqual(
+          expect.arrayContaining([
+            'agentAdapterEntities',
+            'agentAdapterMigrations',
+          ]),
+        );
+        expect(child().tables).toEqual([
+          'tenant_a.aa_runs',
+          'tenant_a.aa_checkpoints',
+          'tenant_a.aa_calls',
+          'tenant_a.aa_meta',
+        ]);
+        expect(loadedFrom(child().loaded, 'typeorm').length > 0).toBe(true);
+      });
+    },
+  },
+);

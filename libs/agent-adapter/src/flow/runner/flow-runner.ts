@@ -211,13 +211,12 @@ export class FlowRunner {
       });
       return resultOf(compiled, parked);
     }
-    const { calls, book } = await readCutSuperstep(
-      this.store,
-      this.settings.ring,
+    const { calls, book } = await this.readCutDecided(
+      runId,
       cp,
       head,
+      options.rerunInDoubt,
     );
-    this.decideInDoubt(runId, book, options.rerunInDoubt);
     // The claim: one racing recoverer wins this step, the other gets CheckpointConflict here.
     // (A forked run adopts this graph here: readLatest let its digest differ.)
     const claim = claimCheckpoint(cp, { identity, digest: compiled.digest });
@@ -268,13 +267,12 @@ export class FlowRunner {
     if (cp.status !== 'paused' || !cp.pending) {
       throw new CheckpointConflict(Messages.notPaused(runId, cp.status), runId);
     }
-    const { calls, book } = await readCutSuperstep(
-      this.store,
-      this.settings.ring,
+    const { calls, book } = await this.readCutDecided(
+      runId,
       cp,
       head,
+      options.rerunInDoubt,
     );
-    this.decideInDoubt(runId, book, options.rerunInDoubt);
     const next = resumeCheckpoint(
       { ...cp, pending: cp.pending },
       {
@@ -324,18 +322,30 @@ export class FlowRunner {
     return { head, cp, identity };
   }
 
-  /** Calls in doubt of tools that are not idempotent stop the run here, before anything is written. */
-  private decideInDoubt(
+  /**
+   * Reads the cut superstep of `cp`; calls in doubt of tools that are not idempotent stop the run
+   * here, before anything is written.
+   */
+  private async readCutDecided(
     runId: string,
-    book: Awaited<ReturnType<typeof readCutSuperstep>>['book'],
+    cp: Parameters<typeof readCutSuperstep>[2],
+    head: Parameters<typeof readCutSuperstep>[3],
     rerunInDoubt = false,
-  ): void {
+  ): ReturnType<typeof readCutSuperstep> {
+    const cut = await readCutSuperstep(
+      this.store,
+      this.settings.ring,
+      cp,
+      head,
+    );
+    const { book } = cut;
     const undecided = book
       .inDoubt()
       .filter((p) => !this.executor.registry.get(p.call.tool)?.idempotent)
       .map((p) => [p.call.tool, p.why] as const);
     if (undecided.length && !rerunInDoubt)
       throw new RecoveryNeedsDecision(runId, undecided);
+    return cut;
   }
 
   /**

@@ -19,6 +19,7 @@ import {
   ticketsFlow,
   type LedgerEntry,
 } from 'agent-adapter/testing/fixtures';
+import { crashInEmail } from '../../testing/conformance/crash-in-email';
 import { sleep } from '../../../../../test/utils/specs';
 
 function gate() {
@@ -95,17 +96,7 @@ describe('recovery hardening (memory store)', () => {
   it('recoverAll on a quickly restarted worker reports the crashed run whose lease is still live', async () => {
     const store = new MemoryCheckpointStore();
     const ledger: LedgerEntry[] = [];
-    const dying = new CrashingStore(store);
-    const w1 = new FlowRunner(
-      executorFor(ledger, 'w1', {
-        onTool: (t) => (t === 'email_tickets' ? dying.kill() : undefined),
-      }),
-      { checkpoints: dying, checkpointKey: KEY },
-    );
-    await expect(
-      w1.run(ticketsFlow(), { show: 'H', seats: 2 }, { runId: 'order-7' }),
-    ).rejects.toBeInstanceOf(SimulatedCrash);
-    await settle();
+    await crashInEmail(store, ledger, 'order-7');
     // The process restarts within leaseMs (15 s by default; k8s/systemd restart in ~1 s) and runs
     // the bootstrap recovery, the only place recoverAll is called.
     const restarted = new FlowRunner(executorFor(ledger, 'w1-restarted'), {
@@ -263,17 +254,7 @@ describe('recovery hardening (memory store)', () => {
     }
     const store = new EditableStore();
     const ledger: LedgerEntry[] = [];
-    const dying = new CrashingStore(store);
-    const w1 = new FlowRunner(
-      executorFor(ledger, 'w1', {
-        onTool: (t) => (t === 'email_tickets' ? dying.kill() : undefined),
-      }),
-      { checkpoints: dying, checkpointKey: KEY },
-    );
-    await expect(
-      w1.run(ticketsFlow(), { show: 'R', seats: 2 }, { runId: 'rb' }),
-    ).rejects.toBeInstanceOf(SimulatedCrash);
-    await settle();
+    await crashInEmail(store, ledger, 'rb');
     expect(ledger.map((e) => e.tool)).toEqual(['hold_seats', 'charge_card']);
     // The call log (5 records, all signed, no gap) is intact; steps 1 and 2 are gone.
     store.dropLatest('rb', 2);
