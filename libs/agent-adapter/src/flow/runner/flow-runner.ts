@@ -53,6 +53,12 @@ import {
   startCheckpoint,
 } from './run-transitions';
 import { resultOf, SegmentDriver } from './segment-driver';
+import {
+  readCutDecided,
+  readLatest,
+  startedAlready,
+  type RunSources,
+} from './run-checks';
 
 /**
  * Runs flows durably: a signed checkpoint after every superstep, every tool call logged before and
@@ -70,6 +76,7 @@ export class FlowRunner {
   private readonly settings: RunnerSettings;
   private readonly leases: LeaseKeeper;
   private readonly driver: SegmentDriver;
+  private readonly sources: RunSources;
 
   constructor(
     readonly executor: Executor,
@@ -86,6 +93,11 @@ export class FlowRunner {
       this.settings.logger,
     );
     this.driver = new SegmentDriver(this.settings, executor, this.leases);
+    this.sources = {
+      store: this.store,
+      ring: this.settings.ring,
+      registry: executor.registry,
+    };
   }
 
   /** The key ring this runner seals and opens records with (operators' tools read with it). */
@@ -122,46 +134,13 @@ export class FlowRunner {
       // The id is taken: a client retrying a start it never heard back from finds its run.
       if (!(error instanceof CheckpointConflict) || options.runId === undefined)
         throw error;
-      return this.startedAlready(compiled, cp, options.ctx);
+      return startedAlready(this.sources, compiled, cp, options.ctx);
     }
     const driving = this.driver.drive(compiled, cp, writer);
     if (options.wait !== false) return driving;
     driving.catch((error: unknown) =>
       this.settings.logger.error(Messages.backgroundRunStopped(runId), error),
     );
-    return resultOf(compiled, cp);
-  }
-
-  /**
-   * A start whose run id exists: that run's latest result if it is this flow's run, for this
-   * identity, started from this input; a conflict that says so if it started from another.
-   */
-  private async startedAlready<S extends object>(
-    compiled: CompiledFlow<S>,
-    start: Checkpoint,
-    ctx: RunIdentity | undefined,
-  ): Promise<RunResult<S>> {
-    const { runId } = start;
-    const record = await this.store.latest(runId);
-    if (!record) throw new CheckpointNotFound(runId); // deleted meanwhile
-    const cp = openCheckpoint(this.settings.ring, record);
-    // A stranger learns nothing of the run, not even its flow; without a ctx, only a run without one.
-    if (!ctx && Object.keys(cp.identity).length)
-      throw new RunAccessDenied(
-        runId,
-        'the run was started with a ctx: starting it again needs that ctx',
-      );
-    checkAccess(cp, ctx);
-    if (cp.flow !== compiled.name)
-      throw new CheckpointConflict(
-        Messages.otherFlow(runId, cp.flow, compiled.name),
-        runId,
-      );
-    if (cp.startedFrom === undefined || cp.startedFrom !== start.startedFrom)
-      throw new CheckpointConflict(
-        Messages.startedWithOtherInput(runId),
-        runId,
-      );
     return resultOf(compiled, cp);
   }
 
@@ -187,7 +166,8 @@ export class FlowRunner {
     unlessHeld: boolean,
   ): Promise<RunResult<S>> {
     const compiled = flow.compile();
-    const { head, cp, identity } = await this.readLatest(
+    const { head, cp, identity } = await readLatest(
+      this.sources,
       compiled,
       runId,
       options.ctx,
@@ -211,7 +191,8 @@ export class FlowRunner {
       });
       return resultOf(compiled, parked);
     }
-    const { calls, book } = await this.readCutDecided(
+    const { calls, book } = await readCutDecided(
+      this.sources,
       runId,
       cp,
       head,
@@ -247,7 +228,8 @@ export class FlowRunner {
       throw new TypeError(Messages.badDecision());
     }
     const compiled = flow.compile();
-    const { head, cp, identity } = await this.readLatest(
+    const { head, cp, identity } = await readLatest(
+      this.sources,
       compiled,
       runId,
       options.ctx,
@@ -267,7 +249,8 @@ export class FlowRunner {
     if (cp.status !== 'paused' || !cp.pending) {
       throw new CheckpointConflict(Messages.notPaused(runId, cp.status), runId);
     }
-    const { calls, book } = await this.readCutDecided(
+    const { calls, book } = await readCutDecided(
+      this.sources,
       runId,
       cp,
       head,
@@ -291,61 +274,6 @@ export class FlowRunner {
       seen: calls.length,
       recovered: false,
     });
-  }
-
-  /**
-   * The run's head and latest checkpoint, checked: flow, identity (or, for a ctx that is not the
-   * run's, `allow`), not ended, same graph.
-   */
-  private async readLatest<S>(
-    compiled: CompiledFlow<S>,
-    runId: string,
-    ctx: RunIdentity | undefined,
-    allow?: (cp: Checkpoint, requester: RunIdentity) => Promise<boolean>,
-  ) {
-    const { head, record } = await readHeadAndLatest(this.store, runId);
-    const cp = openLatest(this.settings.ring, head, record);
-    // Identity before anything else: a stranger learns nothing of the run, not even its flow.
-    const identity = await accessAs(cp, ctx, allow);
-    if (cp.flow !== compiled.name) {
-      throw new CheckpointConflict(
-        Messages.otherFlow(runId, cp.flow, compiled.name),
-        runId,
-      );
-    }
-    if (cp.status === 'done' || cp.status === 'failed') {
-      throw new CheckpointConflict(Messages.ended(runId, cp.status), runId);
-    }
-    // A fork has run nothing yet: its first claim adopts the flow's current graph.
-    if (cp.digest !== compiled.digest && cp.reason !== 'fork')
-      throw new FlowError(Messages.graphChanged(runId, compiled.name), runId);
-    return { head, cp, identity };
-  }
-
-  /**
-   * Reads the cut superstep of `cp`; calls in doubt of tools that are not idempotent stop the run
-   * here, before anything is written.
-   */
-  private async readCutDecided(
-    runId: string,
-    cp: Parameters<typeof readCutSuperstep>[2],
-    head: Parameters<typeof readCutSuperstep>[3],
-    rerunInDoubt = false,
-  ): ReturnType<typeof readCutSuperstep> {
-    const cut = await readCutSuperstep(
-      this.store,
-      this.settings.ring,
-      cp,
-      head,
-    );
-    const { book } = cut;
-    const undecided = book
-      .inDoubt()
-      .filter((p) => !this.executor.registry.get(p.call.tool)?.idempotent)
-      .map((p) => [p.call.tool, p.why] as const);
-    if (undecided.length && !rerunInDoubt)
-      throw new RecoveryNeedsDecision(runId, undecided);
-    return cut;
   }
 
   /**

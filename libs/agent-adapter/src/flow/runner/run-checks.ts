@@ -1,0 +1,126 @@
+import {
+  CheckpointConflict,
+  CheckpointNotFound,
+  FlowError,
+  RecoveryNeedsDecision,
+  RunAccessDenied,
+} from '../../errors';
+import { Messages } from '../../errors/messages';
+import type { CheckpointStore } from '../../exec/checkpoints/checkpoint-store';
+import type { KeyRing } from '../../exec/durable/key-ring';
+import {
+  openCheckpoint,
+  type Checkpoint,
+  type RunIdentity,
+} from '../../exec/durable/records';
+import type { ToolRegistry } from '../../exec/tool.registry';
+import type { CompiledFlow } from '../flow.graph';
+import type { RunResult } from '../flow.interfaces';
+import { accessAs, checkAccess } from './run-access';
+import { openLatest, readCutSuperstep, readHeadAndLatest } from './run-reader';
+import { resultOf } from './segment-driver';
+
+/**
+ * What a run must pass before a transition is written, read and checked in the order that leaks
+ * nothing: identity first, then the flow, the status, the graph, and the calls in doubt.
+ */
+
+/** Where a runner reads runs and how it judges their calls. */
+export interface RunSources {
+  readonly store: CheckpointStore;
+  readonly ring: KeyRing;
+  readonly registry: ToolRegistry;
+}
+
+/**
+ * A start whose run id exists: that run's latest result if it is this flow's run, for this
+ * identity, started from this input; a conflict that says so if it started from another.
+ */
+export async function startedAlready<S extends object>(
+  on: RunSources,
+  compiled: CompiledFlow<S>,
+  start: Checkpoint,
+  ctx: RunIdentity | undefined,
+): Promise<RunResult<S>> {
+  const { runId } = start;
+  const record = await on.store.latest(runId);
+  if (!record) throw new CheckpointNotFound(runId); // deleted meanwhile
+  const cp = openCheckpoint(on.ring, record);
+  // A stranger learns nothing of the run, not even its flow; without a ctx, only a run without one.
+  if (!ctx && Object.keys(cp.identity).length)
+    throw new RunAccessDenied(
+      runId,
+      'the run was started with a ctx: starting it again needs that ctx',
+    );
+  checkAccess(cp, ctx);
+  if (cp.flow !== compiled.name)
+    throw new CheckpointConflict(
+      Messages.otherFlow(runId, cp.flow, compiled.name),
+      runId,
+    );
+  if (cp.startedFrom === undefined || cp.startedFrom !== start.startedFrom)
+    throw new CheckpointConflict(
+      Messages.startedWithOtherInput(runId),
+      runId,
+    );
+  return resultOf(compiled, cp);
+}
+
+
+/**
+ * The run's head and latest checkpoint, checked: flow, identity (or, for a ctx that is not the
+ * run's, `allow`), not ended, same graph.
+ */
+export async function readLatest<S>(
+  on: RunSources,
+  compiled: CompiledFlow<S>,
+  runId: string,
+  ctx: RunIdentity | undefined,
+  allow?: (cp: Checkpoint, requester: RunIdentity) => Promise<boolean>,
+) {
+  const { head, record } = await readHeadAndLatest(on.store, runId);
+  const cp = openLatest(on.ring, head, record);
+  // Identity before anything else: a stranger learns nothing of the run, not even its flow.
+  const identity = await accessAs(cp, ctx, allow);
+  if (cp.flow !== compiled.name) {
+    throw new CheckpointConflict(
+      Messages.otherFlow(runId, cp.flow, compiled.name),
+      runId,
+    );
+  }
+  if (cp.status === 'done' || cp.status === 'failed') {
+    throw new CheckpointConflict(Messages.ended(runId, cp.status), runId);
+  }
+  // A fork has run nothing yet: its first claim adopts the flow's current graph.
+  if (cp.digest !== compiled.digest && cp.reason !== 'fork')
+    throw new FlowError(Messages.graphChanged(runId, compiled.name), runId);
+  return { head, cp, identity };
+}
+
+/**
+ * Reads the cut superstep of `cp`; calls in doubt of tools that are not idempotent stop the run
+ * here, before anything is written.
+ */
+export async function readCutDecided(
+  on: RunSources,
+  runId: string,
+  cp: Parameters<typeof readCutSuperstep>[2],
+  head: Parameters<typeof readCutSuperstep>[3],
+  rerunInDoubt = false,
+): ReturnType<typeof readCutSuperstep> {
+  const cut = await readCutSuperstep(
+    on.store,
+    on.ring,
+    cp,
+    head,
+  );
+  const { book } = cut;
+  const undecided = book
+    .inDoubt()
+    .filter((p) => !on.registry.get(p.call.tool)?.idempotent)
+    .map((p) => [p.call.tool, p.why] as const);
+  if (undecided.length && !rerunInDoubt)
+    throw new RecoveryNeedsDecision(runId, undecided);
+  return cut;
+}
+
