@@ -641,8 +641,14 @@ describe('Durable runs (spec sentences)', () => {
       const store = new MemoryCheckpointStore();
       const w = worker([], store);
       await w.run(ticketsFlow(), input, { runId: 'cas' });
+      // Step 0 of a run that exists is refused; the runner then finds the run (same input) or
+      // reports the conflict (another input): see flow/runner/start.spec.ts.
+      const first = (await store.history('cas')).checkpoints[0]!;
+      await expect(store.save(first)).rejects.toBeInstanceOf(
+        CheckpointConflict,
+      );
       await expect(
-        w.run(ticketsFlow(), input, { runId: 'cas' }),
+        w.run(ticketsFlow(), { ...input, seats: 3 }, { runId: 'cas' }),
       ).rejects.toBeInstanceOf(CheckpointConflict);
       const latest = (await store.latest('cas'))!;
       await expect(

@@ -3,23 +3,16 @@ import {
   asError,
   CheckpointConflict,
   CheckpointNotFound,
-  FlowError,
   RecoveryAttemptsExceeded,
-  RecoveryNeedsDecision,
   RunAccessDenied,
 } from '../../errors';
 import { Messages } from '../../errors/messages';
 import type { DurableEvents } from '../../events/durable.events';
 import type { CheckpointStore } from '../../exec/checkpoints/checkpoint-store';
 import type { KeyRing } from '../../exec/durable/key-ring';
-import {
-  openCheckpoint,
-  type Checkpoint,
-  type RunIdentity,
-} from '../../exec/durable/records';
+import { openCheckpoint, type RunIdentity } from '../../exec/durable/records';
 import type { Executor } from '../../exec/executor';
 import type { Flow } from '../flow.builder';
-import type { CompiledFlow } from '../flow.graph';
 import type {
   RecoverAllOptions,
   RecoverOptions,
@@ -38,13 +31,7 @@ import {
 } from './flow-runner.options';
 import { LeaseKeeper } from './lease-keeper';
 import { sweepUnfinished } from './recovery-sweep';
-import {
-  accessAs,
-  checkAccess,
-  identityOf,
-  resumePolicyAllows,
-} from './run-access';
-import { openLatest, readCutSuperstep, readHeadAndLatest } from './run-reader';
+import { checkAccess, identityOf, resumePolicyAllows } from './run-access';
 import {
   claimCheckpoint,
   newIncarnation,

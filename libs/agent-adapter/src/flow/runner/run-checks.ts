@@ -6,7 +6,10 @@ import {
   RunAccessDenied,
 } from '../../errors';
 import { Messages } from '../../errors/messages';
-import type { CheckpointStore } from '../../exec/checkpoints/checkpoint-store';
+import type {
+  CheckpointStore,
+  RunHead,
+} from '../../exec/checkpoints/checkpoint-store';
 import type { KeyRing } from '../../exec/durable/key-ring';
 import {
   openCheckpoint,
@@ -59,13 +62,9 @@ export async function startedAlready<S extends object>(
       runId,
     );
   if (cp.startedFrom === undefined || cp.startedFrom !== start.startedFrom)
-    throw new CheckpointConflict(
-      Messages.startedWithOtherInput(runId),
-      runId,
-    );
+    throw new CheckpointConflict(Messages.startedWithOtherInput(runId), runId);
   return resultOf(compiled, cp);
 }
-
 
 /**
  * The run's head and latest checkpoint, checked: flow, identity (or, for a ctx that is not the
@@ -77,7 +76,7 @@ export async function readLatest<S>(
   runId: string,
   ctx: RunIdentity | undefined,
   allow?: (cp: Checkpoint, requester: RunIdentity) => Promise<boolean>,
-) {
+): Promise<{ head: RunHead; cp: Checkpoint; identity: RunIdentity }> {
   const { head, record } = await readHeadAndLatest(on.store, runId);
   const cp = openLatest(on.ring, head, record);
   // Identity before anything else: a stranger learns nothing of the run, not even its flow.
@@ -108,12 +107,7 @@ export async function readCutDecided(
   head: Parameters<typeof readCutSuperstep>[3],
   rerunInDoubt = false,
 ): ReturnType<typeof readCutSuperstep> {
-  const cut = await readCutSuperstep(
-    on.store,
-    on.ring,
-    cp,
-    head,
-  );
+  const cut = await readCutSuperstep(on.store, on.ring, cp, head);
   const { book } = cut;
   const undecided = book
     .inDoubt()
@@ -123,4 +117,3 @@ export async function readCutDecided(
     throw new RecoveryNeedsDecision(runId, undecided);
   return cut;
 }
-
