@@ -3,11 +3,13 @@ import {
   Body,
   Controller,
   Get,
+  Headers,
   NotFoundException,
   Param,
   ParseIntPipe,
   Post,
   Query,
+  Res,
   UseFilters,
   DefaultValuePipe,
   ValidationPipe,
@@ -29,6 +31,15 @@ import { Order } from '../tickets/order.state';
 import { TicketsFlow } from '../tickets/tickets.flow';
 
 const STATUSES: readonly RunStatus[] = ['running', 'paused', 'done', 'failed'];
+
+/** A run id the library takes (see `checkRunId`): a client's key is checked before it is used. */
+const ORDER_KEY = /^[A-Za-z0-9_.:@-]{1,200}$/;
+
+/** What `place` needs of (Express's) response to answer 202 with a `Location`. */
+interface Accepted {
+  status(code: number): unknown;
+  setHeader(name: string, value: string): unknown;
+}
 
 /** The flow whose runs are orders (`@Flow('tickets')`); other runs on the store are not orders. */
 const FLOW = 'tickets';
@@ -62,13 +73,38 @@ export class OrdersController {
   ) {}
 
   /**
-   * Places an order: runs the tickets flow to its end and answers with the run. The body is
+   * Places an order: runs the tickets flow to its end and answers with the run (201). The body is
    * validated against `Order` first (400 naming every violation, one per field, and any field
    * `Order` lacks; nothing is stored).
+   *
+   * An `Idempotency-Key` header is the run's id: a client that retries after a dropped connection
+   * gets its order as it is now (nothing is charged twice); the same key with another order is a
+   * 409. `?wait=false` answers 202 with the order's URL (`Location`) once it is stored, and the
+   * flow goes on in the background.
    */
   @Post()
-  place(@Body(ORDER_BODY) order: Partial<Order>): Promise<RunResult<Order>> {
-    return this.runner.start<Order>(TicketsFlow, order);
+  async place(
+    @Body(ORDER_BODY) order: Partial<Order>,
+    @Res({ passthrough: true }) res: Accepted,
+    @Headers('idempotency-key') key?: string,
+    @Query('wait') wait?: string,
+  ): Promise<RunResult<Order>> {
+    if (key !== undefined && !ORDER_KEY.test(key))
+      throw new BadRequestException(
+        'Idempotency-Key must be 1-200 letters, digits, "_", ".", ":", "@" or "-".',
+      );
+    if (wait !== undefined && wait !== 'true' && wait !== 'false')
+      throw new BadRequestException('wait must be true or false');
+    const background = wait === 'false';
+    const placed = await this.runner.start<Order>(TicketsFlow, order, {
+      ...(key !== undefined && { runId: key }),
+      ...(background && { wait: false }),
+    });
+    if (background) {
+      res.status(202);
+      res.setHeader('Location', `/orders/${placed.runId}`);
+    }
+    return placed;
   }
 
   /** Recent orders, newest first; `?status=running&limit=20&before=<next>` to filter and page. */

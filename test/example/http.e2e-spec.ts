@@ -210,6 +210,62 @@ function httpSuite(
       await request(server).get('/orders?status=lost').expect(400);
       expect(ledgerLines(ledger(config), 'hold_seats')).toHaveLength(1);
     });
+
+    it('an Idempotency-Key makes a retried order find its run (charged once); ?wait=false answers 202 with its URL', async () => {
+      const { app, config } = await boot('forRoot');
+      const server = app.getHttpServer();
+      const order = { show: 'Hamlet', seats: 2 };
+      const key = `order-${Date.now()}`;
+      const first = await request(server)
+        .post('/orders')
+        .set('Idempotency-Key', key)
+        .send(order)
+        .expect(201);
+      expect(first.body).toMatchObject({ runId: key, status: 'done' });
+      // The client never heard back and sends the same request again.
+      const retried = await request(server)
+        .post('/orders')
+        .set('Idempotency-Key', key)
+        .send(order)
+        .expect(201);
+      expect(retried.body).toEqual(first.body);
+      expect(ledgerLines(ledger(config), 'charge_card')).toHaveLength(1);
+      // The same key for another order is a conflict that says so.
+      const other = await request(server)
+        .post('/orders')
+        .set('Idempotency-Key', key)
+        .send({ show: 'Hamlet', seats: 3 })
+        .expect(409);
+      expect(other.body.message).toMatch(/started from another input/);
+      await request(server)
+        .post('/orders')
+        .set('Idempotency-Key', 'no spaces {please}')
+        .send(order)
+        .expect(400);
+      await request(server).post('/orders?wait=maybe').send(order).expect(400);
+      expect(ledgerLines(ledger(config), 'charge_card')).toHaveLength(1);
+
+      const accepted = await request(server)
+        .post('/orders?wait=false')
+        .send({ show: 'Lear', seats: 1 })
+        .expect(202);
+      expect(accepted.body).toMatchObject({ status: 'running', step: 0 });
+      expect(accepted.headers.location).toBe(
+        `/orders/${accepted.body.runId as string}`,
+      );
+      let shown: { status: string } = { status: 'running' };
+      for (let i = 0; i < 200 && shown.status !== 'done'; i++) {
+        await new Promise((resolve) => setTimeout(resolve, 25));
+        shown = (
+          await request(server).get(accepted.headers.location!).expect(200)
+        ).body as { status: string };
+      }
+      expect(shown).toMatchObject({
+        status: 'done',
+        state: { note: 'tickets sent' },
+      });
+      expect(ledgerLines(ledger(config), 'charge_card')).toHaveLength(2);
+    });
   });
 }
 
