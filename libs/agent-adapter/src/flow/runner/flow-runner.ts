@@ -188,9 +188,7 @@ export class FlowRunner {
     // The claim: one racing recoverer wins this step, the other gets CheckpointConflict here.
     // (A forked run adopts this graph here: readLatest let its digest differ.)
     const claim = claimCheckpoint(cp, { identity, digest: compiled.digest });
-    const writer = this.driver.writerFor(claim);
-    await this.driver.save(writer, claim, { expectCalls: head.calls });
-    return this.driver.drive(compiled, claim, writer, {
+    return this.driver.takeOver(compiled, claim, head.calls, {
       book,
       seen: calls.length,
       recovered: true,
@@ -254,9 +252,7 @@ export class FlowRunner {
         }),
       },
     );
-    const writer = this.driver.writerFor(next);
-    await this.driver.save(writer, next, { expectCalls: head.calls });
-    return this.driver.drive(compiled, next, writer, {
+    return this.driver.takeOver(compiled, next, head.calls, {
       book,
       seen: calls.length,
       recovered: false,

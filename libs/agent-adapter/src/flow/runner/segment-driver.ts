@@ -78,6 +78,21 @@ export class SegmentDriver {
     this.announce(cp, extra);
   }
 
+  /**
+   * Takes the run over from a recovery or a resume: writes `cp` (a new segment) with the head's
+   * call count as the compare-and-set, then drives that segment on what was taken over.
+   */
+  async takeOver<S extends object>(
+    flow: CompiledFlow<S>,
+    cp: Checkpoint,
+    expectCalls: number,
+    taken: TakenOver,
+  ): Promise<RunResult<S>> {
+    const writer = this.writerFor(cp);
+    await this.save(writer, cp, { expectCalls });
+    return this.drive(flow, cp, writer, taken);
+  }
+
   /** One segment, in its own span when traced. */
   drive<S extends object>(
     flow: CompiledFlow<S>,
