@@ -3,7 +3,10 @@ import {
   type CallRecord,
   type CheckpointRecord,
   type CheckpointStore,
+  type ListQuery,
+  type ListUnfinishedOptions,
   type RunHead,
+  type RunPage,
 } from 'agent-adapter';
 import {
   describeCheckpointStoreConformance,
@@ -21,6 +24,29 @@ class RawMemoryStore extends MemoryCheckpointStore {
   }
   headOf(runId: string): RunHead {
     return this.runs.get(runId)!.head;
+  }
+  /** Runs whose head reads as deleted (their rows stay, as a deleted SQL head row leaves them). */
+  private readonly headless = new Set<string>();
+  dropHead(runId: string): void {
+    this.headless.add(runId);
+  }
+  override async head(runId: string): Promise<RunHead | undefined> {
+    return this.headless.has(runId) ? undefined : super.head(runId);
+  }
+  override async list(query?: ListQuery): Promise<RunPage> {
+    const page = await super.list(query);
+    return {
+      ...page,
+      runs: page.runs.filter((r) => !this.headless.has(r.runId)),
+    };
+  }
+  override async listUnfinished(
+    flow: string,
+    options?: ListUnfinishedOptions,
+  ): Promise<RunHead[]> {
+    return (await super.listUnfinished(flow, options)).filter(
+      (r) => !this.headless.has(r.runId),
+    );
   }
 }
 
@@ -62,6 +88,21 @@ const fixture = {
         status: record.status,
         segment: head.segment,
       });
+    },
+    editHead: async (store, runId, columns) => {
+      Object.assign(raw(store).headOf(runId), columns);
+    },
+    deleteHead: async (store, runId) => {
+      // The memory store keeps a run's rows under its head: a headless run is one whose head
+      // lookup finds nothing, its rows still there for history().
+      raw(store).dropHead(runId);
+    },
+    deleteCheckpoint: async (store, runId, step) => {
+      const rows = raw(store).checkpointsOf(runId);
+      rows.splice(
+        rows.findIndex((x) => x.step === step),
+        1,
+      );
     },
   },
 } satisfies CheckpointStoreFixture;

@@ -1,6 +1,7 @@
 import type Redis from 'ioredis';
 import type { CheckpointStore } from 'agent-adapter';
 import type { RawStoreAccess } from 'agent-adapter/testing';
+import { HEAD_FIELDS } from 'agent-adapter/exec/checkpoints/redis/redis.layout';
 
 /**
  * Raw row access for the tamper tests on the Redis store's layout (see redis.scripts.ts): the run
@@ -53,6 +54,17 @@ export function redisRaw(
         status: record.status,
         segment: head.segment,
       });
+    },
+    editHead: async (store, runId, columns) => {
+      await admin.hset(`${tag(store, runId)}:run`, columns);
+    },
+    deleteHead: async (store, runId) => {
+      for (const f of HEAD_FIELDS)
+        await admin.hdel(`${tag(store, runId)}:run`, f);
+    },
+    deleteCheckpoint: async (store, runId, step) => {
+      await admin.hdel(`${tag(store, runId)}:run`, `cp:${step}`);
+      await admin.hdel(`${tag(store, runId)}:run`, `cols:${step}`);
     },
   };
 }

@@ -178,7 +178,7 @@ describeWithService('postgres', 'SQL store hardening: Postgres', () => {
       `CREATE TABLE "${schema}"."aa_meta" (key VARCHAR(64) PRIMARY KEY, value TEXT NOT NULL)`,
     );
     await ds.query(
-      `INSERT INTO "${schema}"."aa_meta" (key, value) VALUES ('schema_version', '2')`,
+      `INSERT INTO "${schema}"."aa_meta" (key, value) VALUES ('schema_version', '99')`,
     );
     const app = `aa_leak_${schema.slice(-8)}`;
     const store = new SQLCheckpointStore(
@@ -186,7 +186,7 @@ describeWithService('postgres', 'SQL store hardening: Postgres', () => {
       { schema },
     );
     for (let i = 0; i < 4; i++)
-      await expect(store.head('r')).rejects.toThrow(/schema version 2/);
+      await expect(store.head('r')).rejects.toThrow(/schema version 99/);
     await store.close();
     await sleep(200);
     const [row] = await ds.query<Array<{ n: number }>>(
@@ -194,6 +194,30 @@ describeWithService('postgres', 'SQL store hardening: Postgres', () => {
       [app],
     );
     expect(row?.n).toBe(0);
+  });
+
+  it('tables of schema version 1 (unsealed heads) are refused by name, nothing changed', async () => {
+    const schema = suiteId('aa_v1');
+    schemas.push(schema);
+    await ds.query(`CREATE SCHEMA "${schema}"`);
+    await ds.query(
+      `CREATE TABLE "${schema}"."aa_meta" (key VARCHAR(64) PRIMARY KEY, value TEXT NOT NULL)`,
+    );
+    await ds.query(
+      `INSERT INTO "${schema}"."aa_meta" (key, value) VALUES ('schema_version', '1')`,
+    );
+    const store = new SQLCheckpointStore(
+      { type: 'postgres', url: DATABASE_URL },
+      { schema },
+    );
+    await expect(store.head('r')).rejects.toThrow(
+      /schema version 1 \(run heads without a seal\), a development format this version no longer reads/,
+    );
+    await store.close();
+    const rows = await ds.query<Array<{ value: string }>>(
+      `SELECT value FROM "${schema}"."aa_meta" WHERE key = 'schema_version'`,
+    );
+    expect(rows.map((r) => r.value)).toEqual(['1']);
   });
 
   it('opening a store does not wait behind (and then block) writes in flight', async () => {

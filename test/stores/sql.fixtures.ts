@@ -66,5 +66,24 @@ export function sqlRaw(
         [record.step, record.status, head.segment, runId],
       );
     },
+    editHead: async (store, runId, columns) => {
+      const entries = Object.entries(columns);
+      await ds.query(
+        `UPDATE ${tables(store).runs} SET ${entries.map(([column], i) => `${column} = ${p(i + 1)}`).join(', ')} WHERE run_id = ${p(entries.length + 1)}`,
+        [...entries.map(([, value]) => value), runId],
+      );
+    },
+    deleteHead: async (store, runId) => {
+      await ds.query(
+        `DELETE FROM ${tables(store).runs} WHERE run_id = ${p(1)}`,
+        [runId],
+      );
+    },
+    deleteCheckpoint: async (store, runId, step) => {
+      await ds.query(
+        `DELETE FROM ${tables(store).checkpoints} WHERE run_id = ${p(1)} AND step = ${p(2)}`,
+        [runId, step],
+      );
+    },
   };
 }

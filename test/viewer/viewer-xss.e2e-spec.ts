@@ -137,8 +137,8 @@ describeInChromium(
         `UPDATE "aa_checkpoints" SET status = ? WHERE run_id = 'xss-state' AND step = 1`,
       ).run(P);
       db.prepare(
-        `INSERT INTO "aa_runs" (run_id, flow, step, status, segment, calls, owner, updated_at) VALUES (?, ?, 1, ?, 1, 0, ?, ?)`,
-      ).run(P, P, P, P, Date.now());
+        `INSERT INTO "aa_runs" (run_id, flow, step, status, segment, calls, sealed, owner, updated_at) VALUES (?, ?, 1, ?, 1, 0, ?, ?, ?)`,
+      ).run(P, P, P, P, P, Date.now());
       db.close();
 
       browser = await launchChromium();

@@ -1,7 +1,8 @@
 /**
  * The tamper fuzzer, run beside the conformance suite on every backend (test/stores): random single-byte flips,
  * deleted, duplicated, reordered and cross-run-spliced records, and records or checkpoints of an
- * earlier run with the same id copied in, applied with raw row access (what an attacker with
+ * earlier run with the same id copied in, and the run's head edited (each sealed column), deleted,
+ * or copied from another run or the earlier incarnation, applied with raw row access (what an attacker with
  * database access, a bad restore or a buggy migration could do) to what recovery reads: the run's latest checkpoint and the call log of the superstep it was cut short in. Every
  * one must be `CheckpointStoreCorrupt`, with no tool run.
  *
@@ -19,6 +20,7 @@ import {
   type CallRecord,
   type CheckpointRecord,
   type CheckpointStore,
+  type RunHead,
 } from 'agent-adapter';
 import {
   CrashingStore,
@@ -84,12 +86,24 @@ type Mutation =
   // Rows of an earlier run with the same id (deleted, then started again), copied in under their
   // own columns with the head fixed up to hide the copy.
   | { kind: 'reincarnate'; calls: number[] }
-  | { kind: 'reincarnateCheckpoint'; head: boolean };
+  | { kind: 'reincarnateCheckpoint'; head: boolean }
+  // The run's head: a sealed column changed, the head or the newest checkpoint deleted, or a whole
+  // head (columns and seal) copied from another run or from the earlier incarnation.
+  | { kind: 'head'; column: HeadColumn; by: number }
+  | { kind: 'deleteHead' }
+  | { kind: 'deleteLatest' }
+  | { kind: 'spliceHead' }
+  | { kind: 'reincarnateHead' };
+
+const HEAD_COLUMNS = ['flow', 'step', 'status', 'segment', 'calls'] as const;
+type HeadColumn = (typeof HEAD_COLUMNS)[number];
+const STATUSES = ['running', 'paused', 'done', 'failed'] as const;
 
 /** What an earlier incarnation of the victim's run id left: its cut superstep and checkpoint. */
 interface Earlier {
   calls: CallRecord[];
   latest: CheckpointRecord;
+  head: RunHead;
 }
 
 const CALLS = 5;
@@ -139,7 +153,47 @@ const mutation: fc.Arbitrary<Mutation> = fc.oneof(
     kind: fc.constant('reincarnateCheckpoint' as const),
     head: fc.boolean(),
   }),
+  fc.record({
+    kind: fc.constant('head' as const),
+    column: fc.constantFrom(...HEAD_COLUMNS),
+    by: fc.integer({ min: 1, max: 3 }),
+  }),
+  fc.constant({ kind: 'deleteHead' as const }),
+  fc.constant({ kind: 'deleteLatest' as const }),
+  fc.constant({ kind: 'spliceHead' as const }),
+  fc.constant({ kind: 'reincarnateHead' as const }),
 );
+
+/** The head's `column` changed by `by` (another status, another flow name, a number moved). */
+function edited(head: RunHead, column: HeadColumn, by: number) {
+  switch (column) {
+    case 'flow':
+      return { flow: `${head.flow}-${by}` };
+    case 'status':
+      return {
+        status:
+          STATUSES[(STATUSES.indexOf(head.status) + by) % STATUSES.length],
+      };
+    default:
+      // Up or down by `by`, never below 0.
+      return {
+        [column]:
+          head[column] >= by && by % 2 === 0
+            ? head[column] - by
+            : head[column] + by,
+      };
+  }
+}
+
+/** A head's columns and seal, as `editHead` writes them. */
+const wholeHead = (h: RunHead) => ({
+  flow: h.flow,
+  step: h.step,
+  status: h.status,
+  segment: h.segment,
+  calls: h.calls,
+  sealed: h.sealed,
+});
 
 /** Changes one printable character of `text` at `at` (mod length) to another one. */
 function flip(text: string, at: number, by: number): string {
@@ -205,6 +259,20 @@ async function apply(
         segment: m.head ? earlier!.latest.segment : head.segment,
       });
     }
+    case 'head':
+      return raw.editHead(
+        store,
+        victim,
+        edited((await store.head(victim))!, m.column, m.by),
+      );
+    case 'deleteHead':
+      return raw.deleteHead(store, victim);
+    case 'deleteLatest':
+      return raw.deleteCheckpoint(store, victim, latest.step);
+    case 'spliceHead':
+      return raw.editHead(store, victim, wholeHead((await store.head(donor))!));
+    case 'reincarnateHead':
+      return raw.editHead(store, victim, wholeHead(earlier!.head));
   }
 }
 
@@ -216,7 +284,7 @@ export function tamperFuzz(
   fixture: CheckpointStoreFixture & { raw: RawStoreAccess },
 ): void {
   const { raw } = fixture;
-  it(`tamper fuzzer (${fixture.name}): every flip, deletion, duplicate, swap, cross-run splice and copy from an earlier incarnation of what recovery reads is CheckpointStoreCorrupt, and nothing runs`, async () => {
+  it(`tamper fuzzer (${fixture.name}): every flip, deletion, duplicate, swap, cross-run splice and copy from an earlier incarnation of what recovery reads, the head included, is CheckpointStoreCorrupt, and nothing runs`, async () => {
     const store = await fixture.make();
     let trial = 0;
     try {
@@ -226,11 +294,16 @@ export function tamperFuzz(
           const victim = `${id}-victim`;
           const donor = `${id}-donor`;
           let earlier: Earlier | undefined;
-          if (m.kind === 'reincarnate' || m.kind === 'reincarnateCheckpoint') {
+          if (
+            m.kind === 'reincarnate' ||
+            m.kind === 'reincarnateCheckpoint' ||
+            m.kind === 'reincarnateHead'
+          ) {
             await cutRun(store, victim);
             earlier = {
               calls: await store.calls(victim, 1),
               latest: (await store.latest(victim))!,
+              head: (await store.head(victim))!,
             };
             await store.delete(victim);
           }

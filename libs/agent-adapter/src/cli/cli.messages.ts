@@ -1,5 +1,7 @@
 /** Message factories of the CLI: every `CliError` says what is wrong and what to do. @internal */
 export const CliMessages = {
+  pruneKeptCorrupt: (runId: string, detail: string) =>
+    `Kept run ${runId}: it is listed as finished but does not verify, so it was not deleted (${detail}). Check it with: agent-adapter runs verify ${runId}\n`,
   sqlitePathMissing: (url: string) =>
     `Store URL "${url}": give the SQLite file, e.g. sqlite:data/runs.db.`,
   noSuchFile: (url: string, path: string) =>

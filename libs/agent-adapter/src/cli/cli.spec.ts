@@ -24,7 +24,8 @@ import { forkRun } from './fork';
 import { cancelRun, pruneRuns, showRun } from './operations';
 import { runCli } from './program';
 import { descriptorFromUrl } from './store-url';
-import { exportRun, verifyBundle, verifyRun } from './verify';
+import { exportRun, verifyBundle } from './audit-bundle';
+import { verifyRun } from './verify';
 import { KEY, runnerOn } from '../../../../test/utils/specs';
 import {
   crashed,
@@ -349,11 +350,19 @@ describe('runs prune', () => {
     await crashed(store, 'unfinished', 'charge_card');
     now = 5_000;
     await finished(store, 'recent');
-    const dry = await pruneRuns(store, 2_000, { dryRun: true, pageSize: 2 });
-    expect(dry).toEqual({ deleted: 5, scanned: 6, dryRun: true });
+    const dry = await pruneRuns(store, ring, 2_000, {
+      dryRun: true,
+      pageSize: 2,
+    });
+    expect(dry).toEqual({ deleted: 5, scanned: 6, dryRun: true, corrupt: [] });
     expect(await store.head('old-0')).toBeDefined();
-    const pruned = await pruneRuns(store, 2_000, { pageSize: 2 });
-    expect(pruned).toEqual({ deleted: 5, scanned: 6, dryRun: false });
+    const pruned = await pruneRuns(store, ring, 2_000, { pageSize: 2 });
+    expect(pruned).toEqual({
+      deleted: 5,
+      scanned: 6,
+      dryRun: false,
+      corrupt: [],
+    });
     const left = (await store.list()).runs.map((r) => r.runId).sort();
     expect(left).toEqual(['recent', 'unfinished']);
   });

@@ -6,7 +6,6 @@ import {
   RunCancelled,
 } from '../errors';
 import { corruptMessage } from './corrupt-wording';
-import { Messages } from '../errors/messages';
 import type {
   CheckpointStore,
   RunHead,
@@ -20,6 +19,7 @@ import {
   type Checkpoint,
 } from '../exec/durable/records';
 import { SegmentWriter } from '../exec/durable/segment-writer';
+import { openLatest, readHeadAndLatest } from '../flow/runner/run-reader';
 import { cancelCheckpoint } from '../flow/runner/run-transitions';
 import { CliError } from './cli.error';
 import { CliMessages } from './cli.messages';
@@ -177,9 +177,7 @@ export async function cancelRun(
   const by = options.by ?? operatorId();
   const cancelled = new RunCancelled(runId, by, options.reason);
   for (let attempt = 1; ; attempt++) {
-    const head = await store.head(runId);
-    const record = await store.latest(runId);
-    if (!head || !record) throw new CheckpointNotFound(runId);
+    const { head, record } = await readHeadAndLatest(store, runId);
     if (options.expectStep !== undefined && head.step !== options.expectStep)
       throw new CliError(
         CliMessages.movedWhileCancelling(
@@ -189,12 +187,14 @@ export async function cancelRun(
           head.status,
         ),
       );
-    if (record.step !== head.step) {
-      if (attempt >= 5)
-        throw new CheckpointConflict(Messages.logMoved(runId), runId);
+    let cp: Checkpoint;
+    try {
+      cp = openLatest(ring, head, record); // the head and the row, both verified
+    } catch (error) {
+      // A save landed between the two reads: read again.
+      if (!(error instanceof CheckpointConflict) || attempt >= 5) throw error;
       continue;
     }
-    const cp = openCheckpoint(ring, record);
     if (cp.status === 'done' || cp.status === 'failed') {
       throw new CliError(CliMessages.cancelEnded(runId, cp.status));
     }
@@ -232,21 +232,30 @@ export interface PruneResult {
   /** Finished runs looked at. */
   scanned: number;
   dryRun: boolean;
+  /**
+   * Runs listed as finished that were kept because they do not verify (an edited head, a missing
+   * or forged checkpoint): never deleted, for an operator to look at (`runs verify <id>`).
+   */
+  corrupt: Array<{ runId: string; detail: string }>;
 }
 
 /**
  * Deletes finished (done or failed) runs last written before `before` (epoch ms), one page of
- * heads at a time (`list` by status), never a whole table. Each run's head is read again just
- * before its delete, so a run id reused since the page was read is left alone.
+ * heads at a time (`list` by status), never a whole table. Each run is read again and verified as
+ * recovery reads it just before its delete: only a run whose sealed head and latest checkpoint
+ * say it ended goes, so a head edited to `done` (hiding an unfinished run) is reported, not
+ * deleted, and a run id reused since the page was read is left alone.
  */
 export async function pruneRuns(
   store: CheckpointStore,
+  ring: KeyRing,
   before: number,
   options: { dryRun?: boolean; pageSize?: number; flow?: string } = {},
 ): Promise<PruneResult> {
   const pageSize = options.pageSize ?? 100;
   let deleted = 0;
   let scanned = 0;
+  const corrupt: PruneResult['corrupt'] = [];
   for (const status of ['done', 'failed'] as const) {
     for (let cursor: string | undefined; ;) {
       const page = await store.list({
@@ -255,26 +264,36 @@ export async function pruneRuns(
         ...(options.flow !== undefined && { flow: options.flow }),
         ...(cursor !== undefined && { before: cursor }),
       });
-      for (const head of page.runs) {
+      for (const listed of page.runs) {
         scanned++;
-        if (head.updatedAt >= before) continue;
-        if (options.dryRun) {
-          deleted++;
-          continue;
+        if (listed.updatedAt >= before) continue;
+        let ended: boolean;
+        try {
+          const { head, record } = await readHeadAndLatest(store, listed.runId);
+          const cp = openLatest(ring, head, record);
+          ended =
+            (cp.status === 'done' || cp.status === 'failed') &&
+            head.updatedAt < before;
+        } catch (error) {
+          if (error instanceof CheckpointStoreCorrupt) {
+            corrupt.push({
+              runId: listed.runId,
+              detail: corruptMessage(error),
+            });
+          } else if (
+            !(error instanceof CheckpointNotFound) &&
+            !(error instanceof CheckpointConflict)
+          ) {
+            throw error;
+          }
+          continue; // gone, or moving: not a finished run
         }
-        const again = await store.head(head.runId);
-        if (
-          again &&
-          (again.status === 'done' || again.status === 'failed') &&
-          again.updatedAt < before &&
-          (await store.delete(head.runId))
-        ) {
-          deleted++;
-        }
+        if (!ended) continue;
+        if (options.dryRun || (await store.delete(listed.runId))) deleted++;
       }
       if (page.next === undefined) break;
       cursor = page.next;
     }
   }
-  return { deleted, scanned, dryRun: options.dryRun === true };
+  return { deleted, scanned, dryRun: options.dryRun === true, corrupt };
 }

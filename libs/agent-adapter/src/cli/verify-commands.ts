@@ -7,12 +7,8 @@ import { EXIT } from './exit-codes';
 import type { CommandContext } from './fork-command';
 import { readJson } from './args';
 import { runIdArg } from './run-id-arg';
-import {
-  exportRun,
-  verifyBundle,
-  verifyRun,
-  type RunVerification,
-} from './verify';
+import { exportRun, verifyBundle } from './audit-bundle';
+import { verifyRun, type RunVerification } from './verify';
 
 /** `runs verify` and `runs export`: every seal checked, and a run's rows as a signed bundle. */
 export function verifyCommands(runs: Command, c: CommandContext): void {

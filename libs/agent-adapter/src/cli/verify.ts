@@ -10,14 +10,13 @@ import type {
   RunStatus,
 } from '../exec/checkpoints/checkpoint-store';
 import { assertNoGaps } from '../flow/runner/run-reader';
-import { canonicalJson } from '../exec/durable/canonical-json';
 import type { KeyRing } from '../exec/durable/key-ring';
 import {
   openCall,
   openCheckpoint,
   type Checkpoint,
 } from '../exec/durable/records';
-import { open, seal } from '../exec/durable/seal';
+import { openHead } from '../exec/durable/head-seal';
 import { checkCutSuperstep, type Problem } from './verify-log';
 
 export type { Problem } from './verify-log';
@@ -30,6 +29,8 @@ export interface HeadFacts {
   segment: number;
   /** Call records the head counts (every segment). */
   calls: number;
+  /** The head seal (`RunHead.sealed`): these facts and the run's incarnation, signed. */
+  sealed: string;
 }
 
 export interface RunVerification {
@@ -167,17 +168,36 @@ export function verifyHistory(
     }
   }
 
-  if (head) problems.push(...checkHead(runId, records, history.calls, head));
+  if (head) {
+    problems.push(
+      ...checkHead(ring, runId, records, history.calls, head, incarnation),
+    );
+  }
   return problems;
 }
 
 function checkHead(
+  ring: KeyRing,
   runId: string,
   records: CheckpointRecord[],
   calls: CallRecord[],
   head: HeadFacts,
+  incarnation: number | undefined,
 ): Problem[] {
   const problems: Problem[] = [];
+  // The seal first: an edited status or step says so here, whatever the rows say.
+  try {
+    const sealedIn = openHead(ring, { ...head, runId, updatedAt: 0 });
+    if (incarnation !== undefined && sealedIn !== incarnation) {
+      problems.push({
+        where: 'head',
+        detail: Messages.corruptHeadIncarnation(runId, sealedIn, incarnation),
+      });
+    }
+  } catch (error) {
+    if (!(error instanceof CheckpointStoreCorrupt)) throw error;
+    problems.push({ where: 'head', detail: corruptMessage(error) });
+  }
   const last = records[records.length - 1];
   // A row whose columns could not be read is reported already; its columns are placeholders.
   if (last && last.unreadable === undefined) {
@@ -232,7 +252,7 @@ export async function verifyRun(
  * The head, the history, then the head again (`again`): a write that lands between the reads
  * shows as two heads that are not the same. Undefined when the run is not (or no longer) there.
  */
-async function readTwice(
+export async function readTwice(
   store: CheckpointStore,
   runId: string,
 ): Promise<
@@ -245,149 +265,12 @@ async function readTwice(
   return again && { head, history, again };
 }
 
-function sameHead(a: RunHead, b: RunHead): boolean {
+export function sameHead(a: RunHead, b: RunHead): boolean {
   return (
     a.step === b.step &&
     a.calls === b.calls &&
     a.segment === b.segment &&
-    a.status === b.status
+    a.status === b.status &&
+    a.sealed === b.sealed
   );
-}
-
-export const BUNDLE_FORMAT = 'agent-adapter.bundle/1';
-
-/** Everything of one run, for audit: its rows as stored, and a signature over all of it. */
-export interface AuditBundle {
-  format: typeof BUNDLE_FORMAT;
-  runId: string;
-  flow: string;
-  exportedAt: string;
-  head: HeadFacts & { updatedAt: number };
-  checkpoints: CheckpointRecord[];
-  calls: CallRecord[];
-  /** `aa2.<key id>.<HMAC>` over the canonical JSON of every other field, for this run id. */
-  signature: string;
-}
-
-/** Reads a run into a signed bundle (the rows as stored: each keeps its own seal). */
-export async function exportRun(
-  store: CheckpointStore,
-  ring: KeyRing,
-  runId: string,
-  now: Date = new Date(),
-): Promise<AuditBundle | undefined> {
-  for (let attempt = 1; ; attempt++) {
-    const read = await readTwice(store, runId);
-    if (!read) return undefined;
-    const { head, history, again } = read;
-    if (!sameHead(head, again) && attempt < 5) continue;
-    const content = {
-      format: BUNDLE_FORMAT,
-      runId,
-      flow: again.flow,
-      exportedAt: now.toISOString(),
-      head: {
-        flow: again.flow,
-        step: again.step,
-        status: again.status,
-        segment: again.segment,
-        calls: again.calls,
-        updatedAt: again.updatedAt,
-      },
-      checkpoints: history.checkpoints.map(
-        ({ runId, step, flow, status, segment, sealed }) => ({
-          runId,
-          step,
-          flow,
-          status,
-          segment,
-          sealed,
-        }),
-      ),
-      calls: history.calls.map(
-        ({ runId, segment, seq, superstep, sealed }) => ({
-          runId,
-          segment,
-          seq,
-          superstep,
-          sealed,
-        }),
-      ),
-    } satisfies Omit<AuditBundle, 'signature'>;
-    // The bundle seal is the library's seal over the canonical bundle, kept without its body.
-    const sealed = seal(ring, bundleCoords(runId), content);
-    return { ...content, signature: sealed.split('.', 3).join('.') };
-  }
-}
-
-export interface BundleVerification extends RunVerification {
-  /** Whether the bundle's own signature holds (its rows were not added, removed or edited). */
-  signed: boolean;
-}
-
-/**
- * Checks a bundle offline: its signature (with the key ring), then every row as `verifyHistory`
- * does, against the head facts the bundle carries.
- */
-export function verifyBundle(
-  ring: KeyRing,
-  bundle: unknown,
-): BundleVerification {
-  if (!isObject(bundle) || bundle.format !== BUNDLE_FORMAT) {
-    throw new TypeError(
-      `Not an agent-adapter audit bundle (expected "format": "${BUNDLE_FORMAT}"; make one with: agent-adapter runs export <id>).`,
-    );
-  }
-  const { signature, ...content } = bundle as unknown as AuditBundle;
-  const runId = String(content.runId);
-  const problems: Problem[] = [];
-  let signed = false;
-  if (typeof signature !== 'string' || signature.split('.').length !== 3) {
-    problems.push({ where: 'bundle', detail: 'it has no signature' });
-  } else {
-    let body: string | undefined;
-    try {
-      body = canonicalJson(content);
-    } catch (error) {
-      problems.push({ where: 'bundle', detail: String(error) });
-    }
-    if (body !== undefined) {
-      const opened = open(ring, bundleCoords(runId), `${signature}.${body}`);
-      signed = opened.ok;
-      if (!opened.ok) {
-        problems.push({
-          where: 'bundle',
-          detail: `the bundle does not match its signature (${opened.detail}): rows were added, removed or edited after export, or it was signed with another key`,
-        });
-      }
-    }
-  }
-  const history: HistoryPage = {
-    checkpoints: Array.isArray(content.checkpoints) ? content.checkpoints : [],
-    calls: Array.isArray(content.calls) ? content.calls : [],
-  };
-  problems.push(
-    ...verifyHistory(
-      ring,
-      runId,
-      history,
-      isObject(content.head) ? content.head : undefined,
-    ),
-  );
-  return {
-    runId,
-    flow: typeof content.flow === 'string' ? content.flow : undefined,
-    checkpoints: history.checkpoints.length,
-    calls: history.calls.length,
-    problems,
-    signed,
-  };
-}
-
-function bundleCoords(runId: string) {
-  return { kind: 'bundle' as const, runId };
-}
-
-function isObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
 }

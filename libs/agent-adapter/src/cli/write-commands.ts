@@ -2,6 +2,7 @@ import { InvalidArgumentError, type Command } from 'commander';
 import type { CommandContext } from './fork-command';
 import { parseBefore, time } from './format';
 import { cancelRun, pruneRuns } from './operations';
+import { CliMessages } from './cli.messages';
 import { runIdArg } from './run-id-arg';
 
 /** `runs cancel` and `runs prune` (fork has its own file): each write a compare-and-set. */
@@ -48,15 +49,24 @@ export function writeCommands(runs: Command, c: CommandContext): void {
         o: { finishedBefore: number; flow?: string; dryRun?: boolean },
         cmd: Command,
       ) => {
-        const pruned = await pruneRuns(c.openStore(cmd), o.finishedBefore, {
-          ...(o.flow !== undefined && { flow: o.flow }),
-          ...(o.dryRun && { dryRun: true }),
-        });
+        const pruned = await pruneRuns(
+          c.openStore(cmd),
+          c.key(),
+          o.finishedBefore,
+          {
+            ...(o.flow !== undefined && { flow: o.flow }),
+            ...(o.dryRun && { dryRun: true }),
+          },
+        );
+        if (pruned.corrupt.length) c.problemsFound();
         c.out(
           cmd,
           { ...pruned, before: time(o.finishedBefore) },
           () =>
-            `${pruned.dryRun ? 'Would delete' : 'Deleted'} ${pruned.deleted} finished run(s) last written before ${time(o.finishedBefore)} (${pruned.scanned} finished run(s) scanned).\n`,
+            `${pruned.dryRun ? 'Would delete' : 'Deleted'} ${pruned.deleted} finished run(s) last written before ${time(o.finishedBefore)} (${pruned.scanned} finished run(s) scanned).\n` +
+            pruned.corrupt
+              .map((r) => CliMessages.pruneKeptCorrupt(r.runId, r.detail))
+              .join(''),
         );
       },
     );

@@ -53,6 +53,18 @@ export const Messages = {
     head: number,
   ) =>
     `Run "${runId}": checkpoint step ${step} is of segment ${found}, the run's head says segment ${head}: the checkpoint was copied in (from an earlier run with the same id?) or the head was changed. Nothing was run. Restore the store from a backup or inspect the run.`,
+  segmentWithoutCount: (runId: string, segment: number) =>
+    `Run "${runId}": segment ${segment}'s first write is not a checkpoint that knows the run's call count (a new run's, or a claim with expectCalls). This is a bug in agent-adapter; nothing was written.`,
+  corruptHeadMissing: (runId: string, step: number) =>
+    `Run "${runId}": checkpoint step ${step} is stored but the run has no head: the head row was deleted. Nothing was run. Inspect the run (agent-adapter runs verify) and restore the store from a backup.`,
+  corruptLatestMissing: (
+    runId: string,
+    head: number,
+    latest: number | undefined,
+  ) =>
+    `Run "${runId}": the run's (sealed) head is at step ${head}, but the newest stored checkpoint is ${latest === undefined ? 'missing' : `step ${latest}`}: checkpoint rows were deleted, or this worker reads the store through a replica that lags behind (read it from the primary). Nothing was run. Inspect the run (agent-adapter runs verify).`,
+  corruptHeadIncarnation: (runId: string, head: number, checkpoint: number) =>
+    `Run "${runId}": the run's head is of incarnation ${head}, its latest checkpoint of incarnation ${checkpoint}: rows of an earlier run with this id were copied in. Nothing was run. Inspect the run (agent-adapter runs verify) and restore the store from a backup.`,
   corruptCount: (runId: string, counted: number, found: number) =>
     `Run "${runId}": the run's head counts ${counted} call records, but its checkpoint and call log account for ${found}: records are missing (evicted, deleted or restored from an older backup) or the head was changed. Nothing was run. Restore the store or inspect the run; with Redis, use maxmemory-policy noeviction.`,
   corruptGap: (
@@ -196,8 +208,15 @@ export const Messages = {
     `The agent-adapter tables (${runs}, ...) are missing or unreadable. Run the shipped migrations (agentAdapterMigrations()) or create the store with createTables: true.`,
   tablesUnversioned: (runs: string) =>
     `The agent-adapter tables (${runs}, ...) carry no schema version (made by TypeORM synchronize from agentAdapterEntities(), or by something else). Open the store once with createTables: true to stamp them, run the shipped migrations instead, or use another tablePrefix/schema. Nothing was changed.`,
-  tablesVersion: (runs: string, found: string, uses: number) =>
-    `The agent-adapter tables (${runs}, ...) have schema version ${found}, but this version of agent-adapter uses ${uses}. They were made by another version: use a matching agent-adapter, or another tablePrefix/schema. Nothing was changed.`,
+  tablesVersion: (
+    runs: string,
+    found: string,
+    uses: number,
+    retired?: string,
+  ) =>
+    retired === undefined
+      ? `The agent-adapter tables (${runs}, ...) have schema version ${found}, but this version of agent-adapter uses ${uses}. They were made by another version: use a matching agent-adapter, or another tablePrefix/schema. Nothing was changed.`
+      : `The agent-adapter tables (${runs}, ...) have schema version ${found} (${retired}), a development format this version no longer reads (it uses ${uses}; nothing migrates). Use another tablePrefix/schema, or drop those tables if their runs are not needed. Nothing was changed.`,
   sqliteSharedTransaction: () =>
     'The SQLite connection the store shares has a transaction open (an application transaction on the same DataSource). A checkpoint written inside it could be rolled back after the fact: give the store its own connection (new SQLiteCheckpointStore(path) or a DataSource of its own).',
   redisPrefix: (prefix: string) =>

@@ -84,10 +84,11 @@ export class CrashingStore extends ForwardingStore {
     runId: string,
     segment: number,
     records: CallRecord[],
+    head?: string,
   ): Promise<void> {
     const calls = records.map(decodeCall);
     return this.write({ kind: 'recordCall', calls }, () =>
-      super.recordCall(runId, segment, records),
+      super.recordCall(runId, segment, records, head),
     );
   }
 

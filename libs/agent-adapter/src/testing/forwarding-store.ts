@@ -42,8 +42,9 @@ export class ForwardingStore extends CheckpointStore {
     runId: string,
     segment: number,
     records: CallRecord[],
+    head?: string,
   ): Promise<void> {
-    return this.inner.recordCall(runId, segment, records);
+    return this.inner.recordCall(runId, segment, records, head);
   }
   calls(runId: string, superstep: number): Promise<CallRecord[]> {
     return this.inner.calls(runId, superstep);

@@ -60,10 +60,11 @@ export class InterceptingStore extends ForwardingStore {
     runId: string,
     segment: number,
     records: CallRecord[],
+    head?: string,
   ): Promise<void> {
     const write: StoreWrite = { kind: 'recordCall', runId, segment, records };
     return this.around(write, () =>
-      this.inner.recordCall(runId, segment, records),
+      this.inner.recordCall(runId, segment, records, head),
     );
   }
 

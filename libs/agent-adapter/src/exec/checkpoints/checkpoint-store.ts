@@ -62,9 +62,21 @@ export interface RunHead {
    * conflicts instead of racing that call.
    */
   calls: number;
+  /**
+   * The head seal the last write gave (`SaveOptions.head`): the writer's signature over the run
+   * id, flow, step, status, segment and call count above, and the run's incarnation. Opaque to the
+   * store, kept verbatim; empty when the write gave none. Owner, lease and `updatedAt` are outside
+   * it (a renewal writes them without one).
+   */
+  sealed: string;
 }
 
 export interface SaveOptions {
+  /**
+   * The run's head seal as this save leaves it (see `RunHead.sealed`), stored with the head in the
+   * same atomic write. The runner always gives one; a store stores an absent one as ''.
+   */
+  head?: string;
   /**
    * Call records to append atomically with the checkpoint (fenced like `recordCall`, against the
    * run's segment before this save). Lets the last `done` and the checkpoint share one round trip.
@@ -137,12 +149,14 @@ export abstract class CheckpointStore {
   /**
    * Appends call records (in order) to the run's call log. Refused with `CheckpointConflict`
    * unless `segment` is the run's current segment and the run is running (fencing), and each
-   * (segment, superstep, seq) is new.
+   * (segment, superstep, seq) is new. `head` is the run's head seal as the append leaves it
+   * (see `RunHead.sealed`), stored with the records in the same atomic write.
    */
   abstract recordCall(
     runId: string,
     segment: number,
     records: CallRecord[],
+    head?: string,
   ): Promise<void>;
 
   /** The call records of one superstep, every segment, ordered by (segment, seq). */

@@ -1,6 +1,7 @@
-import { CheckpointConflict } from '../../errors';
+import { CheckpointConflict, CheckpointStoreCorrupt } from '../../errors';
 import { MemoryCheckpointStore } from '../checkpoints/memory.store';
 import { assertNoGaps } from '../../flow/runner/run-reader';
+import { openHead } from './head-seal';
 import { SegmentWriter } from './segment-writer';
 import { KeyRing } from './key-ring';
 import {
@@ -65,11 +66,18 @@ const sealed = (cp: Checkpoint) => sealCheckpoint(ring, cp);
 const writer = (store: MemoryCheckpointStore, segment = 1) =>
   new SegmentWriter(store, ring, RUN, segment, 1, { owner: 'w' });
 
-/** A memory store holding step 0 of RUN (segment 1, running). */
-async function storeWithRun(): Promise<MemoryCheckpointStore> {
+/**
+ * A memory store holding step 0 of RUN (segment 1, running), and the writer of segment 1 that
+ * wrote it (a writer's count of the run's calls starts from the checkpoint it opens with).
+ */
+async function storeWithRun(): Promise<{
+  store: MemoryCheckpointStore;
+  log: SegmentWriter;
+}> {
   const store = new MemoryCheckpointStore();
-  await store.save(sealed(checkpoint(0)));
-  return store;
+  const log = writer(store, 1);
+  await log.checkpoint(checkpoint(0));
+  return { store, log };
 }
 
 async function stored(store: MemoryCheckpointStore, superstep: number) {
@@ -81,8 +89,7 @@ async function stored(store: MemoryCheckpointStore, superstep: number) {
 
 describe('SegmentWriter', () => {
   it('numbers records 1, 2, 3 within a superstep and restarts at 1 for the next', async () => {
-    const store = await storeWithRun();
-    const log = writer(store, 1);
+    const { store, log } = await storeWithRun();
     await log.started(0, content('started', 0));
     await log.started(0, content('started', 1));
     await log.started(0, content('started', 2));
@@ -100,8 +107,7 @@ describe('SegmentWriter', () => {
   });
 
   it('seals each record at its coordinates', async () => {
-    const store = await storeWithRun();
-    const log = writer(store, 1);
+    const { store, log } = await storeWithRun();
     await log.started(0, content('started', 0, { args: { a: 1 } }));
     const [record] = await store.calls(RUN, 0);
     expect(record).toMatchObject({
@@ -118,8 +124,7 @@ describe('SegmentWriter', () => {
   });
 
   it('stores `started` before resolving', async () => {
-    const store = await storeWithRun();
-    const log = writer(store, 1);
+    const { store, log } = await storeWithRun();
     const write = jest.spyOn(store, 'recordCall');
     await log.started(0, content('started'));
     expect(write).toHaveBeenCalledTimes(1);
@@ -127,8 +132,7 @@ describe('SegmentWriter', () => {
   });
 
   it('buffers a result and sends it with the next `started` in one write', async () => {
-    const store = await storeWithRun();
-    const log = writer(store, 1);
+    const { store, log } = await storeWithRun();
     const write = jest.spyOn(store, 'recordCall');
     await log.started(0, content('started', 0));
     log.finished(0, content('done', 0));
@@ -147,8 +151,7 @@ describe('SegmentWriter', () => {
   });
 
   it('flushes a buffered result right after the current tick', async () => {
-    const store = await storeWithRun();
-    const log = writer(store, 1);
+    const { store, log } = await storeWithRun();
     await log.started(0, content('started', 0));
     log.finished(0, content('done', 0));
     log.finished(0, content('unrecordable', 1, { reason: 'a Date' }));
@@ -165,8 +168,7 @@ describe('SegmentWriter', () => {
   });
 
   it('hands buffered results to drain() (for the checkpoint) instead of writing them', async () => {
-    const store = await storeWithRun();
-    const log = writer(store, 1);
+    const { store, log } = await storeWithRun();
     const write = jest.spyOn(store, 'recordCall');
     const immediates = () =>
       process.getActiveResourcesInfo().filter((r) => r === 'Immediate').length;
@@ -188,9 +190,8 @@ describe('SegmentWriter', () => {
   });
 
   it('gives calls started together one write, however many microtasks apart they log', async () => {
-    const store = await storeWithRun();
+    const { store, log } = await storeWithRun();
     const write = jest.spyOn(store, 'recordCall');
-    const log = writer(store, 1);
     // A node's Promise.all: each call does some async work of its own before it logs.
     const call = async (awaits: number, i: number) => {
       for (let k = 0; k < awaits; k++) await Promise.resolve();
@@ -205,8 +206,7 @@ describe('SegmentWriter', () => {
   });
 
   it('drain() waits for a started write not yet sent, and does not take its record', async () => {
-    const store = await storeWithRun();
-    const log = writer(store, 1);
+    const { store, log } = await storeWithRun();
     const started = log.started(0, content('started', 0));
     expect(await log.drain()).toEqual([]);
     await started;
@@ -214,7 +214,7 @@ describe('SegmentWriter', () => {
   });
 
   it('drain() waits for writes in flight', async () => {
-    const store = await storeWithRun();
+    const { store, log } = await storeWithRun();
     let release!: () => void;
     const gate = new Promise<void>((resolve) => (release = resolve));
     const real = store.recordCall.bind(store);
@@ -222,7 +222,6 @@ describe('SegmentWriter', () => {
       await gate;
       return real(...args);
     });
-    const log = writer(store, 1);
     const started = log.started(0, content('started', 0));
     let drained = false;
     const draining = log.drain().then((records) => {
@@ -238,8 +237,7 @@ describe('SegmentWriter', () => {
   });
 
   it('keeps numbering across flushes with no gap', async () => {
-    const store = await storeWithRun();
-    const log = writer(store, 1);
+    const { store, log } = await storeWithRun();
     for (let i = 0; i < 4; i++) {
       await log.started(0, content('started', i));
       log.finished(0, content('done', i));
@@ -253,14 +251,17 @@ describe('SegmentWriter', () => {
   });
 
   it('fails every write after the store refused one (fenced segment)', async () => {
-    const store = await storeWithRun();
-    const log = writer(store, 2); // the run is in segment 1
+    const { store, log } = await storeWithRun();
+    // Another worker claims the run: segment 1 is cut off.
+    await writer(store, 2).checkpoint(checkpoint(1, 2, 'claim'), {
+      expectCalls: 0,
+    });
     const write = jest.spyOn(store, 'recordCall');
     const first = await log
       .started(0, content('started', 0))
       .catch((e: unknown) => e);
     expect(first).toBeInstanceOf(CheckpointConflict);
-    expect((first as Error).message).toMatch(/segment 2 was cut off/);
+    expect((first as Error).message).toMatch(/segment 1 was cut off/);
     expect(log.failure).toBe(first);
 
     await expect(log.started(0, content('started', 1))).rejects.toBe(first);
@@ -273,12 +274,11 @@ describe('SegmentWriter', () => {
 
   describe('checkpoint() (sealed here, written in order with the records)', () => {
     it("deferred: goes out with the next superstep's first started record, in one save", async () => {
-      const store = await storeWithRun();
+      const { store, log } = await storeWithRun();
       const [save, record] = [
         jest.spyOn(store, 'save'),
         jest.spyOn(store, 'recordCall'),
       ];
-      const log = writer(store);
       await log.started(0, content('started', 0));
       log.finished(0, content('done', 0));
       const saved = jest.fn();
@@ -302,8 +302,7 @@ describe('SegmentWriter', () => {
     });
 
     it('deferred: goes out alone once the microtask queue is empty, and drain() waits for it', async () => {
-      const store = await storeWithRun();
-      const log = writer(store);
+      const { store, log } = await storeWithRun();
       const saved = jest.fn();
       void log.checkpoint(checkpoint(1), { deferred: true }).then(saved);
       expect(await log.drain()).toEqual([]);
@@ -312,9 +311,8 @@ describe('SegmentWriter', () => {
     });
 
     it('a refused deferred save fails the started record it carried and every later write; nothing is stored', async () => {
-      const store = await storeWithRun();
+      const { store, log } = await storeWithRun();
       await store.save(sealed(checkpoint(1, 2, 'claim'))); // another worker claimed the run
-      const log = writer(store);
       const written = log
         .checkpoint(checkpoint(2), { deferred: true })
         .catch((e: unknown) => e);
@@ -330,12 +328,13 @@ describe('SegmentWriter', () => {
     });
 
     it('now: writes at once with the records handed over, the lease counted from the write', async () => {
-      const store = await storeWithRun();
-      const save = jest.spyOn(store, 'save');
+      const store = new MemoryCheckpointStore();
       const log = new SegmentWriter(store, ring, RUN, 1, 1, {
         owner: 'w',
         leaseMs: 60_000,
       });
+      await log.checkpoint(checkpoint(0));
+      const save = jest.spyOn(store, 'save');
       await log.started(0, content('started', 0));
       log.finished(0, content('done', 0));
       const calls = await log.drain();
@@ -349,8 +348,7 @@ describe('SegmentWriter', () => {
     });
 
     it('now: a refused save rejects with the conflict and fails every later write', async () => {
-      const store = await storeWithRun();
-      const log = writer(store);
+      const { store, log } = await storeWithRun();
       const refused = await log
         .checkpoint(checkpoint(5))
         .catch((e: unknown) => e);
@@ -362,8 +360,7 @@ describe('SegmentWriter', () => {
   });
 
   it('keeps the failure of a background flush for the next write', async () => {
-    const store = await storeWithRun();
-    const log = writer(store, 1);
+    const { store, log } = await storeWithRun();
     await log.started(0, content('started', 0));
     // Another worker claims the run: segment 1 is cut off.
     await store.save(sealed(checkpoint(1, 2, 'claim')));
@@ -376,5 +373,67 @@ describe('SegmentWriter', () => {
     );
     await expect(log.drain()).rejects.toBe(log.failure);
     expect(await stored(store, 0)).toHaveLength(1);
+  });
+
+  describe('the head seal (written with every write)', () => {
+    it('covers the columns and the call count each write leaves, and the incarnation', async () => {
+      const { store, log } = await storeWithRun();
+      const opens = async () => {
+        const head = (await store.head(RUN))!;
+        return { incarnation: openHead(ring, head), calls: head.calls };
+      };
+      expect(await opens()).toEqual({ incarnation: 1, calls: 0 });
+      await log.started(0, content('started', 0));
+      await log.started(0, content('started', 1));
+      expect(await opens()).toEqual({ incarnation: 1, calls: 2 });
+      log.finished(0, content('done', 0));
+      await log.checkpoint(
+        { ...checkpoint(1), superstep: 1, logBefore: 3 },
+        { calls: await log.drain() },
+      );
+      expect(await opens()).toEqual({ incarnation: 1, calls: 3 });
+      // A claim by another segment counts from the count it insists on.
+      const claimer = writer(store, 2);
+      await claimer.checkpoint(checkpoint(2, 2, 'claim'), { expectCalls: 3 });
+      await claimer.started(1, content('started', 0));
+      expect(await opens()).toEqual({ incarnation: 1, calls: 4 });
+    });
+
+    it('fails to open once a sealed column of the head is changed', async () => {
+      const { store, log } = await storeWithRun();
+      await log.started(0, content('started', 0));
+      const head = (await store.head(RUN))!;
+      for (const edit of [
+        { status: 'done' as const },
+        { step: 1 },
+        { segment: 2 },
+        { calls: 0 },
+        { flow: 'g' },
+        { sealed: '' },
+      ]) {
+        expect(() => openHead(ring, { ...head, ...edit })).toThrow(
+          CheckpointStoreCorrupt,
+        );
+      }
+      // Ownership and times are outside the seal.
+      expect(
+        openHead(ring, {
+          ...head,
+          owner: 'x',
+          leaseExpiresAt: 1,
+          updatedAt: 2,
+        }),
+      ).toBe(1);
+    });
+
+    it('of a writer whose first write is not a checkpoint that knows the count is refused, nothing written', async () => {
+      const { store } = await storeWithRun();
+      const write = jest.spyOn(store, 'recordCall');
+      const stray = writer(store, 1);
+      await expect(stray.started(0, content('started', 0))).rejects.toThrow(
+        /first write is not a checkpoint/,
+      );
+      expect(write).not.toHaveBeenCalled();
+    });
   });
 });

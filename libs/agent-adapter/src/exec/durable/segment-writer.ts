@@ -1,10 +1,12 @@
 import { asError } from '../../errors';
+import { Messages } from '../../errors/messages';
 import type {
   CallRecord,
   CheckpointRecord,
   CheckpointStore,
   SaveOptions,
 } from '../checkpoints/checkpoint-store';
+import { sealHead } from './head-seal';
 import type { KeyRing } from './key-ring';
 import {
   sealCallAt,
@@ -58,6 +60,13 @@ export class SegmentWriter {
   private pending?: PendingCheckpoint;
   /** The first write this segment had refused or lost; every later write fails with it. */
   failure?: Error;
+  /**
+   * The head as this segment's last stored write left it: its latest checkpoint's columns and the
+   * run's call count, sealed anew with every write (see head-seal.ts).
+   */
+  private head?: Pick<CheckpointRecord, 'flow' | 'step' | 'status'> & {
+    calls: number;
+  };
 
   constructor(
     private readonly store: CheckpointStore,
@@ -194,14 +203,27 @@ export class SegmentWriter {
       if (this.buffer.length === 0 && !checkpoint) return;
       const records = this.take();
       try {
+        const head = this.headAfter(checkpoint, records);
+        const sealed = sealHead(this.ring, {
+          runId: this.runId,
+          segment: this.segment,
+          incarnation: this.incarnation,
+          ...head,
+        });
         if (checkpoint) {
           await this.store.save(
             checkpoint.record,
-            this.saveOptions(checkpoint, records),
+            this.saveOptions(checkpoint, records, sealed),
           );
         } else {
-          await this.store.recordCall(this.runId, this.segment, records);
+          await this.store.recordCall(
+            this.runId,
+            this.segment,
+            records,
+            sealed,
+          );
         }
+        this.head = head;
       } catch (error) {
         this.failure = asError(error);
         checkpoint?.settle.reject(this.failure);
@@ -213,13 +235,37 @@ export class SegmentWriter {
     return job;
   }
 
+  /**
+   * The head a write leaves: the checkpoint's columns (or the last one's) and the call count. A
+   * segment's count starts from its first checkpoint: a new run's (0) or the one a claim insists
+   * on (`expectCalls`, the head's count), and then counts what this segment appends.
+   */
+  private headAfter(
+    checkpoint: PendingCheckpoint | undefined,
+    records: CallRecord[],
+  ): NonNullable<SegmentWriter['head']> {
+    const base = checkpoint
+      ? (checkpoint.expectCalls ??
+        (checkpoint.record.step === 0 ? 0 : this.head?.calls))
+      : this.head?.calls;
+    const columns = checkpoint?.record ?? this.head;
+    if (base === undefined || columns === undefined) {
+      // A programming error: a segment opens with a checkpoint that knows the run's count.
+      throw new Error(Messages.segmentWithoutCount(this.runId, this.segment));
+    }
+    const { flow, step, status } = columns;
+    return { flow, step, status, calls: base + records.length };
+  }
+
   /** Read when the write is made: the lease counts from then. */
   private saveOptions(
     checkpoint: PendingCheckpoint,
     records: CallRecord[],
+    head: string,
   ): SaveOptions {
     const { owner, leaseMs } = this.writer;
     return {
+      head,
       ...(records.length && { calls: records }),
       ...(checkpoint.expectCalls !== undefined && {
         expectCalls: checkpoint.expectCalls,

@@ -2,7 +2,6 @@ import { randomBytes } from 'node:crypto';
 import {
   asError,
   CheckpointConflict,
-  CheckpointNotFound,
   RecoveryAttemptsExceeded,
   RunAccessDenied,
 } from '../../errors';
@@ -10,7 +9,7 @@ import { Messages } from '../../errors/messages';
 import type { DurableEvents } from '../../events/durable.events';
 import type { CheckpointStore } from '../../exec/checkpoints/checkpoint-store';
 import type { KeyRing } from '../../exec/durable/key-ring';
-import { openCheckpoint, type RunIdentity } from '../../exec/durable/records';
+import type { RunIdentity } from '../../exec/durable/records';
 import type { Executor } from '../../exec/executor';
 import type { Flow } from '../flow.builder';
 import type {
@@ -31,6 +30,7 @@ import {
 } from './flow-runner.options';
 import { LeaseKeeper } from './lease-keeper';
 import { sweepUnfinished } from './recovery-sweep';
+import { readVerified } from './run-reader';
 import { checkAccess, identityOf, resumePolicyAllows } from './run-access';
 import {
   claimCheckpoint,
@@ -346,9 +346,7 @@ export class FlowRunner {
     options: { ctx?: RunIdentity } = {},
   ): Promise<RunResult<S>> {
     checkRunId(runId);
-    const record = await this.store.latest(runId);
-    if (!record) throw new CheckpointNotFound(runId);
-    const cp = openCheckpoint(this.settings.ring, record);
+    const { cp } = await readVerified(this.store, this.settings.ring, runId);
     checkAccess(cp, options.ctx); // first: a stranger learns nothing of the run, not its flow
     if (cp.flow !== flow.name)
       throw new CheckpointConflict(

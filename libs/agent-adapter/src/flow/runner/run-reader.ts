@@ -11,6 +11,7 @@ import type {
   CheckpointStore,
   RunHead,
 } from '../../exec/checkpoints/checkpoint-store';
+import { openHead } from '../../exec/durable/head-seal';
 import type { KeyRing } from '../../exec/durable/key-ring';
 import {
   openCall,
@@ -34,28 +35,83 @@ export async function readHeadAndLatest(
 ): Promise<{ head: RunHead; record: CheckpointRecord }> {
   const head = await store.head(runId);
   const record = await store.latest(runId);
-  if (!head || !record) throw new CheckpointNotFound(runId);
-  return { head, record };
+  if (head && record) return { head, record };
+  if (record)
+    throw new CheckpointStoreCorrupt(
+      Messages.corruptHeadMissing(runId, record.step),
+      runId,
+    );
+  // A head without checkpoints: deleted between the two reads, or its rows were.
+  if (head && (await store.head(runId))) {
+    throw new CheckpointStoreCorrupt(
+      Messages.corruptLatestMissing(runId, head.step, undefined),
+      runId,
+    );
+  }
+  // Nothing under the head's key: the run does not exist, unless its checkpoints are still there
+  // (a head deleted below the store; on Redis, where the latest row is found through the head).
+  const { checkpoints } = await store.history(runId);
+  const last = checkpoints[checkpoints.length - 1];
+  if (last)
+    throw new CheckpointStoreCorrupt(
+      Messages.corruptHeadMissing(runId, last.step),
+      runId,
+    );
+  throw new CheckpointNotFound(runId);
 }
 
 /**
- * Opens the latest checkpoint against its head: a head ahead of the row is a worker saving meanwhile
- * (`CheckpointConflict`); a bad seal or a segment outside the head's is `CheckpointStoreCorrupt`.
+ * Opens the latest checkpoint against its head, both verified. The head is read first and every
+ * save writes both at once, so a row ahead of the head is a worker saving meanwhile
+ * (`CheckpointConflict`); a row behind the sealed head is a deleted checkpoint, and a bad seal, a
+ * segment or incarnation other than the head's is `CheckpointStoreCorrupt`.
  */
 export function openLatest(
   ring: KeyRing,
   head: RunHead,
   record: CheckpointRecord,
 ): Checkpoint {
-  if (record.step !== head.step) {
+  const incarnation = openHead(ring, head);
+  if (record.step > head.step) {
     throw new CheckpointConflict(
       Messages.conflictStep(head.runId, head.step + 1, record.step),
       head.runId,
     );
   }
+  if (record.step < head.step) {
+    throw new CheckpointStoreCorrupt(
+      Messages.corruptLatestMissing(head.runId, head.step, record.step),
+      head.runId,
+    );
+  }
   const cp = openCheckpoint(ring, record);
   assertHeadSegment(head, record);
+  if (cp.incarnation !== incarnation) {
+    throw new CheckpointStoreCorrupt(
+      Messages.corruptHeadIncarnation(head.runId, incarnation, cp.incarnation),
+      head.runId,
+    );
+  }
   return cp;
+}
+
+/**
+ * The latest checkpoint opened against its head (`openLatest`), for readers that only look: a save
+ * that lands between the two reads is read again rather than reported.
+ */
+export async function readVerified(
+  store: CheckpointStore,
+  ring: KeyRing,
+  runId: string,
+): Promise<{ head: RunHead; cp: Checkpoint }> {
+  for (let attempt = 1; ; attempt++) {
+    const { head, record } = await readHeadAndLatest(store, runId);
+    try {
+      return { head, cp: openLatest(ring, head, record) };
+    } catch (error) {
+      if (!(error instanceof CheckpointConflict) || attempt >= 5) throw error;
+    }
+  }
 }
 
 /** The cut superstep's call log, read and checked (see `readCutSuperstep`). */

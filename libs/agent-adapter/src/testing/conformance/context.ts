@@ -2,6 +2,7 @@ import type {
   CallRecord,
   CheckpointRecord,
   CheckpointStore,
+  RunHead,
 } from '../../exec/checkpoints/checkpoint-store';
 import { KeyRing } from '../../exec/durable/key-ring';
 import { KEY } from '../fixtures/tickets';
@@ -58,7 +59,24 @@ export interface RawStoreAccess {
     record: CheckpointRecord,
     head: { segment: number },
   ): Promise<void>;
+  /** Sets columns of the run's head (its seal too, if given) as they are. */
+  editHead(
+    store: CheckpointStore,
+    runId: string,
+    columns: Partial<Pick<RunHead, HeadColumn | 'sealed'>>,
+  ): Promise<void>;
+  /** Deletes the run's head (row, or the Redis head fields), its checkpoints and calls kept. */
+  deleteHead(store: CheckpointStore, runId: string): Promise<void>;
+  /** Deletes one checkpoint row, the head untouched. */
+  deleteCheckpoint(
+    store: CheckpointStore,
+    runId: string,
+    step: number,
+  ): Promise<void>;
 }
+
+/** The head columns an edit can change (those the head seal covers). */
+export type HeadColumn = 'flow' | 'step' | 'status' | 'segment' | 'calls';
 
 /** What each part of the suite declares its tests with. */
 export interface SuiteContext {

@@ -4,7 +4,9 @@ import {
   type CheckpointStore,
 } from '../../index';
 import { inspectRun } from '../../cli/inspect';
+import { pruneRuns } from '../../cli/operations';
 import { verifyRun } from '../../cli/verify';
+import { sealHead } from '../../exec/durable/head-seal';
 import { openCall, sealCall } from '../../exec/durable/records';
 import {
   KEY,
@@ -50,13 +52,22 @@ export function describeTampering(
           latest.sealed.replace('"seats":2', '"seats":3'),
         );
       } else {
-        // Record 1 gone, a validly signed record 2 in its place: a gap.
+        // Record 1 gone, a validly signed record 2 in its place (by someone with the key, who
+        // seals the head too): a gap.
         const c = calls[0]!;
         await raw.deleteCall(store, id, c);
         const moved = openCall(ring, c);
-        await store.recordCall(id, c.segment, [
-          sealCall(ring, { ...moved, seq: 2 }),
-        ]);
+        const head = (await store.head(id))!;
+        await store.recordCall(
+          id,
+          c.segment,
+          [sealCall(ring, { ...moved, seq: 2 })],
+          sealHead(ring, {
+            ...head,
+            calls: head.calls + 1,
+            incarnation: moved.incarnation,
+          }),
+        );
       }
       const before = ledger.length;
       const w2 = new FlowRunner(executorFor(ledger, 'w2'), {
@@ -103,7 +114,7 @@ export function describeTampering(
         checkpointKey: KEY,
       });
 
-    it('call records of the old run copied into the cut superstep (head count raised): CheckpointStoreCorrupt naming the record, no replay; inspect and verify report it', async () => {
+    it('call records of the old run copied into the cut superstep (head count raised): CheckpointStoreCorrupt (the head), no replay; inspect reports it, verify names each record', async () => {
       const store = await make();
       const ledger: LedgerEntry[] = [];
       const { id, oldRows } = await reborn(store, ledger);
@@ -122,18 +133,20 @@ export function describeTampering(
         .catch((e: unknown) => e);
       w2.close();
       instanceOf(err, CheckpointStoreCorrupt);
+      // The raised count breaks the head's seal first; the records are named by verify below.
       assert.match(
         (err as Error).message,
-        new RegExp(
-          `call record ${copied[0]!.segment}/1 \\(superstep 2\\) belongs to incarnation \\d+ of this run id, the run is incarnation \\d+`,
-        ),
+        /the run head .*does not match its signature/,
       );
       assert.strictEqual(count(ledger, 'email_tickets'), sent);
       assert.strictEqual((await store.head(id))?.step, head.step);
 
       const inspection = await inspectRun(store, ring, id);
       assert.strictEqual(inspection.verdict, 'corrupt');
-      assert.match(inspection.problems.join('\n'), /belongs to incarnation/);
+      assert.match(
+        inspection.problems.join('\n'),
+        /the run head .*does not match its signature/,
+      );
       const verified = await verifyRun(store, ring, id);
       assert.strictEqual(
         verified?.problems.filter((p) =>
@@ -143,7 +156,7 @@ export function describeTampering(
       );
     });
 
-    it("the old run's final checkpoint copied on top: recovery and inspect refuse it (the head's segment), verify names its incarnation even with the head rewritten", async () => {
+    it("the old run's final checkpoint copied on top: recovery and inspect refuse it (the head), verify names its incarnation even with the head rewritten", async () => {
       for (const headToo of [false, true]) {
         const store = await make();
         const ledger: LedgerEntry[] = [];
@@ -172,13 +185,10 @@ export function describeTampering(
           .catch((e: unknown) => e);
         w2.close();
         instanceOf(err, CheckpointStoreCorrupt);
-        // The head's segment differs from the checkpoint's (a store whose latest takes its
-        // columns from the head finds the seal broken instead).
+        // The head moved to the copy's step: its seal no longer holds.
         assert.match(
           (err as Error).message,
-          new RegExp(
-            `checkpoint step ${final.step} (is of segment \\d+, the run's head says segment|\\(signature mismatch\\))`,
-          ),
+          /the run head .*does not match its signature/,
         );
         assert.strictEqual(
           (await inspectRun(store, ring, id)).verdict,
@@ -186,5 +196,115 @@ export function describeTampering(
         );
       }
     });
+  });
+
+  describe('the run head (sealed: its status, step, segment, call count and flow)', () => {
+    type HeadEdit = {
+      name: string;
+      edit: (store: CheckpointStore, id: string) => Promise<void>;
+      /** What recovery's error says. */
+      says: RegExp;
+    };
+    const headSeal = /the run head .*does not match its signature/;
+    const edits: HeadEdit[] = [
+      {
+        name: 'status set to done (hides the run from the unfinished index)',
+        edit: (s, id) => raw.editHead(s, id, { status: 'done' }),
+        says: headSeal,
+      },
+      {
+        name: 'status set to failed',
+        edit: (s, id) => raw.editHead(s, id, { status: 'failed' }),
+        says: headSeal,
+      },
+      {
+        name: 'step lowered',
+        edit: async (s, id) =>
+          raw.editHead(s, id, { step: (await s.head(id))!.step - 1 }),
+        says: headSeal,
+      },
+      {
+        name: 'segment raised',
+        edit: async (s, id) =>
+          raw.editHead(s, id, { segment: (await s.head(id))!.segment + 1 }),
+        says: headSeal,
+      },
+      {
+        name: 'call count lowered',
+        edit: async (s, id) =>
+          raw.editHead(s, id, { calls: (await s.head(id))!.calls - 1 }),
+        says: headSeal,
+      },
+      {
+        name: 'the newest checkpoint row deleted',
+        edit: async (s, id) =>
+          raw.deleteCheckpoint(s, id, (await s.head(id))!.step),
+        says: /the newest stored checkpoint is (step \d+|missing): checkpoint rows were deleted/,
+      },
+      {
+        name: 'the head deleted',
+        edit: (s, id) => raw.deleteHead(s, id),
+        says: /stored but the run has no head/,
+      },
+    ];
+
+    for (const { name, edit, says } of edits) {
+      it(`${name}: recovery and get are CheckpointStoreCorrupt (never a conflict), nothing runs, verify reports it, prune keeps it`, async () => {
+        const store = await make();
+        const ledger: LedgerEntry[] = [];
+        const id = uid('head');
+        await crashInEmail(store, ledger, id);
+        await edit(store, id);
+        const before = ledger.length;
+        const w2 = new FlowRunner(executorFor(ledger, 'w2'), {
+          checkpoints: store,
+          checkpointKey: KEY,
+        });
+        for (const read of [
+          () => w2.recover(ticketsFlow(), id, { rerunInDoubt: true }),
+          () => w2.get(ticketsFlow(), id),
+        ]) {
+          const err = await read().catch((e: unknown) => e);
+          instanceOf(err, CheckpointStoreCorrupt);
+          assert.match((err as Error).message, says);
+        }
+        // The sweep does not run it either (whether or not the index still lists it).
+        await w2.recoverAll(ticketsFlow(), { rerunInDoubt: true, force: true });
+        w2.close();
+        assert.strictEqual(ledger.length, before);
+
+        if (name !== 'the head deleted') {
+          const verified = await verifyRun(store, ring, id);
+          assert.ok(
+            verified?.problems.some(
+              (p) => p.where === 'head' || /checkpoint/.test(p.where),
+            ),
+            `verify reports it: ${JSON.stringify(verified?.problems)}`,
+          );
+          // Inspect says corrupt, or cannot even read a head and latest checkpoint that fit.
+          const inspection = await inspectRun(store, ring, id).catch(
+            (e: unknown) => e,
+          );
+          if (inspection instanceof Error)
+            instanceOf(inspection, CheckpointStoreCorrupt);
+          else
+            assert.strictEqual(
+              (inspection as { verdict: string }).verdict,
+              'corrupt',
+            );
+        }
+        const pruned = await pruneRuns(store, ring, Date.now() + 86_400_000);
+        if (/^status set/.test(name)) {
+          equal(
+            pruned.corrupt.map((r) => r.runId),
+            [id],
+          );
+        }
+        assert.ok(
+          (await store.history(id)).checkpoints.length > 0,
+          'prune deleted nothing of it',
+        );
+      });
+    }
   });
 }

@@ -4,7 +4,7 @@
  *
  * P = prefix (a tenant).
  * - A run's keys, tagged `{P:runId}` (one slot per run, so every write is one Lua script):
- *   - `{P:runId}:run` hash: the head's fields (`HEAD_FIELDS`, plus `w`, the last write's token, and
+ *   - `{P:runId}:run` hash: the head's fields (`HEAD_FIELDS`, among them `sealed`, the head seal; plus `w`, the last write's token, and
  *     `created`, the run's place in `{P}:runs`), every checkpoint (`cp:<step>` → sealed,
  *     `cols:<step>` → its columns) and every call record (`call:<superstep>:<segment>:<seq>` →
  *     sealed). A save reads what it checks with one HMGET and writes with one HSET.
@@ -28,6 +28,7 @@ export const HEAD_FIELDS = [
   'segment',
   'updatedAt',
   'calls',
+  'sealed',
   'owner',
   'lease',
 ] as const;

@@ -107,6 +107,7 @@ export function toHead(
     segment: Number(h.segment),
     updatedAt: Number(h.updatedAt),
     calls: Number(h.calls ?? 0),
+    sealed: h.sealed ?? '',
     ...(h.owner !== undefined && { owner: h.owner }),
     ...(h.lease !== undefined && { leaseExpiresAt: Number(h.lease) }),
   };

@@ -111,10 +111,10 @@ end
 /**
  * ARGV: 1 write token, 2 ttl, 3 step, 4 status, 5 segment, 6 flow, 7 sealed, 8 checkpoint
  * columns (JSON), 9 owner, 10 lease, 11 expectCalls, 12 created, 13 intent ms, 14 max intent age
- * ms, 15 foreign call index, 16 call count, 17.. calls ('' = absent).
+ * ms, 15 head seal, 16 foreign call index, 17 call count, 18.. calls ('' = absent).
  */
 export const SAVE_LUA = `${RUN}
-local members, calls = batch(16)
+local members, calls = batch(17)
 local head, stored = read({'step', 'status', 'segment', 'calls', 'w'}, calls)
 -- Our own write, resent by the client after its reply was lost: it is already applied.
 if head[5] == ARGV[1] then return {'ok'} end
@@ -128,7 +128,7 @@ if step == 0 then
   -- deleted, so what read() found of them does not count.
   delete_run()
   head = {}
-  local refused = check_calls(ARGV[5], ARGV[5], 'running', tonumber(ARGV[15]), 16, members, nil)
+  local refused = check_calls(ARGV[5], ARGV[5], 'running', tonumber(ARGV[16]), 17, members, nil)
   if refused then return refused end
 else
   if not head[1] or tonumber(head[1]) ~= step - 1 then return {'step', head[1]} end
@@ -138,37 +138,37 @@ else
   local seg, cur = tonumber(ARGV[5]), tonumber(head[3])
   if seg ~= cur and seg ~= cur + 1 then return {'fenced', ARGV[5], head[3]} end
   if ARGV[11] ~= '' and tonumber(head[4] or 0) ~= tonumber(ARGV[11]) then return {'moved'} end
-  if tonumber(ARGV[16]) > 0 then
-    local refused = check_calls(head[3], head[3], head[2], tonumber(ARGV[15]), 16, members, stored)
+  if tonumber(ARGV[17]) > 0 then
+    local refused = check_calls(head[3], head[3], head[2], tonumber(ARGV[16]), 17, members, stored)
     if refused then return refused end
   end
 end
 -- The head, the checkpoint and the call records: one HSET (and an HDEL only when the run loses
 -- its owner or lease).
 local fields = {'step', ARGV[3], 'status', ARGV[4], 'segment', ARGV[5], 'flow', ARGV[6],
-  'updatedAt', now_ms(), 'calls', tonumber(head[4] or 0) + tonumber(ARGV[16]), 'w', ARGV[1],
+  'updatedAt', now_ms(), 'calls', tonumber(head[4] or 0) + tonumber(ARGV[17]), 'w', ARGV[1], 'sealed', ARGV[15],
   '${CHECKPOINT_FIELD}' .. ARGV[3], ARGV[7], '${COLUMNS_FIELD}' .. ARGV[3], ARGV[8]}
 local gone = {}
 if step == 0 then fields[#fields + 1] = 'created'; fields[#fields + 1] = ARGV[12] end
 if ARGV[9] ~= '' then fields[#fields + 1] = 'owner'; fields[#fields + 1] = ARGV[9] else gone[#gone + 1] = 'owner' end
 if ARGV[10] ~= '' then fields[#fields + 1] = 'lease'; fields[#fields + 1] = ARGV[10] else gone[#gone + 1] = 'lease' end
-write(fields, 16, members, calls)
+write(fields, 17, members, calls)
 if #gone > 0 then redis.call('HDEL', KEYS[1], unpack(gone)) end
 touch(ARGV[4], tonumber(ARGV[2]))
 return {'ok'}
 `;
 
-/** ARGV: 1 write token, 2 ttl, 3 segment, 4 foreign call index, 5 count, 6.. calls. */
+/** ARGV: 1 write token, 2 ttl, 3 segment, 4 head seal, 5 foreign call index, 6 count, 7.. calls. */
 export const RECORD_LUA = `${RUN}
-local members, calls = batch(5)
+local members, calls = batch(6)
 local head, stored = read({'segment', 'status', 'calls', 'w'}, calls)
 if head[4] == ARGV[1] then return {'ok'} end
 if not head[1] then return {'fenced', ARGV[3], false} end
-local refused = check_calls(ARGV[3], head[1], head[2], tonumber(ARGV[4]), 5, members, stored)
+local refused = check_calls(ARGV[3], head[1], head[2], tonumber(ARGV[5]), 6, members, stored)
 if refused then return refused end
 local n = #members
 if n > 0 then
-  write({'calls', tonumber(head[3] or 0) + n, 'w', ARGV[1]}, 5, members, calls)
+  write({'calls', tonumber(head[3] or 0) + n, 'w', ARGV[1], 'sealed', ARGV[4]}, 6, members, calls)
   touch(head[2], tonumber(ARGV[2]))
 end
 return {'ok'}
@@ -207,7 +207,10 @@ return out
 export const LATEST_LUA = `
 local h = redis.call('HMGET', KEYS[1], 'step', 'flow', 'status', 'segment')
 if not h[1] then return false end
-return {h[1], h[2], h[3], h[4], redis.call('HGET', KEYS[1], '${CHECKPOINT_FIELD}' .. h[1])}
+-- A head whose checkpoint is gone has no latest checkpoint: the reader calls that corrupt.
+local cp = redis.call('HGET', KEYS[1], '${CHECKPOINT_FIELD}' .. h[1])
+if not cp then return false end
+return {h[1], h[2], h[3], h[4], cp}
 `;
 
 /** Every field of the run hash: the head, every checkpoint and every call record. */

@@ -109,7 +109,7 @@ export class RedisCheckpointStore extends CheckpointStore {
         token, String(this.ttl), String(step), status, String(segment), flow, checkpoint.sealed,
         JSON.stringify([flow, status, segment]), owner ?? '', lease == null ? '' : String(lease),
         options.expectCalls == null ? '' : String(options.expectCalls), created, intent,
-        HALF_CREATE_WINDOW,
+        HALF_CREATE_WINDOW, options.head ?? '',
       ];
       pushCalls(args, runId, options.calls);
       const reply = (await this.script('aaSave', keys, args)) as Reply;
@@ -128,9 +128,10 @@ export class RedisCheckpointStore extends CheckpointStore {
     runId: string,
     segment: number,
     records: CallRecord[],
+    head?: string,
   ): Promise<void> {
     const token = this.token();
-    const args = [token, String(this.ttl), String(segment)];
+    const args = [token, String(this.ttl), String(segment), head ?? ''];
     pushCalls(args, runId, records);
     const reply = await this.script('aaRecord', this.keys.run(runId), args);
     const refused = refusal(reply as Reply, runId);

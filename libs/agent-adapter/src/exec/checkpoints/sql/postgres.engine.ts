@@ -146,8 +146,9 @@ export class PostgresEngine implements Engine {
     runId: string,
     segment: number,
     calls: CallRecord[],
+    head: string | undefined,
   ): Promise<boolean> {
-    const params = appendParams(runId, segment, calls);
+    const params = appendParams(runId, segment, calls, head);
     params.push(
       calls.map((c) => c.superstep),
       calls.map((c) => c.seq),
@@ -157,7 +158,7 @@ export class PostgresEngine implements Engine {
       `WITH head AS (${appendHeadSql(n)} RETURNING run_id),
        calls AS (INSERT INTO ${n.calls} (${CALL_COLUMNS})
          SELECT head.run_id, c.superstep, $2, c.seq, c.sealed FROM head,
-           unnest($4::int[], $5::int[], $6::text[]) AS c(superstep, seq, sealed))
+           unnest($5::int[], $6::int[], $7::text[]) AS c(superstep, seq, sealed))
        SELECT count(*)::int AS n FROM head`,
       params,
     );

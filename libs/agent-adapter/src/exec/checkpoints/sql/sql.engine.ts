@@ -24,6 +24,8 @@ export interface Engine {
     runId: string,
     segment: number,
     calls: CallRecord[],
+    /** The head seal (RunHead.sealed) the append leaves. */
+    head: string | undefined,
   ): Promise<boolean>;
   /** A write of one statement; resolves to the rows it changed. */
   change(sql: string, params: unknown[]): Promise<number>;

@@ -25,6 +25,8 @@ export interface AgentAdapterRunRow {
   status: string;
   segment: number;
   calls: number;
+  /** The head seal (see the store port's `RunHead.sealed`). */
+  sealed: string;
   owner: string | null;
   /** Epoch milliseconds. */
   lease_expires_at: string | number | null;
@@ -121,6 +123,7 @@ export function agentAdapterEntities(
       status: varchar(8),
       segment: integer,
       calls: { ...integer, default: 0 },
+      sealed: text,
       owner: varchar(200, { nullable: true }),
       lease_expires_at: { ...bigint, nullable: true },
       updated_at: bigint,

@@ -14,6 +14,7 @@ export interface RunRow {
   status: RunStatus;
   segment: number;
   calls: number | string;
+  sealed: string;
   owner: string | null;
   lease_expires_at: number | string | null;
   updated_at: number | string;
@@ -39,7 +40,7 @@ export interface CallRow {
 
 /** The columns of a `RunRow` (without `id`, which only listing reads). */
 export const HEAD_COLUMNS =
-  'run_id, flow, step, status, segment, calls, owner, lease_expires_at, updated_at';
+  'run_id, flow, step, status, segment, calls, sealed, owner, lease_expires_at, updated_at';
 export const CHECKPOINT_COLUMNS = 'run_id, step, flow, status, segment, sealed';
 export const CALL_COLUMNS = 'run_id, superstep, segment, seq, sealed';
 
@@ -53,6 +54,7 @@ export function toHead(r: RunRow): RunHead {
     status: r.status,
     segment: num(r.segment),
     calls: num(r.calls),
+    sealed: r.sealed,
     updatedAt: num(r.updated_at),
     ...(r.owner !== null && { owner: r.owner }),
     ...(r.lease_expires_at !== null && {

@@ -8,7 +8,11 @@ import { Messages } from '../../../errors/messages';
 export type SqlDialect = 'postgres' | 'sqlite';
 
 /** The schema version these tables have; stored in the meta table. */
-export const SCHEMA_VERSION = 1;
+export const SCHEMA_VERSION = 2;
+/** Earlier versions, refused by name (development builds; nothing migrates). */
+export const RETIRED_SCHEMA_VERSIONS: ReadonlyMap<string, string> = new Map([
+  ['1', 'run heads without a seal'],
+]);
 
 /** @publicApi */
 export interface SqlTableOptions {
@@ -64,7 +68,8 @@ export function createStatements(dialect: SqlDialect, n: SqlNames): string[] {
   const idx = (name: string) => `"${n.prefix}${name}"`;
   return [
     ...(pg && n.schema ? [`CREATE SCHEMA IF NOT EXISTS "${n.schema}"`] : []),
-    // One row per run: the head. `calls` counts call records (see RunHead.calls); fillfactor leaves
+    // One row per run: the head. `calls` counts call records (see RunHead.calls), `sealed` is the
+    // head seal (RunHead.sealed); fillfactor leaves
     // room for HOT updates, since every call and checkpoint updates this row. "id" is quoted and
     // NOT NULL because TypeORM's SQLite schema reader finds the AUTOINCREMENT column by its quoted
     // name and reads nullability from the declaration: so the entities see no difference.
@@ -76,6 +81,7 @@ export function createStatements(dialect: SqlDialect, n: SqlNames): string[] {
       status VARCHAR(8) NOT NULL,
       segment INTEGER NOT NULL,
       calls INTEGER NOT NULL DEFAULT 0,
+      sealed TEXT NOT NULL,
       owner VARCHAR(200),
       lease_expires_at BIGINT,
       updated_at BIGINT NOT NULL

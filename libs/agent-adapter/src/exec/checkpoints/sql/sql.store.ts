@@ -198,13 +198,14 @@ export class SQLCheckpointStore extends CheckpointStore {
     runId: string,
     segment: number,
     records: CallRecord[],
+    head?: string,
   ): Promise<void> {
     if (records.length === 0) return;
     checkBatch(runId, records, segment);
     const { engine, names } = await this.open();
     let matched: boolean;
     try {
-      matched = await engine.recordCall(names, runId, segment, records);
+      matched = await engine.recordCall(names, runId, segment, records, head);
     } catch (error) {
       throw duplicateOr(error, runId, records);
     }

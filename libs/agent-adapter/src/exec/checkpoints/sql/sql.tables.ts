@@ -2,6 +2,7 @@ import { Messages } from '../../../errors/messages';
 import { CheckpointStoreUnavailable } from '../../../errors';
 import type { Engine } from './sql.engine';
 import {
+  RETIRED_SCHEMA_VERSIONS,
   SCHEMA_VERSION,
   createStatements,
   type SqlDialect,
@@ -37,7 +38,12 @@ export async function prepareTables(
   }
   if (version !== String(SCHEMA_VERSION)) {
     throw new CheckpointStoreUnavailable(
-      Messages.tablesVersion(names.runs, version, SCHEMA_VERSION),
+      Messages.tablesVersion(
+        names.runs,
+        version,
+        SCHEMA_VERSION,
+        RETIRED_SCHEMA_VERSIONS.get(version),
+      ),
     );
   }
 }

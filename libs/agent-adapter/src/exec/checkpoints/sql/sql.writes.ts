@@ -16,8 +16,9 @@ import type { SqlDialect, SqlNames } from './sql.schema';
 /**
  * The parameters every statement of a save binds (one array per save, shared by its statements):
  * $1 run id, $2 step, $3 status, $4 segment, $5 owner, $6 lease expiry, $7 now, $8 flow, $9 the
- * batch's call count, $10 the sealed checkpoint; a step after 0 adds $11 the call count a recoverer
- * saw and $12 the batch's segment (each may be NULL). An engine appends its own after these.
+ * batch's call count, $10 the sealed checkpoint, $11 the head seal; a step after 0 adds $12 the
+ * call count a recoverer saw and $13 the batch's segment (each may be NULL). An engine appends its
+ * own after these.
  */
 export function saveParams(
   cp: CheckpointRecord,
@@ -28,7 +29,7 @@ export function saveParams(
   // prettier-ignore
   const params: unknown[] = [
     cp.runId, cp.step, cp.status, cp.segment, o.owner ?? null, o.leaseExpiresAt ?? null, now,
-    cp.flow, calls.length, cp.sealed,
+    cp.flow, calls.length, cp.sealed, o.head ?? '',
   ];
   // Step 0 binds no more: Postgres refuses parameters a statement does not use.
   if (cp.step !== 0)
@@ -48,15 +49,15 @@ export function saveHeadSql(
   step: number,
 ): string {
   if (step === 0) {
-    return `INSERT INTO ${n.runs} (run_id, flow, step, status, segment, calls, owner, lease_expires_at, updated_at)
-      VALUES ($1, $8, $2, $3, $4, $9, $5, $6, $7) ON CONFLICT (run_id) DO NOTHING`;
+    return `INSERT INTO ${n.runs} (run_id, flow, step, status, segment, calls, sealed, owner, lease_expires_at, updated_at)
+      VALUES ($1, $8, $2, $3, $4, $9, $11, $5, $6, $7) ON CONFLICT (run_id) DO NOTHING`;
   }
   const int = (i: number) => (dialect === 'postgres' ? `$${i}::int` : `$${i}`);
   return `UPDATE ${n.runs} SET step = $2, status = $3, segment = $4, owner = $5, lease_expires_at = $6,
-      updated_at = $7, calls = calls + $9
+      updated_at = $7, calls = calls + $9, sealed = $11
     WHERE run_id = $1 AND step = $2 - 1 AND ${UNFINISHED_SQL} AND (segment = $4 OR segment = $4 - 1)
-      AND (${int(11)} IS NULL OR calls = ${int(11)})
-      AND (${int(12)} IS NULL OR (segment = ${int(12)} AND status = 'running'))`;
+      AND (${int(12)} IS NULL OR calls = ${int(12)})
+      AND (${int(13)} IS NULL OR (segment = ${int(13)} AND status = 'running'))`;
 }
 
 /** The checkpoint row's columns, in the order both engines fill them from $1, $2, $8, $3, $4, $10. */
@@ -64,16 +65,20 @@ export function insertCheckpointSql(n: SqlNames): string {
   return `INSERT INTO ${n.checkpoints} (${CHECKPOINT_COLUMNS})`;
 }
 
-/** The parameters of a fenced append's head write: $1 run id, $2 segment, $3 the call count. */
+/**
+ * The parameters of a fenced append's head write: $1 run id, $2 segment, $3 the call count, $4 the
+ * head seal.
+ */
 export function appendParams(
   runId: string,
   segment: number,
   calls: readonly CallRecord[],
+  head: string | undefined,
 ): unknown[] {
-  return [runId, segment, calls.length];
+  return [runId, segment, calls.length, head ?? ''];
 }
 
 /** Counts the appended calls on the head, only while `segment` is the running run's own. */
 export function appendHeadSql(n: SqlNames): string {
-  return `UPDATE ${n.runs} SET calls = calls + $3 WHERE run_id = $1 AND segment = $2 AND status = 'running'`;
+  return `UPDATE ${n.runs} SET calls = calls + $3, sealed = $4 WHERE run_id = $1 AND segment = $2 AND status = 'running'`;
 }

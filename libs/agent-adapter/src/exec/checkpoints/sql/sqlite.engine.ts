@@ -138,9 +138,10 @@ export class SqliteEngine implements Engine {
     params: unknown[],
   ): boolean {
     if (cp.step === 0 || cp.status !== 'running') return false;
-    const narrow = `UPDATE ${n.runs} SET step = $2, lease_expires_at = $6, updated_at = $7, calls = calls + $9
+    const narrow = `UPDATE ${n.runs} SET step = $2, lease_expires_at = $6, updated_at = $7, calls = calls + $9,
+         sealed = $11
        WHERE run_id = $1 AND step = $2 - 1 AND status = 'running' AND segment = $4 AND owner IS $5
-         AND ($11 IS NULL OR calls = $11) AND ($12 IS NULL OR segment = $12)`;
+         AND ($12 IS NULL OR calls = $12) AND ($13 IS NULL OR segment = $13)`;
     return this.run(narrow, params) === 1;
   }
 
@@ -149,8 +150,9 @@ export class SqliteEngine implements Engine {
     runId: string,
     segment: number,
     calls: CallRecord[],
+    head: string | undefined,
   ): Promise<boolean> {
-    const params = appendParams(runId, segment, calls);
+    const params = appendParams(runId, segment, calls, head);
     return this.immediate(() => {
       if (this.run(appendHeadSql(n), params) !== 1) return false;
       this.insertCalls(n, calls);
