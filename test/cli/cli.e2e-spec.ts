@@ -383,6 +383,8 @@ function cliSuite(backend: () => Backend): void {
       'paused-1',
       '--reason',
       'customer asked',
+      '--by',
+      'ann',
     );
     expect(out.code).toBe(0);
     expect(out.stdout).toMatch(/Cancelled run paused-1 \(was paused\)/);
@@ -404,14 +406,14 @@ function cliSuite(backend: () => Backend): void {
       decisions: [
         {
           kind: 'cancel',
-          by: expect.stringMatching(/^operator:/),
+          by: 'ann',
           reason: 'customer asked',
           at: expect.any(Number),
         },
       ],
     });
     expect((await run('runs', 'show', 'paused-1')).stdout).toMatch(
-      /Decisions\n.*\n\d+\s+cancel\s+-\s+operator:\S+\s+\d{4}-.*customer asked/,
+      /Decisions\n.*\n\d+\s+cancel\s+-\s+ann\s+\d{4}-.*customer asked/,
     );
     expect((await run('runs', 'verify', 'paused-1')).code).toBe(0);
     const again = await run('runs', 'cancel', 'paused-1');
