@@ -371,4 +371,37 @@ describe('approvals as decisions', () => {
     );
     runner.close();
   });
+
+  it("a synchronous approval port's decision is listed too, dated by its record", async () => {
+    const store = new MemoryCheckpointStore();
+    const registry = new ToolRegistry().register(
+      'refund',
+      async (a: { amount: number }) => `refunded ${a.amount}`,
+      { approval: true },
+    );
+    const flow = new Flow<{ a?: string }>('sync-refunds')
+      .node('only', async (_s, ctx) => ({
+        a: await ctx.call<string>('refund', { amount: 3 }),
+      }))
+      .end('only');
+    const runner = runnerOn(store, registry, {
+      approvals: {
+        decide: () => ({ approved: true, by: 'policy', reason: 'small' }),
+      },
+    });
+    expect((await runner.run(flow, {}, { runId: 's1' })).status).toBe('done');
+    expect((await showRun(store, runner.keyRing, 's1')).decisions).toEqual([
+      {
+        kind: 'approve',
+        step: expect.any(Number),
+        calls: ['only#0'],
+        tools: ['refund'],
+        by: 'policy',
+        reason: 'small',
+        at: expect.any(Number),
+        sync: true,
+      },
+    ]);
+    runner.close();
+  });
 });
