@@ -130,8 +130,10 @@ export class OrdersController {
   }
 
   /**
-   * An order's latest checkpoint: status, step and state. An unknown id, or a run of another flow
-   * on the same store (a support conversation), is no order: 404.
+   * An order's latest checkpoint: status, step and state. An order whose worker died inside the
+   * charge reads `running` with `needsDecision`: the calls to check at the provider (tool,
+   * arguments, idempotency key, when it started) and the worker that held it. An unknown id, or a
+   * run of another flow on the same store (a support conversation), is no order: 404.
    */
   @Get(':id')
   async get(@Param('id') id: string): Promise<RunResult<Order>> {
@@ -147,20 +149,34 @@ export class OrdersController {
   /**
    * For operators: goes on with an order that bootstrap recovery left (409 with the calls in
    * doubt if one needs a decision). After checking those calls at their system, send
-   * `{"rerunInDoubt": true}` to run them again.
+   * `{"rerunInDoubt": true, "by": "ann", "reason": "no charge at the provider"}` to run them
+   * again; who and why are sealed with the decision (`runs show`, the viewer).
    */
   @Post(':id/recover')
   recover(
     @Param('id') id: string,
-    @Body() body: { rerunInDoubt?: unknown } = {},
+    @Body()
+    body: { rerunInDoubt?: unknown; by?: unknown; reason?: unknown } = {},
   ): Promise<RunResult<Order>> {
     if (
       body.rerunInDoubt !== undefined &&
       typeof body.rerunInDoubt !== 'boolean'
     )
       throw new BadRequestException('rerunInDoubt must be true or false');
+    for (const key of ['by', 'reason'] as const) {
+      const value = body[key];
+      if (
+        value !== undefined &&
+        (typeof value !== 'string' || value.length > 200)
+      )
+        throw new BadRequestException(
+          `${key} must be a string of at most 200 characters`,
+        );
+    }
     return this.runner.recover<Order>(TicketsFlow, id, {
       rerunInDoubt: body.rerunInDoubt === true,
+      ...(typeof body.by === 'string' && { by: body.by }),
+      ...(typeof body.reason === 'string' && { reason: body.reason }),
     });
   }
 }

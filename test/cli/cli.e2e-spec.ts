@@ -288,7 +288,7 @@ function cliSuite(backend: () => Backend): void {
     expect(out.code).toBe(0);
     expect(out.stdout).toMatch(/verdict:\s+needs-decision/);
     expect(out.stdout).toMatch(
-      /email_tickets.*started, no result recorded.*in doubt \(rerun only if idempotent\)/,
+      /send#0\s+email_tickets\s+in doubt \(rerun only if idempotent\)\n\s+why:\s+started, no result recorded/,
     );
     const json = await run(
       'runs',
@@ -301,6 +301,33 @@ function cliSuite(backend: () => Backend): void {
     expect(JSON.parse(json.stdout)).toMatchObject({
       verdict: 'recoverable',
       inDoubt: [{ tool: 'email_tickets', action: 'rerun (idempotent)' }],
+    });
+    // What the operator checks at the mail provider: call id, arguments, the key, when it started.
+    const [doubt] = (
+      JSON.parse(json.stdout) as {
+        inDoubt: Array<{ idempotencyKey: string; startedAt: number }>;
+      }
+    ).inDoubt;
+    expect(doubt).toMatchObject({
+      callId: 'send#0',
+      args: { show: 'Hamlet' },
+      idempotencyKey: expect.stringMatching(/^[A-Za-z0-9_-]{20,}$/),
+      startedAt: expect.any(Number),
+    });
+    expect(out.stdout).toContain(`idempotency key: ${doubt!.idempotencyKey}`);
+    expect(out.stdout).toMatch(/args:\s+\{"show":"Hamlet"\}/);
+    expect(out.stdout).toMatch(/lease:\s+\S+ \((live|expired)\)/);
+    // runs show lists the same call, the same key.
+    const shownText = await run('runs', 'show', 'crashed-1');
+    expect(shownText.stdout).toMatch(/In doubt \(may or may not have run\)/);
+    expect(shownText.stdout).toContain(
+      `idempotency key: ${doubt!.idempotencyKey}`,
+    );
+    const shownJson = await run('runs', 'show', 'crashed-1', '--json');
+    expect(JSON.parse(shownJson.stdout)).toMatchObject({
+      leaseLive: expect.any(Boolean),
+      inDoubt: [{ callId: 'send#0', idempotencyKey: doubt!.idempotencyKey }],
+      decisions: [],
     });
     expect(await store.history('crashed-1')).toEqual(before);
     expect((await store.head('crashed-1'))?.step).toBe(headBefore?.step);
@@ -357,6 +384,8 @@ function cliSuite(backend: () => Backend): void {
       'paused-1',
       '--reason',
       'customer asked',
+      '--by',
+      'ann',
     );
     expect(out.code).toBe(0);
     expect(out.stdout).toMatch(/Cancelled run paused-1 \(was paused\)/);
@@ -373,6 +402,20 @@ function cliSuite(backend: () => Backend): void {
         },
       },
     });
+    // The cancel is a decision on the run: who, when, why.
+    expect(JSON.parse(shown.stdout)).toMatchObject({
+      decisions: [
+        {
+          kind: 'cancel',
+          by: 'ann',
+          reason: 'customer asked',
+          at: expect.any(Number),
+        },
+      ],
+    });
+    expect((await run('runs', 'show', 'paused-1')).stdout).toMatch(
+      /Decisions\n.*\n\d+\s+cancel\s+-\s+ann\s+\d{4}-.*customer asked/,
+    );
     expect((await run('runs', 'verify', 'paused-1')).code).toBe(0);
     const again = await run('runs', 'cancel', 'paused-1');
     expect(again.code).toBe(2);

@@ -91,6 +91,9 @@ describe('the example app, crashed and recovered (child processes, SQLite file)'
     status: string;
     step: number;
     state: { note?: string; payment?: string };
+    needsDecision?: {
+      calls: Array<{ tool: string; idempotencyKey?: string }>;
+    };
   }
 
   it('killed inside email_tickets: a new worker recovers the order at bootstrap; the card is charged once, one mail is sent', async () => {
@@ -153,9 +156,30 @@ describe('the example app, crashed and recovered (child processes, SQLite file)'
     expect(line).toMatch(/needs a decision|in doubt/);
     const runId = /Run "([^"]+)"/.exec(line)![1]!;
 
-    // Nothing was run or written by the refusal.
+    // Nothing was run or written by the refusal; the order's status says it needs a decision,
+    // with what to check at the provider: the charge's arguments and its idempotency key.
     const [, before] = await json<RunView>(`${url}/orders/${runId}`);
-    expect(before).toMatchObject({ status: 'running', step: 1 });
+    expect(before).toMatchObject({
+      status: 'running',
+      step: 1,
+      needsDecision: {
+        owner: 'worker-a',
+        calls: [
+          {
+            callId: 'pay#0',
+            tool: 'charge_card',
+            args: { show: 'Hamlet', seats: 2 },
+            why: 'started, no result recorded',
+          },
+        ],
+      },
+    });
+    const charged = /\(key (\S+)\)/.exec(
+      ledgerLines(ledger(dir), 'charge_card')[0]!,
+    )![1]!;
+    expect(before.needsDecision!.calls[0]!.idempotencyKey).toMatch(
+      new RegExp(`^${charged.replace(/[^\w-]/g, '')}`),
+    );
     const recover = (body: object) =>
       json<{ calls?: Array<{ tool: string }> } & RunView>(
         `${url}/orders/${runId}/recover`,
@@ -173,9 +197,14 @@ describe('the example app, crashed and recovered (child processes, SQLite file)'
     expect(ledgerLines(ledger(dir), 'charge_card')).toHaveLength(1);
 
     // The operator checked the payment provider: no charge went through. Rerun it.
-    const [decided, run] = await recover({ rerunInDoubt: true });
+    const [decided, run] = await recover({
+      rerunInDoubt: true,
+      by: 'ann',
+      reason: 'no charge at the provider',
+    });
     expect(decided).toBe(201);
     expect(run).toMatchObject({ status: 'done', step: 4 });
+    expect(run.needsDecision).toBeUndefined();
     const charges = ledgerLines(ledger(dir), 'charge_card');
     expect(charges).toEqual([
       expect.stringContaining('worker=worker-a'),
@@ -203,6 +232,13 @@ describe('the example app, crashed and recovered (child processes, SQLite file)'
     expect(held).toMatch(
       /until \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z .*not taken; retrying then/,
     );
+    // In flight on a live worker, inside a tool: running, not a run that needs a decision.
+    const [, listed] = await json<{ runs: RunView[] }>(`${urlA}/orders`);
+    const [, inFlight] = await json<RunView>(
+      `${await b.url()}/orders/${listed.runs[0]!.runId}`,
+    );
+    expect(inFlight.status).toBe('running');
+    expect(inFlight.needsDecision).toBeUndefined();
     writeFileSync(gate, '');
 
     const response = await placed;

@@ -231,11 +231,20 @@ describeInChromium(
         );
         expect(texts['xss-pending']).toContain(`flow ${P}`);
         expect(texts['xss-denied']).toContain(`was denied by ${P}: ${P}`);
+        // The decisions table: who and why, as text.
+        expect(texts['xss-denied']).toMatch(
+          new RegExp(`deny\t[^\n]*\t${escapeRe(P)}\t[^\n]*\t${escapeRe(P)}`),
+        );
         expect(texts['xss-error']).toContain(`ToolFailed: ${P}`);
-        expect(texts['xss-doubt']).toContain(`${P} (${P}#0)`);
+        // The in-doubt table: the call id (node#index), then the tool.
+        expect(texts['xss-doubt']).toContain(`${P}#0\t${P}`);
         expect(errors).toEqual([]);
         await context.close();
       },
     );
   },
 );
+
+function escapeRe(text: string): string {
+  return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+}

@@ -30,6 +30,7 @@ describeInChromium('run viewer (headless Chromium)', () => {
   let url: string;
   let browser: Browser;
   let page: Page;
+  let chargeKey = '';
 
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'aa-viewer-'));
@@ -37,6 +38,9 @@ describeInChromium('run viewer (headless Chromium)', () => {
     mkdirSync(SHOTS, { recursive: true });
     await crashIn(path, ledger, 'email_tickets', 'order-recovered'); // idempotent: recovered at boot
     await crashIn(path, ledger, 'charge_card', 'order-in-doubt'); // not idempotent: needs a decision
+    // The key the charge in doubt was given: what the operator searches the provider by.
+    chargeKey = ledger.entries.filter((e) => e.tool === 'charge_card').at(-1)
+      ?.key as string;
 
     ({ app, url } = await viewerApp(path, ledger, refunds));
     const runner = app.get(FlowRunner);
@@ -117,16 +121,37 @@ describeInChromium('run viewer (headless Chromium)', () => {
     expect(await page.locator('#calls tr.doubt').innerText()).toMatch(
       /charge_card[\s\S]*started, no result recorded/,
     );
+    // What to check at the provider: the call, its arguments, the exact key the tool got, when.
+    expect(chargeKey).toMatch(/\S{16,}/);
+    const doubt = await page.locator('#doubt tbody tr').innerText();
+    expect(doubt).toContain('pay#0');
+    expect(doubt).toContain('charge_card');
+    expect(doubt).toContain('"show":"Hamlet"');
+    expect(doubt).toContain(chargeKey);
+    expect(doubt).toMatch(/\d{4}-\d{2}-\d{2} \d{2}:\d{2}/);
+    expect(await page.locator('#app p').nth(1).innerText()).toMatch(
+      /owner viewer-test, lease until .*(live|expired)/,
+    );
     await shot('in-doubt');
     const charges = ledger.count('charge_card');
     page.once('dialog', (d) => void d.dismiss());
     await page.click('#rerun');
     await page.waitForTimeout(300);
     expect(ledger.count('charge_card')).toBe(charges); // dismissed: nothing ran
-    page.once('dialog', (d) => void d.accept());
+    page.once('dialog', (d) => void d.accept('no charge at the provider'));
+    await page.fill('#by', 'ann');
     await page.click('#rerun');
     await page.waitForSelector('[data-badge="done"]');
     expect(ledger.count('charge_card')).toBe(charges + 1);
+    // The same key again: a provider that honours it charges once.
+    expect(
+      ledger.entries.filter((e) => e.tool === 'charge_card').at(-1)?.key,
+    ).toBe(chargeKey);
+    // The decision is on the run, with who, when and why.
+    const decided = await page.locator('#decisions tbody tr').innerText();
+    expect(decided).toMatch(
+      /rerun[\s\S]*pay#0 charge_card[\s\S]*ann[\s\S]*\d{4}-\d{2}-\d{2}[\s\S]*no charge at the provider/,
+    );
   });
 
   it('approves a paused run and sees it finish; the approved tool ran once', async () => {

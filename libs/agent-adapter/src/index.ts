@@ -23,6 +23,9 @@ export type {
   ResumeDecision,
   ResumeOptions,
   RunResult,
+  NeedsDecision,
+  InDoubtCall,
+  RecordedDecision,
 } from './flow/flow.interfaces';
 
 export { Executor } from './exec/executor';
@@ -48,6 +51,8 @@ export type {
   ApprovalDecision,
   SealedError,
   CallIdentity,
+  RerunDecision,
+  CancelDecision,
 } from './exec/durable/records';
 
 export {
@@ -86,6 +91,7 @@ export type {
   DurableListener,
   CheckpointSavedEvent,
   RunRecoveredEvent,
+  RunDecidedEvent,
 } from './events/durable.events';
 
 export {

@@ -3,6 +3,7 @@ import { corruptMessage } from './corrupt-wording';
 import { Messages } from '../errors/messages';
 import type {
   CheckpointStore,
+  RunHead,
   RunStatus,
 } from '../exec/checkpoints/checkpoint-store';
 import {
@@ -11,7 +12,9 @@ import {
   readHeadAndLatest,
   type CutSuperstep,
 } from '../flow/runner/run-reader';
-import type { Json } from '../exec/durable/canonical-json';
+import { describeInDoubt } from '../flow/runner/in-doubt';
+import { readDecisions } from '../flow/runner/decisions';
+import type { InDoubtCall, RecordedDecision } from '../flow/flow.interfaces';
 import type { KeyRing } from '../exec/durable/key-ring';
 import type {
   Checkpoint,
@@ -50,23 +53,16 @@ export interface ReplayedCall {
   error?: { name: string; message: string };
 }
 
-export interface DoubtfulCall {
-  node: string;
-  index: number;
-  tool: string;
-  segment: number;
-  seq: number;
-  /** Why recovery counts it in doubt (the same words RecoveryNeedsDecision uses). */
-  why: string;
+/**
+ * A call in doubt as recovery sees it (`InDoubtCall`: call id, arguments, idempotency key, when it
+ * started), with what recovery would do with it.
+ */
+export interface DoubtfulCall extends InDoubtCall {
   /**
    * `in doubt (rerun only if idempotent)`; with the operator's idempotency list: `rerun
    * (idempotent)` or `needs a decision (not idempotent)`.
    */
   action: string;
-  attempt?: number;
-  /** When the last record of the call was written (epoch ms). */
-  at: number;
-  args?: Json;
 }
 
 export interface Inspection {
@@ -93,6 +89,8 @@ export interface Inspection {
   replay: ReplayedCall[];
   inDoubt: DoubtfulCall[];
   pending?: PendingApproval;
+  /** Every decision recorded in the run (approvals, denials, reruns in doubt, a cancel), oldest first. */
+  decisions: RecordedDecision[];
   problems: string[];
 }
 
@@ -102,6 +100,15 @@ export interface InspectOptions {
   /** Tools the operator knows are not idempotent. */
   notIdempotent?: readonly string[];
   now?: number;
+}
+
+/** Whether a running run's owner may be alive at `now` (its lease has not expired). */
+export function leaseLive(head: RunHead, now: number): boolean {
+  return (
+    head.status === 'running' &&
+    head.leaseExpiresAt !== undefined &&
+    head.leaseExpiresAt >= now
+  );
 }
 
 /**
@@ -127,14 +134,12 @@ export async function inspectRun(
     ...(head.leaseExpiresAt !== undefined && {
       leaseExpiresAt: head.leaseExpiresAt,
     }),
-    leaseLive:
-      head.status === 'running' &&
-      head.leaseExpiresAt !== undefined &&
-      head.leaseExpiresAt >= now,
+    leaseLive: leaseLive(head, now),
     needsCtx: false,
     frontier: [] as string[],
     replay: [] as ReplayedCall[],
     inDoubt: [] as DoubtfulCall[],
+    decisions: await readDecisions(store, ring, runId),
     problems: [] as string[],
   };
   let cp: Checkpoint;
@@ -193,47 +198,29 @@ export async function inspectRun(
   const idempotent = new Set(options.idempotent ?? []);
   const notIdempotent = new Set(options.notIdempotent ?? []);
   const replay: ReplayedCall[] = [];
-  const inDoubt: DoubtfulCall[] = [];
   for (const prior of book.priors()) {
+    if (prior.kind !== 'done') continue;
     const { call } = prior;
-    const where = {
+    replay.push({
       node: call.node,
       index: call.index,
       tool: call.tool,
       segment: call.segment,
       seq: call.seq,
-    };
-    if (prior.kind === 'done') {
-      replay.push({
-        ...where,
-        outcome: prior.outcome.ok ? 'value' : 'error',
-        ...(!prior.outcome.ok && { error: prior.outcome.error }),
-      });
-      continue;
-    }
-    // The `started` record holds the arguments; a later unrecordable/approving one may not.
-    const started = calls.find(
-      (c) =>
-        c.phase === 'started' &&
-        c.node === call.node &&
-        c.index === call.index &&
-        c.tool === call.tool &&
-        c.argsHash === call.argsHash,
-    );
-    const args = call.args ?? started?.args;
-    inDoubt.push({
-      ...where,
-      why: prior.why,
+      outcome: prior.outcome.ok ? 'value' : 'error',
+      ...(!prior.outcome.ok && { error: prior.outcome.error }),
+    });
+  }
+  const inDoubt = describeInDoubt(ring, cp, { calls, book }).map(
+    (call): DoubtfulCall => ({
+      ...call,
       action: idempotent.has(call.tool)
         ? 'rerun (idempotent)'
         : notIdempotent.has(call.tool)
           ? 'needs a decision (not idempotent)'
           : 'in doubt (rerun only if idempotent)',
-      ...(call.attempt !== undefined && { attempt: call.attempt }),
-      at: call.at,
-      ...(args !== undefined && { args }),
-    });
-  }
+    }),
+  );
   const out = { ...facts, replay, inDoubt, problems };
   if (problems.length) {
     return {

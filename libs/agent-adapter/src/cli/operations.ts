@@ -21,6 +21,9 @@ import {
 import { SegmentWriter } from '../exec/durable/segment-writer';
 import { openLatest, readHeadAndLatest } from '../flow/runner/run-reader';
 import { cancelCheckpoint } from '../flow/runner/run-transitions';
+import { decisionsIn } from '../flow/runner/decisions';
+import type { RecordedDecision } from '../flow/flow.interfaces';
+import { inspectRun, leaseLive, type DoubtfulCall } from './inspect';
 import { CliError } from './cli.error';
 import { CliMessages } from './cli.messages';
 
@@ -64,8 +67,17 @@ export interface ShownCall {
 export interface ShownRun {
   head: RunHead;
   latest?: Checkpoint;
+  /** The owner's lease has not expired (the worker may be alive and mid-call). */
+  leaseLive: boolean;
   checkpoints: ShownCheckpoint[];
   calls: ShownCall[];
+  /**
+   * The cut superstep's calls in doubt (an unfinished run), as `runs inspect` reads them: what to
+   * check at each call's system before deciding.
+   */
+  inDoubt: DoubtfulCall[];
+  /** Every decision recorded in the run, oldest first. */
+  decisions: RecordedDecision[];
 }
 
 /** A run's head, latest state and history, each row opened if its seal holds. */
@@ -78,6 +90,8 @@ export async function showRun(
   if (!head) throw new CheckpointNotFound(runId);
   const history = await store.history(runId);
   let latest: Checkpoint | undefined;
+  const opened: Checkpoint[] = [];
+  const decided: Call[] = [];
   const checkpoints = history.checkpoints.map((record): ShownCheckpoint => {
     const row = {
       step: record.step,
@@ -87,6 +101,7 @@ export async function showRun(
     try {
       const cp = openCheckpoint(ring, record);
       latest = cp;
+      opened.push(cp);
       return {
         ...row,
         superstep: cp.superstep,
@@ -111,6 +126,7 @@ export async function showRun(
     } catch (error) {
       return { ...row, corrupt: corruptWhy(error) };
     }
+    if (call.decision) decided.push(call);
     return {
       ...row,
       node: call.node,
@@ -123,11 +139,25 @@ export async function showRun(
       }),
     };
   });
+  const unfinished = head.status === 'running' || head.status === 'paused';
+  // What recovery would find in doubt, through the inspector's read (problems are `runs verify`'s).
+  const inDoubt = unfinished
+    ? await inspectRun(store, ring, runId).then(
+        (r) => r.inDoubt,
+        (error: unknown) => {
+          if (error instanceof CheckpointNotFound) return [];
+          throw error;
+        },
+      )
+    : [];
   return {
     head,
     ...(latest && latest.step === head.step && { latest }),
+    leaseLive: leaseLive(head, Date.now()),
     checkpoints,
     calls,
+    inDoubt,
+    decisions: decisionsIn(opened, decided),
   };
 }
 
@@ -198,10 +228,15 @@ export async function cancelRun(
     if (cp.status === 'done' || cp.status === 'failed') {
       throw new CliError(CliMessages.cancelEnded(runId, cp.status));
     }
-    const next = cancelCheckpoint(cp, {
-      name: cancelled.name,
-      message: cancelled.message,
-    });
+    const next = cancelCheckpoint(
+      cp,
+      { name: cancelled.name, message: cancelled.message },
+      {
+        by,
+        ...(options.reason !== undefined && { reason: options.reason }),
+        at: Date.now(),
+      },
+    );
     try {
       // The operator writes the new segment: the worker on the old one is fenced.
       await new SegmentWriter(

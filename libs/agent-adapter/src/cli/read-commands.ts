@@ -1,6 +1,7 @@
 import { Option, type Command } from 'commander';
 import type { RunStatus } from '../exec/checkpoints/checkpoint-store';
 import type { CommandContext } from './fork-command';
+import { decisionsText, inDoubtText } from './doubt-format';
 import { fields, table, time } from './format';
 import { inspectRun, type Inspection } from './inspect';
 import { list, positiveInt } from './args';
@@ -77,7 +78,11 @@ export function readCommands(runs: Command, c: CommandContext): void {
           ['segment', String(head.segment)],
           ['updated', time(head.updatedAt)],
           ['owner', head.owner],
-          ['lease until', head.leaseExpiresAt && time(head.leaseExpiresAt)],
+          [
+            'lease until',
+            head.leaseExpiresAt &&
+              `${time(head.leaseExpiresAt)}${head.status === 'running' ? ` (${shown.leaseLive ? 'live' : 'expired'})` : ''}`,
+          ],
           ['superstep', latest && String(latest.superstep)],
           ['frontier', latest && latest.frontier.join(', ')],
           ['identity', latest?.identity],
@@ -134,6 +139,8 @@ export function readCommands(runs: Command, c: CommandContext): void {
             ]),
           ) || '(none)\n'
         }`;
+        text += inDoubtText(shown.inDoubt);
+        text += decisionsText(shown.decisions);
         return text;
       });
     });
@@ -205,22 +212,10 @@ function describeInspection(r: Inspection): string {
       ]),
     )}`;
   }
-  if (r.inDoubt.length) {
-    text += `\nIn doubt (may or may not have run)\n${table(
-      ['NODE', 'TOOL', 'SEG/SEQ', 'AT', 'WHY', 'ACTION', 'ARGS'],
-      r.inDoubt.map((c) => [
-        `${c.node}#${c.index}`,
-        c.tool,
-        `${c.segment}/${c.seq}`,
-        time(c.at),
-        c.why,
-        c.action,
-        c.args === undefined ? '-' : JSON.stringify(c.args),
-      ]),
-    )}`;
-  }
+  text += inDoubtText(r.inDoubt);
   if (r.pending)
     text += `\nWaiting for approval: ${r.pending.tool} (node ${r.pending.node}) ${JSON.stringify(r.pending.args)}\n`;
+  text += decisionsText(r.decisions);
   for (const p of r.problems) text += `\nPROBLEM: ${p}\n`;
   return text;
 }

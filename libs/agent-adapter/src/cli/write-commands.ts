@@ -14,17 +14,24 @@ export function writeCommands(runs: Command, c: CommandContext): void {
     )
     .argument('<id>', 'run id', runIdArg)
     .option('--reason <text>', 'why, recorded in the run')
-    .action(async (id: string, o: { reason?: string }, cmd: Command) => {
-      const done = await cancelRun(c.openStore(cmd), c.key(), id, {
-        ...(o.reason !== undefined && { reason: o.reason }),
-      });
-      c.out(
-        cmd,
-        done,
-        () =>
-          `Cancelled run ${id} (was ${done.was}): failed checkpoint at step ${done.step}, segment ${done.segment}.\n`,
-      );
-    });
+    .option(
+      '--by <name>',
+      'who decided, recorded in the run (default: operator:<user>@<host>)',
+    )
+    .action(
+      async (id: string, o: { reason?: string; by?: string }, cmd: Command) => {
+        const done = await cancelRun(c.openStore(cmd), c.key(), id, {
+          ...(o.reason !== undefined && { reason: o.reason }),
+          ...(o.by !== undefined && { by: o.by }),
+        });
+        c.out(
+          cmd,
+          done,
+          () =>
+            `Cancelled run ${id} (was ${done.was}): failed checkpoint at step ${done.step}, segment ${done.segment}.\n`,
+        );
+      },
+    );
 
   runs
     .command('prune')

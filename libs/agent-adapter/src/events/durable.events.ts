@@ -1,6 +1,7 @@
 import type { RunStatus } from '../exec/checkpoints/checkpoint-store';
 import { spanEvent, type SpanAttributes } from '../observability/tracing';
 import type { CallIdentity } from '../exec/durable/records';
+import type { RecordedDecision } from '../flow/flow.interfaces';
 import { Messages } from '../errors/messages';
 import { consoleLogger } from '../observability/logger';
 
@@ -34,10 +35,25 @@ export interface RunRecoveredEvent {
   rerun: CallIdentity[];
 }
 
+/**
+ * A decision was stored (sealed into the run by compare-and-set, before it is spent): an approval
+ * or denial (`resume`), a rerun of calls in doubt (`recover` with `rerunInDoubt`), an operator's
+ * cancel. @publicApi
+ */
+export interface RunDecidedEvent {
+  kind: 'flow' | 'loop';
+  runId: string;
+  flow?: string;
+  /** The step of the checkpoint that holds the decision. */
+  step: number;
+  decision: RecordedDecision;
+}
+
 /** Event name → payload. @publicApi */
 export interface DurableEventMap {
   'checkpoint.saved': CheckpointSavedEvent;
   'run.recovered': RunRecoveredEvent;
+  'run.decided': RunDecidedEvent;
 }
 
 export type DurableEventName = keyof DurableEventMap;
@@ -90,7 +106,7 @@ export class DurableEvents {
 
 /** An event's identifiers and counts as span attributes (never state or arguments). */
 function spanAttributes(
-  data: CheckpointSavedEvent | RunRecoveredEvent,
+  data: CheckpointSavedEvent | RunRecoveredEvent | RunDecidedEvent,
 ): SpanAttributes {
   const out: SpanAttributes = {
     'agent_adapter.kind': data.kind,
@@ -101,6 +117,10 @@ function spanAttributes(
   if ('status' in data) out['agent_adapter.status'] = data.status;
   if ('stage' in data && data.stage !== undefined)
     out['agent_adapter.stage'] = data.stage;
+  if ('decision' in data) {
+    out['agent_adapter.decision'] = data.decision.kind;
+    out['agent_adapter.calls'] = data.decision.calls.length;
+  }
   if ('replayed' in data) {
     out['agent_adapter.replayed'] = data.replayed.length;
     out['agent_adapter.rerun'] = data.rerun.length;

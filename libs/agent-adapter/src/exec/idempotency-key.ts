@@ -53,7 +53,7 @@ export function toolScopeFor(
   tool: string,
   id: CallIdentity,
 ): ToolScope {
-  const { ring, idemKid, runId, incarnation, superstep } = step;
+  const { runId, superstep } = step;
   const { node, index } = id;
   const call = Object.freeze({ runId, superstep, node, index, tool: id.tool });
   let key: string | undefined;
@@ -63,16 +63,34 @@ export function toolScopeFor(
     identity: step.identity,
     call,
     get idempotencyKey() {
-      return (key ??= deriveIdempotencyKey(
-        ring,
-        idemKid,
-        runId,
-        incarnation,
-        superstep,
-        { node, index, tool: id.tool },
-      ));
+      return (key ??= idempotencyKeyOf(step.ring, step, call));
     },
   };
+}
+
+/**
+ * The idempotency key of a call, from where it was made (`call`: run id, superstep, node, index,
+ * tool) and what its run's checkpoint fixes (`run`: the key id and the incarnation). The executor
+ * hands this to the tool (`idempotencyKey()`); operators' reads (`runs inspect`, the viewer,
+ * `FlowRunner.get`) derive it from the sealed records with this same function, so what they show
+ * is exactly what a payment or mail provider was given.
+ */
+export function idempotencyKeyOf(
+  ring: KeyRing,
+  run: { readonly idemKid: string; readonly incarnation: number },
+  call: Readonly<CallIdentity> & {
+    readonly runId: string;
+    readonly superstep: number;
+  },
+): string {
+  return deriveIdempotencyKey(
+    ring,
+    run.idemKid,
+    call.runId,
+    run.incarnation,
+    call.superstep,
+    { node: call.node, index: call.index, tool: call.tool },
+  );
 }
 
 export function deriveIdempotencyKey(

@@ -1,4 +1,5 @@
 import type { RunStatus } from '../exec/checkpoints/checkpoint-store';
+import type { Json } from '../exec/durable/canonical-json';
 import type {
   PendingApproval,
   RunIdentity,
@@ -103,6 +104,10 @@ export interface RecoverOptions {
   ctx?: RunIdentity;
   /** Run calls in doubt again even when their tool is not idempotent (after checking them). */
   rerunInDoubt?: boolean;
+  /** Who decided to rerun the calls in doubt (sealed with the decision in the claim). */
+  by?: string;
+  /** Why (sealed with the decision in the claim). */
+  reason?: string;
 }
 
 /** For `recoverAll` and `recoverEach`. @publicApi */
@@ -138,6 +143,79 @@ export interface RunResult<S> {
   error?: SealedError;
   /** A paused run: the call that waits for a decision. */
   pending?: PendingApproval;
+  /**
+   * Set by `get` on a `running` run that is not in progress but stuck: its worker's lease has
+   * expired and its cut superstep has calls in doubt of tools that are not idempotent, so recovery
+   * stops (or stopped) with `RecoveryNeedsDecision` until an operator decides. Absent for a run
+   * whose worker is alive, even mid-call.
+   */
+  needsDecision?: NeedsDecision;
+}
+
+/** A run that waits for an operator's decision on its calls in doubt. @publicApi */
+export interface NeedsDecision {
+  /** The calls to check at their system (was the card charged? the mail sent?). */
+  calls: InDoubtCall[];
+  /** The worker that held the run (the head's owner). */
+  owner?: string;
+  /** When that worker's lease expired (epoch ms). */
+  leaseExpiresAt?: number;
+}
+
+/**
+ * A tool call that may or may not have run, with what an operator needs to check it at its
+ * system. @publicApi
+ */
+export interface InDoubtCall {
+  /** `node#index`: the call's name in the run's superstep. */
+  callId: string;
+  node: string;
+  /** The call's index among its node's calls in the superstep. */
+  index: number;
+  tool: string;
+  superstep: number;
+  /** The segment and sequence number of its last record. */
+  segment: number;
+  seq: number;
+  /** Why recovery counts it in doubt (the words `RecoveryNeedsDecision` uses). */
+  why: string;
+  /** A retried call: the attempt that started last. */
+  attempt?: number;
+  /** The arguments the tool got. */
+  args?: Json;
+  /**
+   * The value the tool got from `idempotencyKey()`: search the payment or mail provider by it.
+   * Absent when the key ring does not hold the run's key id.
+   */
+  idempotencyKey?: string;
+  /** When the call started (epoch ms, its `started` record). */
+  startedAt: number;
+  /** When its last record was written (epoch ms). */
+  at: number;
+}
+
+/**
+ * A decision recorded in a run: an operator's or an app's, sealed into the run's checkpoints (or,
+ * for a synchronous approval, into the call's record). @publicApi
+ */
+export interface RecordedDecision {
+  /**
+   * `approve` / `deny`: a call that needed approval; `rerun`: calls in doubt run again
+   * (`rerunInDoubt`); `cancel`: the run ended by an operator.
+   */
+  kind: 'approve' | 'deny' | 'rerun' | 'cancel';
+  /** The checkpoint step that sealed it (for a synchronous approval: the step it was made in). */
+  step: number;
+  /** The calls it decided (`node#index`); none for a cancel. */
+  calls: string[];
+  /** Tools of those calls, in the same order. */
+  tools: string[];
+  by?: string;
+  reason?: string;
+  /** When (epoch ms); absent for decisions sealed before this was recorded. */
+  at?: number;
+  /** A synchronous approval port's decision (not a resume). */
+  sync?: true;
 }
 
 /** @publicApi */

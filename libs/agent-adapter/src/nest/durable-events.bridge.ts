@@ -16,6 +16,7 @@ import { loadOptionalPackage } from '../peers/optional-packages';
 const BRIDGED: Record<DurableEventName, true> = {
   'checkpoint.saved': true,
   'run.recovered': true,
+  'run.decided': true,
 };
 
 /** What the bridge needs of `@nestjs/event-emitter` (an optional peer, loaded on demand). */
@@ -35,7 +36,7 @@ interface ReadinessLike {
 /**
  * Forwards the library's events to `@nestjs/event-emitter` when the application imports
  * `EventEmitterModule.forRoot()`, under the same names, so `@OnEvent('checkpoint.saved')` and
- * `@OnEvent('run.recovered')` work. Without it, subscribe with `DurableEvents.on()`.
+ * `@OnEvent('run.recovered')` (and `'run.decided'`) work. Without it, subscribe with `DurableEvents.on()`.
  * @internal
  */
 @Injectable()

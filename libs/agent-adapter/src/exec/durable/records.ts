@@ -42,6 +42,26 @@ export interface ApprovalDecision extends Omit<PendingApproval, 'args'> {
   approved: boolean;
   by?: string;
   reason?: string;
+  /** When it was decided (epoch ms). */
+  at?: number;
+}
+
+/**
+ * A recovery that ran calls in doubt again (`rerunInDoubt`), sealed into its claim: the calls of
+ * tools that are not idempotent it decided to run again, who and why. @publicApi
+ */
+export interface RerunDecision {
+  calls: CallIdentity[];
+  at: number;
+  by?: string;
+  reason?: string;
+}
+
+/** An operator's cancel, sealed into the checkpoint that ends the run. @publicApi */
+export interface CancelDecision {
+  by: string;
+  reason?: string;
+  at: number;
 }
 
 /** What a checkpoint holds besides its columns (run id, step, flow, status, segment). */
@@ -100,6 +120,10 @@ export interface CheckpointContent {
    * until the superstep closes, so each node's approved or denied call finds its own.
    */
   decisions?: ApprovalDecision[];
+  /** On a claim (`reason: 'claim'`) that reran calls in doubt of tools that are not idempotent. */
+  rerun?: RerunDecision;
+  /** On an operator's cancel (`reason: 'cancel'`). */
+  cancelled?: CancelDecision;
   error?: SealedError;
   /** Free-form, kind-specific data (the tool loop's history, a paused call, a decision). */
   extra?: { [key: string]: Json };

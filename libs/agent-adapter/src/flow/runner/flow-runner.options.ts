@@ -36,7 +36,7 @@ export interface FlowRunnerOptions {
    * on every worker. Not the checkpoint key. @default no encryption
    */
   encryptionKey?: CheckpointKey;
-  /** Receives `checkpoint.saved` and `run.recovered`. */
+  /** Receives `checkpoint.saved`, `run.recovered` and `run.decided`. */
   events?: DurableEvents;
   /**
    * Where the runner reports what it cannot throw (a failed lease renewal, a listener that threw;

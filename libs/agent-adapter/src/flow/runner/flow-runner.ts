@@ -40,6 +40,8 @@ import {
   startCheckpoint,
 } from './run-transitions';
 import { resultOf, SegmentDriver } from './segment-driver';
+import { needsDecision } from './in-doubt';
+import { rerunDecision } from './decisions';
 import {
   readCutDecided,
   readLatest,
@@ -178,7 +180,7 @@ export class FlowRunner {
       });
       return resultOf(compiled, parked);
     }
-    const { calls, book } = await readCutDecided(
+    const { calls, book, undecided } = await readCutDecided(
       this.sources,
       runId,
       cp,
@@ -186,8 +188,15 @@ export class FlowRunner {
       options.rerunInDoubt,
     );
     // The claim: one racing recoverer wins this step, the other gets CheckpointConflict here.
-    // (A forked run adopts this graph here: readLatest let its digest differ.)
-    const claim = claimCheckpoint(cp, { identity, digest: compiled.digest });
+    // (A forked run adopts this graph here: readLatest let its digest differ.) A rerun of calls in
+    // doubt is sealed with it: who, when, why, which calls.
+    const claim = claimCheckpoint(cp, {
+      identity,
+      digest: compiled.digest,
+      ...(undecided.length > 0 && {
+        rerun: rerunDecision(undecided, options),
+      }),
+    });
     return this.driver.takeOver(compiled, claim, head.calls, {
       book,
       seen: calls.length,
@@ -250,6 +259,7 @@ export class FlowRunner {
         ...(decision.reason !== undefined && {
           reason: String(decision.reason),
         }),
+        at: Date.now(),
       },
     );
     return this.driver.takeOver(compiled, next, head.calls, {
@@ -339,7 +349,11 @@ export class FlowRunner {
     }
   }
 
-  /** The run's latest state as a result, without running anything. */
+  /**
+   * The run's latest state as a result, without running anything. A `running` run that waits for
+   * an operator (its worker's lease expired, calls in doubt of tools that are not idempotent) has
+   * `needsDecision` with those calls, their arguments and idempotency keys.
+   */
   async get<S extends object>(
     flow: Flow<S>,
     runId: string,
@@ -353,7 +367,12 @@ export class FlowRunner {
         Messages.otherFlow(runId, cp.flow, flow.name),
         runId,
       );
-    return resultOf(flow.compile(), cp);
+    const result = resultOf(flow.compile(), cp);
+    // A running run read `running` like one in progress: say when it is stuck on calls in doubt.
+    const stuck = await needsDecision(this.sources, cp, (head, now) =>
+      this.leases.held(head, now),
+    );
+    return stuck ? { ...result, needsDecision: stuck } : result;
   }
 
   /**

@@ -13,6 +13,7 @@ import type {
 import type { KeyRing } from '../../exec/durable/key-ring';
 import {
   openCheckpoint,
+  type CallIdentity,
   type Checkpoint,
   type RunIdentity,
 } from '../../exec/durable/records';
@@ -20,7 +21,12 @@ import type { ToolRegistry } from '../../exec/tool.registry';
 import type { CompiledFlow } from '../flow.graph';
 import type { RunResult } from '../flow.interfaces';
 import { accessAs, checkAccess } from './run-access';
-import { openLatest, readCutSuperstep, readHeadAndLatest } from './run-reader';
+import {
+  openLatest,
+  readCutSuperstep,
+  readHeadAndLatest,
+  type CutSuperstep,
+} from './run-reader';
 import { resultOf } from './segment-driver';
 
 /**
@@ -106,14 +112,22 @@ export async function readCutDecided(
   cp: Parameters<typeof readCutSuperstep>[2],
   head: Parameters<typeof readCutSuperstep>[3],
   rerunInDoubt = false,
-): ReturnType<typeof readCutSuperstep> {
+): Promise<CutSuperstep & { undecided: CallIdentity[] }> {
   const cut = await readCutSuperstep(on.store, on.ring, cp, head);
   const { book } = cut;
-  const undecided = book
+  const doubtful = book
     .inDoubt()
-    .filter((p) => !on.registry.get(p.call.tool)?.idempotent)
-    .map((p) => [p.call.tool, p.why] as const);
-  if (undecided.length && !rerunInDoubt)
-    throw new RecoveryNeedsDecision(runId, undecided);
-  return cut;
+    .filter((p) => !on.registry.get(p.call.tool)?.idempotent);
+  if (doubtful.length && !rerunInDoubt)
+    throw new RecoveryNeedsDecision(
+      runId,
+      doubtful.map((p) => [p.call.tool, p.why] as const),
+    );
+  // With rerunInDoubt: the calls the claim decides to run again (sealed with it).
+  const undecided = doubtful.map(({ call: { node, index, tool } }) => ({
+    node,
+    index,
+    tool,
+  }));
+  return { ...cut, undecided };
 }

@@ -2,8 +2,10 @@ import { createHash, randomInt } from 'node:crypto';
 import type { CanonicalText } from '../../exec/durable/canonical-json';
 import type {
   ApprovalDecision,
+  CancelDecision,
   Checkpoint,
   PendingApproval,
+  RerunDecision,
   RunIdentity,
   SealedError,
 } from '../../exec/durable/records';
@@ -68,7 +70,7 @@ export function startCheckpoint(start: RunStart): Checkpoint {
  */
 export function claimCheckpoint(
   cp: Checkpoint,
-  by: { identity: RunIdentity; digest: string },
+  by: { identity: RunIdentity; digest: string; rerun?: RerunDecision },
 ): Checkpoint {
   return {
     ...cp,
@@ -78,6 +80,8 @@ export function claimCheckpoint(
     reason: 'claim',
     digest: by.digest,
     recoveries: (cp.recoveries ?? 0) + 1,
+    // Sealed on this claim only: a later claim decides (or not) for itself.
+    rerun: by.rerun,
   };
 }
 
@@ -118,6 +122,7 @@ export function resumeCheckpoint(
     approved: boolean;
     by?: string;
     reason?: string;
+    at?: number;
   },
 ): Checkpoint {
   const { args: _args, ...call } = cp.pending;
@@ -126,6 +131,7 @@ export function resumeCheckpoint(
     approved: by.approved,
     ...(by.by !== undefined && { by: by.by }),
     ...(by.reason !== undefined && { reason: by.reason }),
+    ...(by.at !== undefined && { at: by.at }),
   };
   return {
     ...cp,
@@ -165,6 +171,7 @@ export function advanceCheckpoint(
     logBefore: cp.logBefore + logged,
     reason: 'superstep',
     decisions: undefined,
+    rerun: undefined,
     recoveries: undefined,
     ...('error' in outcome
       ? { status: 'failed', error: outcome.error }
@@ -181,6 +188,7 @@ export function advanceCheckpoint(
 export function cancelCheckpoint(
   cp: Checkpoint,
   error: SealedError,
+  cancelled?: CancelDecision,
 ): Checkpoint {
   return {
     ...cp,
@@ -189,7 +197,9 @@ export function cancelCheckpoint(
     status: 'failed',
     reason: 'cancel',
     pending: undefined,
+    rerun: undefined,
     error,
+    ...(cancelled && { cancelled }),
   };
 }
 
@@ -215,6 +225,8 @@ export function forkCheckpoint(
     forkedFrom: { runId: source.runId, step: source.step },
     pending: undefined,
     decisions: undefined,
+    rerun: undefined,
+    cancelled: undefined,
     error: undefined,
     recoveries: undefined,
   };

@@ -13,6 +13,7 @@ import { traced } from '../../observability/tracing';
 import type { CompiledFlow } from '../flow.graph';
 import type { RunResult } from '../flow.interfaces';
 import { runFrontier } from '../superstep';
+import { decisionOf } from './decisions';
 import type { LeaseKeeper } from './lease-keeper';
 import { advanceCheckpoint, pauseCheckpoint } from './run-transitions';
 import type { RunnerSettings } from './flow-runner.options';
@@ -90,6 +91,16 @@ export class SegmentDriver {
   ): Promise<RunResult<S>> {
     const writer = this.writerFor(cp);
     await this.save(writer, cp, { expectCalls });
+    // Stored (one decision won the compare-and-set): announced before it is spent.
+    const decision = decisionOf(cp);
+    if (decision)
+      this.events.emit('run.decided', {
+        kind: cp.kind,
+        runId: cp.runId,
+        flow: cp.flow,
+        step: cp.step,
+        decision,
+      });
     return this.drive(flow, cp, writer, taken);
   }
 

@@ -115,13 +115,13 @@ export function createViewerController(config: ViewerConfig): Type<unknown> {
     }
 
     @Post('api/runs/:id/rerun-in-doubt')
-    // The body says nothing yet; it is required so that no request without one (which any page
-    // can send) reaches an action.
+    // The body is required so that no request without one (which any page can send) reaches an
+    // action; its `by` and `reason` are sealed with the decision.
     rerun(
       @Param('id') id: string,
-      @ActionBody('rerun-in-doubt') _body: Record<string, unknown>,
+      @ActionBody('rerun-in-doubt') body: Record<string, unknown>,
     ) {
-      return this.viewer.rerunInDoubt(id);
+      return this.viewer.rerunInDoubt(id, decisionOf(body));
     }
   }
   return DurableViewerController;

@@ -102,8 +102,22 @@ export const VIEWER_SCRIPT = String.raw`
         h('button', { id: 'approve', class: 'primary' }, 'Approve…'),
         h('button', { id: 'deny', class: 'danger' }, 'Deny…'));
     if (run.doubtful.length > 0 && run.status === 'running')
-      actions.push(h('button', { id: 'rerun', class: 'danger' }, 'Rerun in doubt…'),
+      actions.push(!pending && h('input', { id: 'by', placeholder: 'your name', value: 'operator' }),
+        h('button', { id: 'rerun', class: 'danger' }, 'Rerun in doubt…'),
         h('span', { class: 'muted' }, 'only after checking each call at its system'));
+    const lease = run.leaseExpiresAt === undefined ? '' : [', lease until ', when(run.leaseExpiresAt), ' ',
+      run.status === 'running' && badge(run.leaseLive ? 'running' : 'failed', run.leaseLive ? 'live' : 'expired')];
+    // What to check at each call's system: the key a provider can be searched by, the arguments, when.
+    const doubt = (c) => h('tr', { class: 'doubt', 'data-tool': c.tool },
+      h('td', { class: 'mono' }, c.callId), h('td', {}, h('b', {}, c.tool)),
+      h('td', {}, h('span', { class: 'reason' }, c.why), h('br'), c.action),
+      h('td', { class: 'mono' }, c.args === undefined ? '' : short(c.args, 400)),
+      h('td', { class: 'mono' }, c.idempotencyKey ?? 'unknown (key id not in the ring)'),
+      h('td', {}, when(c.startedAt)));
+    const decision = (d) => h('tr', {},
+      h('td', {}, d.step), h('td', {}, d.kind, d.sync && ' (sync)'),
+      h('td', { class: 'mono' }, d.calls.map((id, i) => id + ' ' + (d.tools[i] ?? '')).join(', ')),
+      h('td', {}, d.by), h('td', {}, when(d.at)), h('td', {}, d.reason));
 
     const checkpoint = (c) => h('tr', {},
       h('td', {}, c.step), h('td', {}, badge(c.status, c.status)),
@@ -122,11 +136,15 @@ export const VIEWER_SCRIPT = String.raw`
       h('h2', { class: 'mono' }, run.runId),
       h('p', {}, badges(run), ' flow ', h('b', {}, run.flow), ', step ', run.step,
         ', segment ', h('span', { class: 'mono' }, run.segment), ', owner ', h('span', { class: 'mono' }, run.owner),
-        ', updated ', when(run.updatedAt)),
+        lease, ', updated ', when(run.updatedAt)),
       run.error && h('p', { class: 'error' }, run.error.name, ': ', run.error.message),
       actions.length > 0 && h('div', { class: 'actions' }, actions, result),
-      run.doubtful.length > 0 && [h('h2', {}, 'In doubt'), h('ul', {}, run.doubtful.map((c) =>
-        h('li', {}, h('b', {}, c.tool), ' (', c.node, '#', c.index, '): ', h('span', { class: 'reason' }, c.why), ', ', c.action)))],
+      run.doubtful.length > 0 && [h('h2', {}, 'In doubt: check each call at its system'),
+        h('table', { id: 'doubt' }, headRow('Call', 'Tool', 'Why', 'Arguments', 'Idempotency key', 'Started'),
+          h('tbody', {}, run.doubtful.map(doubt)))],
+      run.decisions.length > 0 && [h('h2', {}, 'Decisions'),
+        h('table', { id: 'decisions' }, headRow('Step', 'Decision', 'Calls', 'By', 'At', 'Reason'),
+          h('tbody', {}, run.decisions.map(decision)))],
       h('h2', {}, 'Checkpoints'),
       h('table', { id: 'timeline' }, headRow('Step', 'Status', 'Segment', 'Superstep', 'Reason', 'What changed'),
         h('tbody', {}, run.checkpoints.map(checkpoint))),
@@ -155,7 +173,10 @@ export const VIEWER_SCRIPT = String.raw`
       act('/deny', { by: by(), reason: reason.trim() });
     });
     on('rerun', () => {
-      if (confirm('Run every call in doubt again? Only after checking each one at its system.')) act('/rerun-in-doubt', {});
+      const reason = prompt('Run every call in doubt again (' + run.doubtful.map((c) => c.tool + ' ' + c.callId).join(', ') +
+        ')? Only after checking each one at its system. Why (recorded with the decision)?', '');
+      if (reason === null) return;
+      act('/rerun-in-doubt', { by: by(), ...(reason.trim() ? { reason: reason.trim() } : {}) });
     });
   }
 

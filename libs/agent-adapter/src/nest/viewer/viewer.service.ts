@@ -1,5 +1,9 @@
 import { Injectable } from '@nestjs/common';
-import { inspectRun } from '../../cli/inspect';
+import {
+  inspectRun,
+  type DoubtfulCall,
+  type Inspection,
+} from '../../cli/inspect';
 import { CheckpointNotFound, FlowError } from '../../errors';
 import {
   CheckpointStore,
@@ -16,7 +20,10 @@ import {
   type SealedError,
 } from '../../exec/durable/records';
 import { ToolRegistry } from '../../exec/tool.registry';
-import type { ResumeDecision } from '../../flow/flow.interfaces';
+import type {
+  RecordedDecision,
+  ResumeDecision,
+} from '../../flow/flow.interfaces';
 import { DurableFlowRunner } from '../durable-flow.runner';
 import { FlowRegistry } from '../flow.registry';
 import { ToolLoopRunner } from '../tool-loop.runner';
@@ -72,14 +79,17 @@ export interface ViewerRun extends ViewerRunSummary {
   checkpoints: ViewerCheckpoint[];
   calls: ViewerCall[];
   inDoubt: boolean;
-  /** The calls in doubt, with recovery's own reasons. */
-  doubtful: Array<{
-    node: string;
-    index: number;
-    tool: string;
-    why: string;
-    action: string;
-  }>;
+  /**
+   * The calls in doubt, with recovery's own reasons and what to check at each call's system: call
+   * id, arguments, the idempotency key the tool got, when it started.
+   */
+  doubtful: DoubtfulCall[];
+  /** When the owner's lease expires (epoch ms). */
+  leaseExpiresAt?: number;
+  /** The owner's lease has not expired: that worker may be alive, mid-call. */
+  leaseLive: boolean;
+  /** Every decision recorded in the run (approve, deny, rerun in doubt, cancel), oldest first. */
+  decisions: RecordedDecision[];
 }
 
 /**
@@ -124,7 +134,8 @@ export class ViewerService {
     const head = await this.store.head(runId);
     if (!head) throw new CheckpointNotFound(runId);
     const history = await this.store.history(runId);
-    const doubtful = await this.doubtful(head);
+    const inspection = await this.inspect(head.runId);
+    const doubtful = head.status === 'running' ? inspection.inDoubt : [];
 
     let previous: Record<string, Json> | undefined;
     let lastSegment: number | undefined;
@@ -233,6 +244,11 @@ export class ViewerService {
         doubtful.length > 0,
       )),
       segment: head.segment,
+      ...(head.leaseExpiresAt !== undefined && {
+        leaseExpiresAt: head.leaseExpiresAt,
+      }),
+      leaseLive: inspection.leaseLive,
+      decisions: inspection.decisions,
       ...(error && { error }),
       ...(pending && head.status === 'paused' && { pending }),
       checkpoints,
@@ -254,13 +270,22 @@ export class ViewerService {
     return { status: r.status };
   }
 
-  /** Recovers a run, running its calls in doubt again (after an operator checked them). */
-  async rerunInDoubt(runId: string): Promise<{ status: RunStatus }> {
+  /**
+   * Recovers a run, running its calls in doubt again (after an operator checked them); a flow's
+   * claim seals who decided and why.
+   */
+  async rerunInDoubt(
+    runId: string,
+    decided: { by?: string; reason?: string } = {},
+  ): Promise<{ status: RunStatus }> {
     const name = await this.flowOf(runId);
     const loop = this.loops.get(name);
     const r = loop
       ? await loop.recover(runId, { rerunInDoubt: true })
-      : await this.runner.recover(name, runId, { rerunInDoubt: true });
+      : await this.runner.recover(name, runId, {
+          rerunInDoubt: true,
+          ...decided,
+        });
     return { status: r.status };
   }
 
@@ -312,20 +337,18 @@ export class ViewerService {
   }
 
   /** Recovery's own dry run (no write): the calls of the cut superstep that are in doubt. */
-  private async doubtful(head: RunHead): Promise<ViewerRun['doubtful']> {
+  private async doubtful(head: RunHead): Promise<DoubtfulCall[]> {
     if (head.status !== 'running') return [];
+    return (await this.inspect(head.runId)).inDoubt;
+  }
+
+  /** `runs inspect` with this application's registry: which tools are idempotent is known. */
+  private inspect(runId: string): Promise<Inspection> {
     const tools = this.registry.list();
-    const inspection = await inspectRun(this.store, this.ring, head.runId, {
+    return inspectRun(this.store, this.ring, runId, {
       idempotent: tools.filter((t) => t.idempotent).map((t) => t.name),
       notIdempotent: tools.filter((t) => !t.idempotent).map((t) => t.name),
     });
-    return inspection.inDoubt.map(({ node, index, tool, why, action }) => ({
-      node,
-      index,
-      tool,
-      why,
-      action,
-    }));
   }
 }
 

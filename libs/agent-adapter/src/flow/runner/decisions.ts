@@ -1,0 +1,161 @@
+import { CheckpointKeyError, CheckpointStoreCorrupt } from '../../errors';
+import type { CheckpointStore } from '../../exec/checkpoints/checkpoint-store';
+import type { KeyRing } from '../../exec/durable/key-ring';
+import {
+  openCall,
+  openCheckpoint,
+  type Call,
+  type CallIdentity,
+  type Checkpoint,
+  type RerunDecision,
+} from '../../exec/durable/records';
+import type { RecordedDecision } from '../flow.interfaces';
+import { callIdOf } from './in-doubt';
+
+/**
+ * The decisions a run holds, read from where they are sealed: an approval or denial in the
+ * checkpoint that resumed the run, a rerun of calls in doubt in the recovery's claim, a cancel in
+ * the checkpoint that ended the run, a synchronous approval in the call's record. The runner's
+ * `run.decided` event, `runs inspect` / `runs show` and the viewer read them through here.
+ */
+
+/** What a claim seals when it runs calls in doubt again (`rerunInDoubt`), with who and why. */
+export function rerunDecision(
+  calls: CallIdentity[],
+  from: { by?: string; reason?: string },
+  at = Date.now(),
+): RerunDecision {
+  return {
+    calls,
+    at,
+    ...(from.by !== undefined && { by: String(from.by) }),
+    ...(from.reason !== undefined && { reason: String(from.reason) }),
+  };
+}
+
+/** The decision checkpoint `cp` sealed, if it sealed one. */
+export function decisionOf(cp: Checkpoint): RecordedDecision | undefined {
+  const { step } = cp;
+  if (cp.reason === 'resume') {
+    const d = cp.decisions?.at(-1);
+    if (!d) return undefined;
+    return {
+      kind: d.approved ? 'approve' : 'deny',
+      step,
+      calls: [callIdOf(d)],
+      tools: [d.tool],
+      ...(d.by !== undefined && { by: d.by }),
+      ...(d.reason !== undefined && { reason: d.reason }),
+      ...(d.at !== undefined && { at: d.at }),
+    };
+  }
+  if (cp.reason === 'claim' && cp.rerun) {
+    const { calls, by, reason, at } = cp.rerun;
+    return {
+      kind: 'rerun',
+      step,
+      calls: calls.map(callIdOf),
+      tools: calls.map((c) => c.tool),
+      ...(by !== undefined && { by }),
+      ...(reason !== undefined && { reason }),
+      at,
+    };
+  }
+  if (cp.reason === 'cancel') {
+    return {
+      kind: 'cancel',
+      step,
+      calls: [],
+      tools: [],
+      ...(cp.cancelled && {
+        by: cp.cancelled.by,
+        ...(cp.cancelled.reason !== undefined && {
+          reason: cp.cancelled.reason,
+        }),
+        at: cp.cancelled.at,
+      }),
+    };
+  }
+  return undefined;
+}
+
+/** The synchronous approval port's decision sealed in a call record, if it holds one. */
+export function syncDecisionOf(
+  call: Call,
+  step: number,
+): RecordedDecision | undefined {
+  const d = call.decision;
+  if (!d) return undefined;
+  return {
+    kind: d.approved ? 'approve' : 'deny',
+    step,
+    calls: [callIdOf(call)],
+    tools: [call.tool],
+    ...(d.by !== undefined && { by: d.by }),
+    ...(d.reason !== undefined && { reason: d.reason }),
+    at: call.at,
+    sync: true,
+  };
+}
+
+/**
+ * Every decision of a run's history, oldest first: `checkpoints` as opened (in step order) and
+ * `calls` as opened (in log order). A synchronous approval is dated by its record and placed at
+ * the step of the first checkpoint of its superstep's end (or the last step, if still open).
+ */
+export function decisionsIn(
+  checkpoints: readonly Checkpoint[],
+  calls: readonly Call[],
+): RecordedDecision[] {
+  const out: RecordedDecision[] = [];
+  for (const cp of checkpoints) {
+    const d = decisionOf(cp);
+    if (d) out.push(d);
+  }
+  const last = checkpoints.at(-1)?.step ?? 0;
+  for (const call of calls) {
+    // The checkpoint that closed the call's superstep (superstep moved past it), else the latest.
+    const closing = checkpoints.find((c) => c.superstep > call.superstep);
+    const d = syncDecisionOf(call, closing?.step ?? last);
+    if (d) out.push(d);
+  }
+  return out.sort((a, b) => a.step - b.step || (a.at ?? 0) - (b.at ?? 0));
+}
+
+/**
+ * Every decision of the run's history, read from the store: rows that do not open (corrupt, or
+ * signed with a key the ring lacks) are skipped here; `runs verify` reports them.
+ */
+export async function readDecisions(
+  store: CheckpointStore,
+  ring: KeyRing,
+  runId: string,
+): Promise<RecordedDecision[]> {
+  const history = await store.history(runId);
+  const checkpoints: Checkpoint[] = [];
+  for (const record of history.checkpoints) {
+    const cp = opened(() => openCheckpoint(ring, record));
+    if (cp) checkpoints.push(cp);
+  }
+  // Against the run's incarnation: records of an earlier run with this id are not this run's.
+  const incarnation = checkpoints.at(-1)?.incarnation;
+  const calls: Call[] = [];
+  for (const record of history.calls) {
+    const call = opened(() => openCall(ring, record, incarnation));
+    if (call?.decision) calls.push(call);
+  }
+  return decisionsIn(checkpoints, calls);
+}
+
+function opened<T>(open: () => T): T | undefined {
+  try {
+    return open();
+  } catch (error) {
+    if (
+      error instanceof CheckpointStoreCorrupt ||
+      error instanceof CheckpointKeyError
+    )
+      return undefined;
+    throw error;
+  }
+}
