@@ -5,6 +5,7 @@
  * test-artifacts/viewer/.
  */
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import Database from 'better-sqlite3';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Script } from 'node:vm';
@@ -224,5 +225,35 @@ describeInChromium('run viewer (headless Chromium)', () => {
     );
     expect(refunds).toEqual(['order-done']); // refund-2 never ran
     await shot('denied');
+  });
+
+  it('a paused run whose head status was edited to done (below the store) shows as corrupt, with nothing to act on', async () => {
+    const { status } = await app
+      .get(FlowRunner)
+      .start('refund', { order: 'order-3' }, { runId: 'refund-edited' });
+    expect(status).toBe('paused');
+    const db = new Database(join(dir, 'runs.db'));
+    db.prepare(
+      `UPDATE "aa_runs" SET status = 'done' WHERE run_id = 'refund-edited'`,
+    ).run();
+    db.close();
+    await page.goto(url);
+    await page.waitForSelector('tr[data-run="refund-edited"]');
+    expect(
+      await page
+        .locator('tr[data-run="refund-edited"] [data-badge]')
+        .allTextContents(),
+    ).toEqual(['corrupt']);
+    await page.goto(`${url}#/runs/refund-edited`);
+    await page.waitForSelector('#corrupt');
+    expect(await page.locator('#corrupt').innerText()).toMatch(
+      /the run head .*does not match its signature/,
+    );
+    expect(await page.locator('#approve, #deny, #rerun').count()).toBe(0);
+    const res = await fetch(`${url}/api/runs/refund-edited`);
+    expect(((await res.json()) as { corrupt?: string }).corrupt).toMatch(
+      /does not match its signature/,
+    );
+    expect(refunds).not.toContain('order-3');
   });
 });

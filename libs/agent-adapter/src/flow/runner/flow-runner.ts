@@ -360,7 +360,8 @@ export class FlowRunner {
     options: { ctx?: RunIdentity } = {},
   ): Promise<RunResult<S>> {
     checkRunId(runId);
-    const { cp } = await readVerified(this.store, this.settings.ring, runId);
+    const read = await readVerified(this.store, this.settings.ring, runId);
+    const { cp } = read;
     checkAccess(cp, options.ctx); // first: a stranger learns nothing of the run, not its flow
     if (cp.flow !== flow.name)
       throw new CheckpointConflict(
@@ -369,7 +370,7 @@ export class FlowRunner {
       );
     const result = resultOf(flow.compile(), cp);
     // A running run read `running` like one in progress: say when it is stuck on calls in doubt.
-    const stuck = await needsDecision(this.sources, cp, (head, now) =>
+    const stuck = await needsDecision(this.sources, read, (head, now) =>
       this.leases.held(head, now),
     );
     return stuck ? { ...result, needsDecision: stuck } : result;

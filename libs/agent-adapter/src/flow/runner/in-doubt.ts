@@ -66,7 +66,8 @@ export function describeInDoubt(
  * Whether a running run needs an operator's decision now: its owner's lease has expired (or it has
  * no owner alive: `held` says), and the cut superstep has calls in doubt of tools that are not
  * idempotent, so a recovery stops (or stopped) with `RecoveryNeedsDecision`. A run whose worker is
- * alive, mid-call, does not: `held` answers for it, and a run that moved while this read is alive.
+ * alive, mid-call, does not: `held` answers for it, and a run whose log grew while this read is
+ * alive.
  * Writes nothing.
  */
 export async function needsDecision(
@@ -75,15 +76,12 @@ export async function needsDecision(
     readonly ring: KeyRing;
     readonly registry: ToolRegistry;
   },
-  cp: Checkpoint,
+  /** The latest checkpoint and its head, read and verified together (`readVerified`). */
+  { cp, head }: { cp: Checkpoint; head: RunHead },
   held: (head: RunHead, now: number) => unknown,
   now = Date.now(),
 ): Promise<NeedsDecision | undefined> {
   if (cp.status !== 'running') return undefined;
-  const head = await on.store.head(cp.runId);
-  // Another step saved since `cp` was read: its worker is alive.
-  if (!head || head.step !== cp.step || head.segment !== cp.segment)
-    return undefined;
   if (held(head, now)) return undefined;
   let cut: CutSuperstep;
   try {

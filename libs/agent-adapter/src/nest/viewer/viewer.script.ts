@@ -50,7 +50,8 @@ export const VIEWER_SCRIPT = String.raw`
   const BADGES = { done: 'b-done', running: 'b-running', paused: 'b-paused', failed: 'b-failed', recovered: 'b-recovered', doubt: 'b-doubt' };
   const badgeClass = (kind) => (typeof kind === 'string' && Object.prototype.hasOwnProperty.call(BADGES, kind) ? BADGES[kind] : 'b-other');
   const badge = (kind, text) => h('span', { class: 'badge ' + badgeClass(kind), 'data-badge': text }, text);
-  const badges = (run) => [badge(run.status, run.status), run.recovered && badge('recovered', 'recovered'), run.inDoubt && badge('doubt', 'in doubt')];
+  // A head that does not verify: its status column is not shown as the run's status.
+  const badges = (run) => [run.corrupt ? badge('failed', 'corrupt') : badge(run.status, run.status), run.recovered && badge('recovered', 'recovered'), run.inDoubt && badge('doubt', 'in doubt')];
   const messageOf = (e) => (e instanceof Error ? e.message : String(e));
 
   async function api(path, init) {
@@ -93,7 +94,7 @@ export const VIEWER_SCRIPT = String.raw`
 
   async function show(runId) {
     const run = await api('/runs/' + encodeURIComponent(runId));
-    const pending = run.status === 'paused' ? run.pending : undefined;
+    const pending = run.status === 'paused' && !run.corrupt ? run.pending : undefined;
     const result = h('span', { id: 'result' });
     const actions = [];
     if (pending)
@@ -137,6 +138,7 @@ export const VIEWER_SCRIPT = String.raw`
       h('p', {}, badges(run), ' flow ', h('b', {}, run.flow), ', step ', run.step,
         ', segment ', h('span', { class: 'mono' }, run.segment), ', owner ', h('span', { class: 'mono' }, run.owner),
         lease, ', updated ', when(run.updatedAt)),
+      run.corrupt && h('p', { class: 'error', id: 'corrupt' }, 'This run does not verify, nothing here is acted on: ', run.corrupt),
       run.error && h('p', { class: 'error' }, run.error.name, ': ', run.error.message),
       actions.length > 0 && h('div', { class: 'actions' }, actions, result),
       run.doubtful.length > 0 && [h('h2', {}, 'In doubt: check each call at its system'),

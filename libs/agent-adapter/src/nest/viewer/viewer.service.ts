@@ -4,13 +4,19 @@ import {
   type DoubtfulCall,
   type Inspection,
 } from '../../cli/inspect';
-import { CheckpointNotFound, FlowError } from '../../errors';
+import { corruptMessage } from '../../cli/corrupt-wording';
+import {
+  CheckpointNotFound,
+  CheckpointStoreCorrupt,
+  FlowError,
+} from '../../errors';
 import {
   CheckpointStore,
   type RunHead,
   type RunStatus,
 } from '../../exec/checkpoints/checkpoint-store';
 import { canonicalJson, type Json } from '../../exec/durable/canonical-json';
+import { openHead } from '../../exec/durable/head-seal';
 import type { KeyRing } from '../../exec/durable/key-ring';
 import {
   openCall,
@@ -40,6 +46,11 @@ export interface ViewerRunSummary {
   recovered: boolean;
   /** Its cut superstep has calls in doubt (an unfinished run that a recovery would have to decide on). */
   inDoubt: boolean;
+  /**
+   * Why the run's head does not verify (a column edited below the store, a deleted row...): its
+   * status, step and flow above are the store's columns, not to be trusted.
+   */
+  corrupt?: string;
 }
 
 export interface ViewerCheckpoint {
@@ -310,6 +321,7 @@ export class ViewerService {
       recovered === undefined
         ? await this.store.history(head.runId)
         : undefined;
+    const corrupt = this.headProblem(head);
     return {
       runId: head.runId,
       flow: head.flow,
@@ -320,8 +332,22 @@ export class ViewerService {
       recovered:
         recovered ??
         new Set(history!.checkpoints.map((c) => c.segment)).size > 1,
-      inDoubt: inDoubt ?? (await this.doubtful(head)).length > 0,
+      inDoubt:
+        corrupt === undefined &&
+        (inDoubt ?? (await this.doubtful(head)).length > 0),
+      ...(corrupt !== undefined && { corrupt }),
     };
+  }
+
+  /** Why the head's seal does not hold, or undefined when it does. */
+  private headProblem(head: RunHead): string | undefined {
+    try {
+      openHead(this.ring, head);
+      return undefined;
+    } catch (error) {
+      if (!(error instanceof CheckpointStoreCorrupt)) throw error;
+      return corruptMessage(error);
+    }
   }
 
   /** A recovery claimed the run at some point (a checkpoint saved with reason "claim"). */
