@@ -211,8 +211,24 @@ export class DriverNotInstalledError extends DurableError {
   }
 }
 
-/** A store cannot be reached, or its tables are not the ones this version uses. @publicApi */
-export class CheckpointStoreUnavailable extends DurableError {}
+/**
+ * A store cannot be reached, or its tables are not the ones this version uses. `transient`: the
+ * store failed in a way that may pass (a dropped connection, a lock held past the busy timeout, a
+ * failover), so a write's outcome is unknown and the writer may find it out and try again.
+ * @publicApi
+ */
+export class CheckpointStoreUnavailable extends DurableError {
+  readonly transient: boolean;
+
+  constructor(
+    message: string,
+    runId?: string,
+    options?: { cause?: unknown; transient?: boolean },
+  ) {
+    super(message, runId, options);
+    this.transient = options?.transient === true;
+  }
+}
 
 /**
  * A dead letter: the run was recovered `maxRecoveryAttempts` times without completing a

@@ -202,6 +202,12 @@ export const Messages = {
   foreignTables: (runs: string) =>
     `${runs} exists but the agent-adapter meta table does not: these tables were not made by agent-adapter. Use another tablePrefix/schema. Nothing was changed.`,
   storeClosed: (store: string) => `This ${store} was closed.`,
+  storeInterrupted: (store: string, why: string, runId?: string) =>
+    `${store}${runId === undefined ? '' : `, run "${runId}"`}: the store failed in a way that may pass (${why}); a write's outcome is unknown until it is read back.`,
+  releaseFailed: (runId: string, worker: string) =>
+    `Worker "${worker}" could not release run "${runId}" after the store failed it; its lease runs out as usual, then another worker takes it.`,
+  storeStayedUnavailable: (runId: string, attempts: number, why: string) =>
+    `Run "${runId}": the store stayed unavailable through ${attempts} attempts to write (${why}). This worker stopped driving the run and released it; the write's outcome was read back where the store allowed, and another worker (or a later recoverAll) takes the run over from what is stored.`,
   cannotConnect: (store: string, what: string, why: string) =>
     `${store} cannot connect to the ${what}: ${why}. Check the connection options and that the server is up.`,
   tablesMissing: (runs: string) =>

@@ -173,7 +173,9 @@ export abstract class CheckpointStore {
 
   /**
    * Extends the leases of `runIds` (the runs this worker is driving) that `owner` still holds and
-   * that are unfinished, in one write. Returns how many were extended.
+   * that are unfinished, in one write. Returns how many were extended. A time in the past releases
+   * them: afterwards their heads' `leaseExpiresAt` is that time, so another worker may take them at
+   * once.
    */
   abstract renewLeases(
     owner: string,

@@ -6,6 +6,7 @@ import type {
   CheckpointStore,
   SaveOptions,
 } from '../checkpoints/checkpoint-store';
+import { writeConfirmed } from './confirmed-write';
 import { sealHead } from './head-seal';
 import type { KeyRing } from './key-ring';
 import {
@@ -210,19 +211,16 @@ export class SegmentWriter {
           incarnation: this.incarnation,
           ...head,
         });
-        if (checkpoint) {
-          await this.store.save(
-            checkpoint.record,
-            this.saveOptions(checkpoint, records, sealed),
-          );
-        } else {
-          await this.store.recordCall(
-            this.runId,
-            this.segment,
-            records,
-            sealed,
-          );
-        }
+        // A store that fails transiently is read back and written again (confirmed-write.ts),
+        // so a finished call's record is not lost to a dropped connection.
+        const options = checkpoint
+          ? this.saveOptions(checkpoint, records, sealed)
+          : undefined;
+        await writeConfirmed(this.store, this.runId, sealed, () =>
+          checkpoint
+            ? this.store.save(checkpoint.record, options)
+            : this.store.recordCall(this.runId, this.segment, records, sealed),
+        );
         this.head = head;
       } catch (error) {
         this.failure = asError(error);

@@ -61,6 +61,20 @@ export class LeaseKeeper {
     return new RunLeaseHeld(runId, owner ?? '?', leaseExpiresAt);
   }
 
+  /**
+   * Gives up a run this worker stopped driving because the store failed it: its lease is set to
+   * the past, so another worker may take it at once rather than when it runs out. Best effort (the
+   * store may still be failing): otherwise the lease runs out as usual.
+   */
+  async release(runId: string): Promise<void> {
+    if (this.driving.has(runId)) return; // another drive of it goes on here
+    try {
+      await this.store.renewLeases(this.workerId, Date.now() - 1, [runId]);
+    } catch (error) {
+      this.logger.warn(Messages.releaseFailed(runId, this.workerId), error);
+    }
+  }
+
   /** Stops renewing (for shutdown): the runs still driven here expire and become recoverable. */
   close(): void {
     this.closed = true;

@@ -1,3 +1,4 @@
+import { CheckpointStoreUnavailable } from '../../errors';
 import { Messages } from '../../errors/messages';
 import type { DurableEvents } from '../../events/durable.events';
 import type { SuperstepScope } from '../../exec/call-context';
@@ -137,6 +138,7 @@ export class SegmentDriver {
     taken?: TakenOver,
   ): Promise<RunResult<S>> {
     this.leases.hold(start.runId, true);
+    let lost = false;
     try {
       let cp = start;
       let book = taken?.book;
@@ -205,9 +207,12 @@ export class SegmentDriver {
       // A checkpoint handed to the writer may still be in flight: the caller learns of the error
       // only once the store is quiet, so what it reads next is what this worker left.
       await writer.settled();
+      lost = error instanceof CheckpointStoreUnavailable;
       throw error;
     } finally {
       this.leases.hold(start.runId, false);
+      // The store stayed unavailable: hand the run to whichever worker reaches it first.
+      if (lost) await this.leases.release(start.runId);
     }
   }
 

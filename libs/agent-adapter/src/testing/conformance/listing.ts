@@ -98,6 +98,36 @@ export function describeListingLeasesDelete({
       assert.strictEqual((await store.head(c))?.owner, 'w2');
     });
 
+    it("renewLeases to a time in the past releases the owner's runs at once (and only its own)", async () => {
+      const store = await make();
+      const flow = uid('flow');
+      const [mine, theirs] = [uid(), uid()];
+      const far = Date.now() + 3_600_000;
+      await store.save(cp(mine, 0, { flow }), {
+        owner: 'w1',
+        leaseExpiresAt: far,
+      });
+      await store.save(cp(theirs, 0, { flow }), {
+        owner: 'w2',
+        leaseExpiresAt: far,
+      });
+      await store.renewLeases('w1', far + 1, [mine]);
+      const past = Date.now() - 1;
+      await store.renewLeases('w1', past, [mine, theirs]);
+      assert.ok(
+        ((await store.head(mine))?.leaseExpiresAt ?? Infinity) <= past,
+        'released',
+      );
+      assert.strictEqual((await store.head(theirs))?.leaseExpiresAt, far);
+      const free = await store.listUnfinished(flow, {
+        leaseExpiredBefore: Date.now(),
+      });
+      equal(
+        free.map((h) => h.runId),
+        [mine],
+      );
+    });
+
     it('delete removes a run with its checkpoints and calls; the id can start again', async () => {
       const store = await make();
       const id = uid();

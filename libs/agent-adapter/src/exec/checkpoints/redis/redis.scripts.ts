@@ -213,6 +213,18 @@ if not cp then return false end
 return {h[1], h[2], h[3], h[4], cp}
 `;
 
+/**
+ * A release (a lease renewed to the past): the lease saved with the checkpoint goes back too, or it
+ * would still hold the run (a run's lease is the later of it and its owner's score). ARGV: owner,
+ * lease ms.
+ */
+export const RELEASE_LUA = `
+local h = redis.call('HMGET', KEYS[1], 'owner', 'status')
+if h[1] ~= ARGV[1] or (h[2] ~= 'running' and h[2] ~= 'paused') then return 0 end
+redis.call('HSET', KEYS[1], 'lease', ARGV[2])
+return 1
+`;
+
 /** Every field of the run hash: the head, every checkpoint and every call record. */
 export const HISTORY_LUA = `
 return redis.call('HGETALL', KEYS[1])
@@ -284,6 +296,7 @@ export const REDIS_SCRIPTS = {
   aaHistory: HISTORY_LUA,
   aaDelete: DELETE_LUA,
   aaTouch: TOUCH_LUA,
+  aaRelease: RELEASE_LUA,
   aaIndexCreate: INDEX_CREATE_LUA,
   aaScanUnfinished: SCAN_UNFINISHED_LUA,
   aaScanRuns: SCAN_RUNS_LUA,

@@ -25,6 +25,7 @@ import {
   runScript,
   type RedisClient,
 } from './redis.client';
+import { guarded } from '../transient-errors';
 import type { RedisClientLike } from './redis.client-like';
 import { renewOwnedRuns, withOwnerLeases } from './redis.leases';
 import {
@@ -58,6 +59,7 @@ type Scan = [number, string[], Array<string | null>];
  * A step-0 save must follow its index entry within half of this; index readers clean an entry
  * whose head is missing only once the entry is older than this (see `listUnfinished`).
  */
+const STORE = 'RedisCheckpointStore';
 const CREATE_WINDOW_MS = 60_000;
 /** How late a step-0 save may land after its index entry (the save script's ARGV[14]). */
 const HALF_CREATE_WINDOW = String(CREATE_WINDOW_MS / 2);
@@ -323,6 +325,14 @@ export class RedisCheckpointStore extends CheckpointStore {
             this.script('aaTouch', this.keys.run(id), [this.ttl]),
           )
         : []),
+      ...(leaseExpiresAt <= Date.now()
+        ? runIds.map((id) =>
+            this.script('aaRelease', this.keys.run(id), [
+              owner,
+              leaseExpiresAt,
+            ]),
+          )
+        : []),
     ]);
     return heads.filter(
       ([holder, status]) =>
@@ -340,7 +350,9 @@ export class RedisCheckpointStore extends CheckpointStore {
     keys: readonly string[],
     args: Array<string | number>,
   ): Promise<unknown> {
-    return runScript(this.client, name, keys, args);
+    return guarded(STORE, undefined, () =>
+      runScript(this.client, name, keys, args),
+    );
   }
 
   /** Adds the run to the flow's unfinished index and the list; returns [server ms, created]. */
@@ -390,8 +402,12 @@ export class RedisCheckpointStore extends CheckpointStore {
   private async readHeadFields(
     ids: readonly string[],
   ): Promise<Array<RunHead | undefined>> {
-    const raw = await Promise.all(
-      ids.map((id) => this.client.hmget(this.keys.runHash(id), ...HEAD_FIELDS)),
+    const raw = await guarded(STORE, undefined, () =>
+      Promise.all(
+        ids.map((id) =>
+          this.client.hmget(this.keys.runHash(id), ...HEAD_FIELDS),
+        ),
+      ),
     );
     return raw.map((values, i) => toHead(ids[i]!, values));
   }

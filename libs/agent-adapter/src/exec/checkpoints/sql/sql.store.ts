@@ -50,7 +50,10 @@ import {
   type SqlTableOptions,
 } from './sql.schema';
 import { prepareTables } from './sql.tables';
+import { guarded } from '../transient-errors';
 import { SqliteEngine } from './sqlite.engine';
+
+const STORE = 'SQLCheckpointStore';
 
 // The connection types are declared beside the driver loading; the store's entry re-exports them.
 export type { DataSourceLike, SqlConnectionOptions } from './sql.driver';
@@ -133,6 +136,7 @@ export class SQLCheckpointStore extends CheckpointStore {
       try {
         await dataSource.initialize();
       } catch (error) {
+        // Transient: a database that is down or restarting may come back.
         throw new CheckpointStoreUnavailable(
           Messages.cannotConnect(
             'SQLCheckpointStore',
@@ -140,7 +144,7 @@ export class SQLCheckpointStore extends CheckpointStore {
             asError(error).message,
           ),
           undefined,
-          { cause: error },
+          { cause: error, transient: true },
         );
       }
     }
@@ -168,12 +172,19 @@ export class SQLCheckpointStore extends CheckpointStore {
     }
   }
 
-  async save(
-    checkpoint: CheckpointRecord,
-    options: SaveOptions = {},
-  ): Promise<void> {
+  save(checkpoint: CheckpointRecord, options: SaveOptions = {}): Promise<void> {
     const calls = options.calls ?? [];
     checkBatch(checkpoint.runId, calls);
+    return guarded(STORE, checkpoint.runId, () =>
+      this.saveChecked(checkpoint, options, calls),
+    );
+  }
+
+  private async saveChecked(
+    checkpoint: CheckpointRecord,
+    options: SaveOptions,
+    calls: CallRecord[],
+  ): Promise<void> {
     const { engine, names } = await this.open();
     // Whole milliseconds: the column is a BIGINT.
     const lease = options.leaseExpiresAt;
@@ -202,26 +213,34 @@ export class SQLCheckpointStore extends CheckpointStore {
   ): Promise<void> {
     if (records.length === 0) return;
     checkBatch(runId, records, segment);
-    const { engine, names } = await this.open();
-    let matched: boolean;
-    try {
-      matched = await engine.recordCall(names, runId, segment, records, head);
-    } catch (error) {
-      throw duplicateOr(error, runId, records);
-    }
-    if (!matched) throw await this.whyRefused(runId, { segment });
+    return guarded(STORE, runId, async () => {
+      const { engine, names } = await this.open();
+      let matched: boolean;
+      try {
+        matched = await engine.recordCall(names, runId, segment, records, head);
+      } catch (error) {
+        throw duplicateOr(error, runId, records);
+      }
+      if (!matched) throw await this.whyRefused(runId, { segment });
+    });
   }
 
-  async latest(runId: string): Promise<CheckpointRecord | undefined> {
-    const { engine, names } = await this.open();
-    const [row] = await engine.all<CheckpointRow>(
-      `SELECT ${CHECKPOINT_COLUMNS} FROM ${names.checkpoints} WHERE run_id = $1 ORDER BY step DESC LIMIT 1`,
-      [runId],
-    );
-    return row && toCheckpoint(row);
+  latest(runId: string): Promise<CheckpointRecord | undefined> {
+    return guarded(STORE, runId, async () => {
+      const { engine, names } = await this.open();
+      const [row] = await engine.all<CheckpointRow>(
+        `SELECT ${CHECKPOINT_COLUMNS} FROM ${names.checkpoints} WHERE run_id = $1 ORDER BY step DESC LIMIT 1`,
+        [runId],
+      );
+      return row && toCheckpoint(row);
+    });
   }
 
-  async head(runId: string): Promise<RunHead | undefined> {
+  head(runId: string): Promise<RunHead | undefined> {
+    return guarded(STORE, runId, () => this.readHead(runId));
+  }
+
+  private async readHead(runId: string): Promise<RunHead | undefined> {
     const { engine, names } = await this.open();
     const [row] = await engine.all<RunRow>(
       `SELECT ${HEAD_COLUMNS} FROM ${names.runs} WHERE run_id = $1`,
@@ -254,13 +273,15 @@ export class SQLCheckpointStore extends CheckpointStore {
     return engine.deleteRun(names, runId);
   }
 
-  async calls(runId: string, superstep: number): Promise<CallRecord[]> {
-    const { engine, names } = await this.open();
-    const rows = await engine.all<CallRow>(
-      `SELECT ${CALL_COLUMNS} FROM ${names.calls} WHERE run_id = $1 AND superstep = $2 ORDER BY segment, seq`,
-      [runId, superstep],
-    );
-    return rows.map(toCall);
+  calls(runId: string, superstep: number): Promise<CallRecord[]> {
+    return guarded(STORE, runId, async () => {
+      const { engine, names } = await this.open();
+      const rows = await engine.all<CallRow>(
+        `SELECT ${CALL_COLUMNS} FROM ${names.calls} WHERE run_id = $1 AND superstep = $2 ORDER BY segment, seq`,
+        [runId, superstep],
+      );
+      return rows.map(toCall);
+    });
   }
 
   async list(query: ListQuery = {}): Promise<RunPage> {
@@ -338,6 +359,6 @@ export class SQLCheckpointStore extends CheckpointStore {
     runId: string,
     write: RefusedWrite,
   ): Promise<CheckpointConflict> {
-    return whyRefused(runId, await this.head(runId), write);
+    return whyRefused(runId, await this.readHead(runId), write);
   }
 }

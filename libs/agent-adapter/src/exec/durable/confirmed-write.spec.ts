@@ -1,0 +1,160 @@
+import { CheckpointConflict, CheckpointStoreUnavailable } from '../../errors';
+import {
+  InterceptingStore,
+  type StoreWrite,
+} from '../../testing/intercepting-store';
+import { MemoryCheckpointStore } from '../checkpoints/memory.store';
+import { writeConfirmed } from './confirmed-write';
+import { openHead } from './head-seal';
+import { KeyRing } from './key-ring';
+import { sealCheckpoint, type Checkpoint } from './records';
+import { SegmentWriter } from './segment-writer';
+
+const ring = new KeyRing({ current: 'confirmed-write-spec-secret-0123456789' });
+const RUN = 'run-c';
+
+function checkpoint(step: number, segment = 1): Checkpoint {
+  return {
+    runId: RUN,
+    step,
+    flow: 'f',
+    status: 'running',
+    segment,
+    kind: 'flow',
+    superstep: step,
+    state: {},
+    frontier: ['n'],
+    visits: {},
+    digest: 'd',
+    identity: {},
+    idemKid: ring.current.id,
+    incarnation: 1,
+    logBefore: 0,
+    reason: step === 0 ? 'start' : 'claim',
+  };
+}
+
+const started = (index: number) => ({
+  node: 'n',
+  index,
+  tool: 'charge',
+  phase: 'started' as const,
+  argsHash: 'h',
+  at: 0,
+});
+
+/** A dropped connection, as pg reports one. */
+const dropped = () =>
+  Object.assign(new Error('Connection terminated unexpectedly'), {
+    code: 'ECONNRESET',
+  });
+
+/** Fails the writes `failAt` picks, before they reach the store or after they landed. */
+function faulty(
+  failAt: (write: StoreWrite, n: number) => 'before' | 'after' | undefined,
+) {
+  const inner = new MemoryCheckpointStore();
+  let n = 0;
+  const seen: Array<'before' | 'after' | 'ok'> = [];
+  let current: 'before' | 'after' | undefined;
+  const store = new InterceptingStore(inner, {
+    before: (write) => {
+      current = failAt(write, ++n);
+      seen.push(current ?? 'ok');
+      if (current === 'before') throw dropped();
+    },
+    after: () => {
+      if (current === 'after') throw dropped();
+    },
+  });
+  return { store, inner, seen };
+}
+
+describe('writeConfirmed (a write whose outcome a transient store failure left unknown)', () => {
+  it('a write that failed before it landed goes again and lands once', async () => {
+    const { store, inner, seen } = faulty((w, n) =>
+      w.kind === 'recordCall' && n <= 3 ? 'before' : undefined,
+    );
+    const log = new SegmentWriter(store, ring, RUN, 1, 1, { owner: 'w' });
+    await log.checkpoint(checkpoint(0));
+    await log.started(0, started(0));
+    expect(seen).toEqual(['ok', 'before', 'before', 'ok']);
+    expect(await inner.calls(RUN, 0)).toHaveLength(1);
+    expect(openHead(ring, (await inner.head(RUN))!)).toBe(1);
+    expect(log.failure).toBeUndefined();
+  });
+
+  it('a write that landed but lost its reply is recognised as ours by its head seal, not retried into a conflict', async () => {
+    const { store, inner, seen } = faulty((w) =>
+      w.kind === 'save' && w.checkpoint.step === 1 ? 'after' : undefined,
+    );
+    const log = new SegmentWriter(store, ring, RUN, 1, 1, { owner: 'w' });
+    await log.checkpoint(checkpoint(0));
+    await log.started(0, started(0));
+    await log.checkpoint(
+      { ...checkpoint(1), logBefore: 1 },
+      { calls: await log.drain() },
+    );
+    expect(seen).toEqual(['ok', 'ok', 'after']); // written once
+    expect((await inner.latest(RUN))?.step).toBe(1);
+    await log.started(1, started(0)); // the segment goes on
+    expect((await inner.head(RUN))?.calls).toBe(2);
+  });
+
+  it('a store that stays unavailable is CheckpointStoreUnavailable after the attempts (failures) it is given', async () => {
+    const inner = new MemoryCheckpointStore();
+    let writes = 0;
+    const err = await writeConfirmed(
+      inner,
+      RUN,
+      'seal',
+      () => {
+        writes++;
+        return Promise.reject(dropped());
+      },
+      { attempts: 3, firstDelayMs: 1 },
+    ).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(CheckpointStoreUnavailable);
+    expect((err as CheckpointStoreUnavailable).transient).toBe(true);
+    expect((err as Error).message).toMatch(
+      /stayed unavailable through 3 attempts .*Connection terminated unexpectedly/,
+    );
+    expect(writes).toBe(3); // three failed writes, each read back in between
+  });
+
+  it('an error that is not transient is not retried', async () => {
+    let writes = 0;
+    const refused = new CheckpointConflict('refused', RUN);
+    await expect(
+      writeConfirmed(new MemoryCheckpointStore(), RUN, 'seal', () => {
+        writes++;
+        return Promise.reject(refused);
+      }),
+    ).rejects.toBe(refused);
+    expect(writes).toBe(1);
+  });
+
+  it('a write that did not land while another worker took the run goes again and is refused by the compare-and-set', async () => {
+    const inner = new MemoryCheckpointStore();
+    const w1 = new SegmentWriter(inner, ring, RUN, 1, 1, { owner: 'w1' });
+    await w1.checkpoint(checkpoint(0));
+    let first = true;
+    const store = new InterceptingStore(inner, {
+      before: async () => {
+        if (!first) return;
+        first = false;
+        // Meanwhile another worker claims the run (segment 2).
+        await new SegmentWriter(inner, ring, RUN, 2, 1, {
+          owner: 'w2',
+        }).checkpoint(checkpoint(1, 2), { expectCalls: 0 });
+        throw dropped();
+      },
+    });
+    const sealed = sealCheckpoint(ring, checkpoint(1));
+    const err = await writeConfirmed(store, RUN, 'not-the-head', () =>
+      store.save(sealed, { head: 'not-the-head' }),
+    ).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(CheckpointConflict);
+    expect((await inner.latest(RUN))?.segment).toBe(2);
+  });
+});

@@ -1,0 +1,64 @@
+import { CheckpointStoreUnavailable } from '../../errors';
+import { Messages } from '../../errors/messages';
+import type { CheckpointStore } from '../checkpoints/checkpoint-store';
+import { transientReason } from '../checkpoints/transient-errors';
+
+/** How long a writer keeps at a store that fails transiently: `attempts` failed operations at most. */
+export interface StoreRetry {
+  attempts: number;
+  /** The first pause; each next one doubles. */
+  firstDelayMs: number;
+}
+
+/** About 3 s in all: long enough for a connection to be replaced or a failover, short of a lease. */
+export const STORE_RETRY: StoreRetry = { attempts: 7, firstDelayMs: 50 };
+
+/**
+ * Writes with `write`; when the store fails in a way that may pass (`transientReason`), finds out
+ * whether the write landed before writing again, by reading the head back. The head seal is unique
+ * to one write (it seals the step and the call count that write leaves), so a head carrying
+ * `sealedHead` is this write, committed with its reply lost: done, not a conflict. Any other head
+ * means it did not land (or the run moved on): the write goes again and the store's
+ * compare-and-set decides. When the store stays unavailable: `CheckpointStoreUnavailable`.
+ */
+export async function writeConfirmed(
+  store: CheckpointStore,
+  runId: string,
+  sealedHead: string,
+  write: () => Promise<void>,
+  retry: StoreRetry = STORE_RETRY,
+): Promise<void> {
+  let budget = retry.attempts;
+  let delay = retry.firstDelayMs;
+  let why = '';
+  const failed = (error: unknown): void => {
+    const reason = transientReason(error);
+    if (reason === undefined) throw error;
+    why = reason;
+    if (--budget <= 0) {
+      throw new CheckpointStoreUnavailable(
+        Messages.storeStayedUnavailable(runId, retry.attempts, why),
+        runId,
+        { cause: error, transient: true },
+      );
+    }
+  };
+  for (;;) {
+    try {
+      await write();
+      return;
+    } catch (error) {
+      failed(error);
+    }
+    for (;;) {
+      await new Promise((resolve) => setTimeout(resolve, delay));
+      delay *= 2;
+      try {
+        if ((await store.head(runId))?.sealed === sealedHead) return;
+        break; // it did not land: write again
+      } catch (error) {
+        failed(error);
+      }
+    }
+  }
+}
