@@ -60,4 +60,15 @@ export const FlowMessages = {
     `Node "${node}" called tool "${tool}", which is not registered. Register it on the ToolRegistry the Executor was given.`,
   approvalPolicyAnswer: (tool: string, answer: unknown) =>
     `Tool "${tool}": the approval policy returned ${answer instanceof Promise ? 'a promise' : (JSON.stringify(answer) ?? String(answer))}; it must return true or false, synchronously.`,
+  approvalVerdict: (tool: string, problem: string) =>
+    `The approval port's answer for "${tool}" is invalid: ${problem}. Answer { approved: true | false, by?, reason?, args? }.`,
+  // What approvalVerdict says is wrong with the answer.
+  verdictNotObject: () => 'not an object',
+  verdictApproved: () => 'approved is not true or false',
+  verdictField: (key: string) => `${key} is not a string`,
+  // Canonical JSON: only the encoder makes CanonicalText (its text is trusted as already checked).
+  canonicalTextMade: () =>
+    'CanonicalText is made by the encoder only: encode the value with canonical(value) or canonicalObject(members).',
+  canonicalMember: (key: string) =>
+    `member "${key}" is not a CanonicalText: encode it with canonical(value) first.`,
 } as const;

@@ -26,4 +26,35 @@ export const LoopMessages = {
         maxRetries: 'maxRetries must be an integer ≥ 0',
       }[option]
     }.`,
+  // Chat messages given to a loop or model (TypeError: the caller's bug at that call).
+  chatMessagesArray: (where: string) =>
+    `${where} must be an array of chat messages.`,
+  chatObject: (where: string) => `${where} must be an object.`,
+  chatRole: (where: string, role: unknown) =>
+    `${where}.role must be "system", "user", "assistant" or "tool", got ${JSON.stringify(role)}.`,
+  chatContent: (where: string) => `${where}.content must be a string.`,
+  chatToolCallId: (where: string) =>
+    `${where}.toolCallId must be the id of the call it answers.`,
+  chatToolCalls: (where: string) => `${where}.toolCalls must be an array.`,
+  chatCallField: (where: string, field: 'id' | 'name') =>
+    `${where}.${field} must be a non-empty string.`,
+  chatCallArguments: (where: string) => `${where}.arguments must be an object.`,
+  // OpenAIChatModel's failures (ChatModelError: the model could not be reached or did not answer).
+  openAIPostFailed: (url: string, why: string) =>
+    `OpenAIChatModel: POST ${url} failed: ${why}.`,
+  openAINoAnswer: (timeoutMs: number) => `no answer within ${timeoutMs} ms`,
+  openAIStatus: (
+    url: string,
+    status: number,
+    statusText: string,
+    excerpt: string,
+  ) =>
+    `OpenAIChatModel: POST ${url} answered ${status}${statusText ? ` ${statusText}` : ''}: ${excerpt}`,
+  openAINotCompletion: (url: string, why: string, excerpt: string) =>
+    `OpenAIChatModel: the answer of ${url} is not a chat completion (${why}): ${excerpt}`,
+  // Why a body is not a chat completion (put in openAINotCompletion).
+  completionNoMessage: () => 'no choices[0].message',
+  completionToolCalls: () => 'tool_calls is not a list',
+  completionToolCallName: (i: number) =>
+    `tool_calls[${i}] has no function name`,
 } as const;

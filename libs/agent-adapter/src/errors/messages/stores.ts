@@ -44,4 +44,26 @@ export const StoreMessages = {
     `SQLCheckpointStore supports TypeORM type "postgres" or "better-sqlite3", not "${String(type)}".`,
   sqlitePath: () =>
     'SQLiteCheckpointStore(path): give the database file path (":memory:" is one process only).',
+  // Store descriptors ({ type, ... }): the Nest module and the CLI word a problem for their setting.
+  storeTypeUnknown: (type: unknown, valid: readonly string[]) =>
+    `Unknown store type ${JSON.stringify(type)}. Valid types: ${valid.map((t) => `"${t}"`).join(', ')}.`,
+  storeDescriptor: (type: string, problem: string) =>
+    `Store { type: "${type}" }: ${problem}.`,
+  // What a descriptor gets wrong: a clause, put in the sentence of storeDescriptor (or NestMessages.storeOption).
+  sqliteDescriptorPath: () =>
+    'give "path", the database file (its folder must exist)',
+  postgresDescriptorSource: () =>
+    'give exactly one of "dataSource" (your TypeORM DataSource) or "url"',
+  postgresPoolSizeWithDataSource: () =>
+    '"poolSize" sizes the pool of a store made from "url"; give your DataSource its poolSize in its own options',
+  postgresPoolSize: (poolSize: unknown) =>
+    `"poolSize" must be a positive integer, got ${JSON.stringify(poolSize)}`,
+  postgresPreparedStatements: (preparedStatements: unknown) =>
+    `"preparedStatements" must be true or false, got ${JSON.stringify(preparedStatements)}`,
+  redisUrlAndClient: () => 'give "url" or "client", not both',
+  redisClientFactory: () =>
+    '"client" must be a function returning a client, e.g. () => new Redis(url)',
+  // The shipped conformance suite (agent-adapter/testing).
+  conformanceNeedsFramework: () =>
+    'describeCheckpointStoreConformance needs describe, it and afterAll: run it under jest (or vitest with globals: true), or pass them as its second argument',
 } as const;

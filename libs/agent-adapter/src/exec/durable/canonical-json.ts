@@ -1,4 +1,5 @@
 import { UnsealableValue } from '../../errors';
+import { Messages } from '../../errors/messages';
 
 /** A value that survives a JSON round trip unchanged. */
 export type Json =
@@ -75,8 +76,7 @@ export class CanonicalText {
     text: string,
     members?: ReadonlyMap<string, CanonicalText>,
   ): CanonicalText {
-    if (token !== MAKER)
-      throw new TypeError('CanonicalText is made by the encoder only');
+    if (token !== MAKER) throw new TypeError(Messages.canonicalTextMade());
     return new CanonicalText(text, members);
   }
 }
@@ -110,8 +110,7 @@ export function canonicalObject(
   for (const key of inOrder([...members.keys()])) {
     const member = members.get(key)!;
     const text = CanonicalText.textOf(member);
-    if (text === undefined)
-      throw new TypeError(`member "${key}" is not a CanonicalText`);
+    if (text === undefined) throw new TypeError(Messages.canonicalMember(key));
     if (own.size > 0) s += ',';
     s += memberPrefix(key) + text;
     own.set(key, member);
