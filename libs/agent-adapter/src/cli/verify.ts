@@ -1,4 +1,5 @@
 import { CheckpointStoreCorrupt } from '../errors';
+import { CliMessages } from './cli.messages';
 import { corruptMessage } from './corrupt-wording';
 import { Messages } from '../errors/messages';
 import type {
@@ -334,9 +335,7 @@ export function verifyBundle(
   bundle: unknown,
 ): BundleVerification {
   if (!isObject(bundle) || bundle.format !== BUNDLE_FORMAT) {
-    throw new TypeError(
-      `Not an agent-adapter audit bundle (expected "format": "${BUNDLE_FORMAT}"; make one with: agent-adapter runs export <id>).`,
-    );
+    throw new TypeError(CliMessages.notABundle(BUNDLE_FORMAT));
   }
   const { signature, ...content } = bundle as unknown as AuditBundle;
   const runId = String(content.runId);
