@@ -66,6 +66,15 @@ export const FlowMessages = {
   verdictNotObject: () => 'not an object',
   verdictApproved: () => 'approved is not true or false',
   verdictField: (key: string) => `${key} is not a string`,
+  // Why a value cannot be stored (put in unsealable).
+  unsealableNumber: (value: number) => `${value} is not a finite number`,
+  unsealableType: (type: string) => `a ${type} is not JSON`,
+  unsealableCycle: () => 'it contains a cycle',
+  unsealableHole: () => 'an array hole or undefined item is not JSON',
+  unsealableInstance: (name: string) =>
+    `a ${name} instance is not plain JSON data`,
+  unsealableDepth: (maxDepth: number) =>
+    `it is nested more than ${maxDepth} levels deep (arrays and objects); store it flatter, or as a string`,
   // Canonical JSON: only the encoder makes CanonicalText (its text is trusted as already checked).
   canonicalTextMade: () =>
     'CanonicalText is made by the encoder only: encode the value with canonical(value) or canonicalObject(members).',

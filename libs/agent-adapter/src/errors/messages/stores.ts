@@ -63,7 +63,9 @@ export const StoreMessages = {
   redisUrlAndClient: () => 'give "url" or "client", not both',
   redisClientFactory: () =>
     '"client" must be a function returning a client, e.g. () => new Redis(url)',
-  // The shipped conformance suite (agent-adapter/testing).
+  // agent-adapter/testing: the conformance suite and the crashing store.
+  simulatedCrash: (where: string | undefined) =>
+    `simulated crash ${where ?? '(worker is dead)'}`,
   conformanceNeedsFramework: () =>
     'describeCheckpointStoreConformance needs describe, it and afterAll: run it under jest (or vitest with globals: true), or pass them as its second argument',
 } as const;
