@@ -27,7 +27,7 @@ export async function readJson(file: string): Promise<unknown> {
 export function positiveInt(value: string): number {
   const n = Number(value);
   if (!/^\d+$/.test(value) || n < 1)
-    throw new InvalidArgumentError('must be a positive integer.');
+    throw new InvalidArgumentError(CliMessages.positiveInteger());
   return n;
 }
 

@@ -7,6 +7,7 @@ import type {
 } from '../exec/checkpoints/checkpoint-store';
 import type { KeyRing } from '../exec/durable/key-ring';
 import { open, seal } from '../exec/durable/seal';
+import { CliMessages } from './cli.messages';
 import {
   readTwice,
   sameHead,
@@ -102,9 +103,7 @@ export function verifyBundle(
   bundle: unknown,
 ): BundleVerification {
   if (!isObject(bundle) || bundle.format !== BUNDLE_FORMAT) {
-    throw new TypeError(
-      `Not an agent-adapter audit bundle (expected "format": "${BUNDLE_FORMAT}"; make one with: agent-adapter runs export <id>).`,
-    );
+    throw new TypeError(CliMessages.notABundle(BUNDLE_FORMAT));
   }
   const { signature, ...content } = bundle as unknown as AuditBundle;
   const runId = String(content.runId);

@@ -49,4 +49,13 @@ export const CliMessages = {
     `cannot connect to Redis at ${where}: ${why}. Check the URL and that the server is up.`,
   redisEmpty: (prefix: string, where: string) =>
     `no agent-adapter data under prefix "${prefix}" on ${where}: check the prefix.`,
+  // Option values (commander's InvalidArgumentError, which names the option and value before these).
+  positiveInteger: () => 'must be a positive integer.',
+  stepNumber: () => 'must be a step number (0, 1, 2...).',
+  notADate: (value: string) =>
+    `"${value}" is not a date: use ISO-8601 (2026-01-31, 2026-01-31T12:00:00Z) or an age (30d, 12h, 90m).`,
+  // runs verify --bundle (cli/verify.ts, verify-commands.ts).
+  notABundle: (format: string) =>
+    `Not an agent-adapter audit bundle (expected "format": "${format}"; make one with: agent-adapter runs export <id>).`,
+  bundleInvalid: (file: string, message: string) => `${file}: ${message}`,
 } as const;

@@ -1,6 +1,7 @@
 import { InvalidArgumentError, type Command } from 'commander';
 import type { CheckpointStore } from '../exec/checkpoints/checkpoint-store';
 import type { KeyRing } from '../exec/durable/key-ring';
+import { CliMessages } from './cli.messages';
 import { forkRun } from './fork';
 import { runIdArg } from './run-id-arg';
 
@@ -65,6 +66,6 @@ export function forkCommand(runs: Command, c: CommandContext): void {
 
 function nonNegativeInt(value: string): number {
   if (!/^\d+$/.test(value))
-    throw new InvalidArgumentError('must be a step number (0, 1, 2...).');
+    throw new InvalidArgumentError(CliMessages.stepNumber());
   return Number(value);
 }

@@ -1,3 +1,5 @@
+import { CliMessages } from './cli.messages';
+
 /** Plain-text tables for people; `--json` output is for machines. */
 export function table(headers: string[], rows: string[][]): string {
   if (rows.length === 0) return '';
@@ -49,9 +51,7 @@ export function parseBefore(value: string, now = Date.now()): number {
   }
   const ms = Date.parse(value);
   if (!/^\d{4}-\d{2}-\d{2}/.test(value) || Number.isNaN(ms)) {
-    throw new Error(
-      `"${value}" is not a date: use ISO-8601 (2026-01-31, 2026-01-31T12:00:00Z) or an age (30d, 12h, 90m).`,
-    );
+    throw new Error(CliMessages.notADate(value));
   }
   return ms;
 }

@@ -44,7 +44,7 @@ export function verifyCommands(runs: Command, c: CommandContext): void {
           } catch (error) {
             if (!(error instanceof TypeError)) throw error;
             throw new CliError(
-              CliMessages.keyOf(o.bundle, error.message),
+              CliMessages.bundleInvalid(o.bundle, error.message),
               EXIT.problems,
             );
           }

@@ -1,5 +1,6 @@
 import type { Json } from './durable/canonical-json';
 import type { RunIdentity } from './durable/records';
+import { Messages } from '../errors/messages';
 
 /** What a synchronous approval port is asked: one call, exactly as it would run. @publicApi */
 export interface ApprovalRequest {
@@ -50,16 +51,14 @@ export interface ApprovalPort {
 /** Checks what a port answered; throws a TypeError naming the tool if it is not a verdict. */
 export function checkVerdict(tool: string, verdict: unknown): ApprovalVerdict {
   const v = verdict as Partial<ApprovalVerdict> | null | undefined;
-  const fail = (what: string) =>
-    new TypeError(
-      `The approval port's answer for "${tool}" is invalid: ${what}. Answer { approved: true | false, by?, reason?, args? }.`,
-    );
-  if (typeof v !== 'object' || v === null) throw fail('not an object');
-  if (typeof v.approved !== 'boolean')
-    throw fail('approved is not true or false');
+  const fail = (problem: string) =>
+    new TypeError(Messages.approvalVerdict(tool, problem));
+  if (typeof v !== 'object' || v === null)
+    throw fail(Messages.verdictNotObject());
+  if (typeof v.approved !== 'boolean') throw fail(Messages.verdictApproved());
   for (const key of ['by', 'reason'] as const) {
     if (v[key] !== undefined && typeof v[key] !== 'string')
-      throw fail(`${key} is not a string`);
+      throw fail(Messages.verdictField(key));
   }
   return v as ApprovalVerdict;
 }

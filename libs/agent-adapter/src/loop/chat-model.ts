@@ -1,5 +1,6 @@
 import type { Json } from '../exec/durable/canonical-json';
 import type { JsonSchema, ToolRegistry } from '../exec/tool.registry';
+import { Messages } from '../errors/messages';
 
 /** A JSON object (tool arguments). @publicApi */
 export type JsonObject = { [key: string]: Json };
@@ -90,32 +91,28 @@ export function checkMessages(
   where = 'messages',
 ): ChatMessage[] {
   if (!Array.isArray(messages))
-    throw new TypeError(`${where} must be an array of chat messages.`);
+    throw new TypeError(Messages.chatMessagesArray(where));
   return messages.map((m, i) => checkMessage(m, `${where}[${i}]`));
 }
 
 export function checkMessage(m: unknown, where: string): ChatMessage {
   if (typeof m !== 'object' || m === null || Array.isArray(m))
-    throw new TypeError(`${where} must be an object.`);
+    throw new TypeError(Messages.chatObject(where));
   const msg = m as Record<string, unknown>;
   const role = msg.role;
   if (typeof role !== 'string' || !ROLES.has(role)) {
-    throw new TypeError(
-      `${where}.role must be "system", "user", "assistant" or "tool", got ${JSON.stringify(role)}.`,
-    );
+    throw new TypeError(Messages.chatRole(where, role));
   }
   const content = msg.content ?? (role === 'assistant' ? '' : undefined);
   if (typeof content !== 'string')
-    throw new TypeError(`${where}.content must be a string.`);
+    throw new TypeError(Messages.chatContent(where));
   switch (role) {
     case 'system':
     case 'user':
       return { role, content };
     case 'tool': {
       if (typeof msg.toolCallId !== 'string' || msg.toolCallId === '')
-        throw new TypeError(
-          `${where}.toolCallId must be the id of the call it answers.`,
-        );
+        throw new TypeError(Messages.chatToolCallId(where));
       return {
         role,
         toolCallId: msg.toolCallId,
@@ -128,7 +125,7 @@ export function checkMessage(m: unknown, where: string): ChatMessage {
       if (msg.toolCalls === undefined || msg.toolCalls === null)
         return { role: 'assistant', content };
       if (!Array.isArray(msg.toolCalls))
-        throw new TypeError(`${where}.toolCalls must be an array.`);
+        throw new TypeError(Messages.chatToolCalls(where));
       const toolCalls = msg.toolCalls.map((c, i) =>
         checkToolCall(c, `${where}.toolCalls[${i}]`),
       );
@@ -143,15 +140,15 @@ export function checkMessage(m: unknown, where: string): ChatMessage {
 
 function checkToolCall(c: unknown, where: string): ToolCall {
   if (typeof c !== 'object' || c === null)
-    throw new TypeError(`${where} must be an object.`);
+    throw new TypeError(Messages.chatObject(where));
   const call = c as Record<string, unknown>;
   if (typeof call.id !== 'string' || call.id === '')
-    throw new TypeError(`${where}.id must be a non-empty string.`);
+    throw new TypeError(Messages.chatCallField(where, 'id'));
   if (typeof call.name !== 'string' || call.name === '')
-    throw new TypeError(`${where}.name must be a non-empty string.`);
+    throw new TypeError(Messages.chatCallField(where, 'name'));
   const args = call.arguments;
   if (typeof args !== 'object' || args === null || Array.isArray(args))
-    throw new TypeError(`${where}.arguments must be an object.`);
+    throw new TypeError(Messages.chatCallArguments(where));
   return {
     id: call.id,
     name: call.name,

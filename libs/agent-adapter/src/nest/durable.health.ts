@@ -1,5 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { CheckpointStore } from '../exec/checkpoints/checkpoint-store';
+import { NestMessages } from './durable.messages';
 
 /** What a health check reports for the store (the shape `@nestjs/terminus` reads). @publicApi */
 export type DurableHealthResult<Key extends string = string> = Record<
@@ -47,10 +48,7 @@ export class DurableHealthIndicator {
         this.store.head(PROBE),
         new Promise((_, reject) => {
           timer = setTimeout(
-            () =>
-              reject(
-                new Error(`the store did not answer within ${timeoutMs} ms`),
-              ),
+            () => reject(new Error(NestMessages.healthTimeout(timeoutMs))),
             timeoutMs,
           );
         }),

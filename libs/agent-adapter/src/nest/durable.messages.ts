@@ -121,6 +121,17 @@ export const NestMessages = {
   listenerThrew: (event: string) => `A "${event}" listener threw`,
   noSchema: (where: string) =>
     `${where}: @Tool({ args }) is validated, but models see no JSON schema for it: npm install class-validator-jsonschema (or give "parameters").`,
+  healthTimeout: (timeoutMs: number) =>
+    `the store did not answer within ${timeoutMs} ms`,
+  viewerCsrfToken: () =>
+    'viewerPage: a CSRF token is base64url with dots (the one the viewer made for this page)',
+  viewerUnknownFlow: (runId: string, flow: string) =>
+    `Run "${runId}" belongs to "${flow}", which this application defines neither as a @Flow nor as a tool loop.`,
+  viewerStatus: (statuses: readonly string[]) =>
+    `status must be one of ${statuses.join(', ')}`,
+  viewerLimit: () => 'limit must be between 1 and 50',
+  viewerDecisionField: (key: string) =>
+    `${key} must be a string of at most 200 characters`,
 } as const;
 
 const SWEEP_LABEL = {

@@ -9,13 +9,15 @@ import type {
   RunPage,
   SaveOptions,
 } from '../exec/checkpoints/checkpoint-store';
+import { Messages } from '../errors/messages';
 import { ForwardingStore } from './forwarding-store';
 import { decodeCall, type DecodedCall } from './sealed-body';
 
 /** What a worker "dies" with in-process: every later store operation of that worker fails. */
 export class SimulatedCrash extends Error {
-  constructor(where: string) {
-    super(`simulated crash ${where}`);
+  /** `where` it died (none: it had died already and tried the store again). */
+  constructor(where?: string) {
+    super(Messages.simulatedCrash(where));
     this.name = 'SimulatedCrash';
   }
 }
@@ -57,7 +59,7 @@ export class CrashingStore extends ForwardingStore {
   }
 
   private alive(): void {
-    if (this.dead) throw new SimulatedCrash('(worker is dead)');
+    if (this.dead) throw new SimulatedCrash();
   }
 
   private async write(

@@ -11,6 +11,7 @@ import {
 } from './redis/redis.store';
 import { SQLCheckpointStore, type DataSourceLike } from './sql/sql.store';
 import { SQLiteCheckpointStore } from './sql/sqlite.store';
+import { Messages } from '../../errors/messages';
 
 /*
  * Store descriptors → store instances, framework-free (DESIGN.md puts this file beside the stores).
@@ -103,8 +104,8 @@ export class StoreDescriptorError extends DurableError {
   ) {
     super(
       problem === undefined
-        ? `Unknown store type ${JSON.stringify(type)}. Valid types: ${STORE_TYPES.map((t) => `"${t}"`).join(', ')}.`
-        : `Store { type: "${String(type)}" }: ${problem}.`,
+        ? Messages.storeTypeUnknown(type, STORE_TYPES)
+        : Messages.storeDescriptor(String(type), problem),
     );
   }
 }
@@ -145,8 +146,8 @@ export function openCheckpointStore(descriptor: StoreDescriptor): OpenedStore {
     case 'sqlite': {
       if (typeof descriptor.path !== 'string' || descriptor.path === '') {
         throw new StoreDescriptorError(
-          'sqlite',
-          'give "path", the database file (its folder must exist)',
+          descriptor.type,
+          Messages.sqliteDescriptorPath(),
         );
       }
       return {
@@ -165,22 +166,22 @@ export function openCheckpointStore(descriptor: StoreDescriptor): OpenedStore {
       const { dataSource, url } = descriptor;
       if ((dataSource === undefined) === (url === undefined)) {
         throw new StoreDescriptorError(
-          'postgres',
-          'give exactly one of "dataSource" (your TypeORM DataSource) or "url"',
+          descriptor.type,
+          Messages.postgresDescriptorSource(),
         );
       }
       const { poolSize, preparedStatements } = descriptor;
       if (poolSize !== undefined) {
         if (dataSource !== undefined) {
           throw new StoreDescriptorError(
-            'postgres',
-            '"poolSize" sizes the pool of a store made from "url"; give your DataSource its poolSize in its own options',
+            descriptor.type,
+            Messages.postgresPoolSizeWithDataSource(),
           );
         }
         if (!Number.isSafeInteger(poolSize) || poolSize < 1) {
           throw new StoreDescriptorError(
-            'postgres',
-            `"poolSize" must be a positive integer, got ${JSON.stringify(poolSize)}`,
+            descriptor.type,
+            Messages.postgresPoolSize(poolSize),
           );
         }
       }
@@ -189,8 +190,8 @@ export function openCheckpointStore(descriptor: StoreDescriptor): OpenedStore {
         typeof preparedStatements !== 'boolean'
       ) {
         throw new StoreDescriptorError(
-          'postgres',
-          `"preparedStatements" must be true or false, got ${JSON.stringify(preparedStatements)}`,
+          descriptor.type,
+          Messages.postgresPreparedStatements(preparedStatements),
         );
       }
       const options = {
@@ -226,14 +227,14 @@ export function openCheckpointStore(descriptor: StoreDescriptor): OpenedStore {
       const { client, url } = descriptor;
       if (client !== undefined && url !== undefined) {
         throw new StoreDescriptorError(
-          'redis',
-          'give "url" or "client", not both',
+          descriptor.type,
+          Messages.redisUrlAndClient(),
         );
       }
       if (client !== undefined && typeof client !== 'function') {
         throw new StoreDescriptorError(
-          'redis',
-          '"client" must be a function returning a client, e.g. () => new Redis(url)',
+          descriptor.type,
+          Messages.redisClientFactory(),
         );
       }
       const connect = client ?? (() => newRedis(url, descriptor.clientOptions));

@@ -1,4 +1,5 @@
 import { UnsealableValue } from '../../errors';
+import { Messages } from '../../errors/messages';
 
 /** A value that survives a JSON round trip unchanged. */
 export type Json =
@@ -75,8 +76,7 @@ export class CanonicalText {
     text: string,
     members?: ReadonlyMap<string, CanonicalText>,
   ): CanonicalText {
-    if (token !== MAKER)
-      throw new TypeError('CanonicalText is made by the encoder only');
+    if (token !== MAKER) throw new TypeError(Messages.canonicalTextMade());
     return new CanonicalText(text, members);
   }
 }
@@ -110,8 +110,7 @@ export function canonicalObject(
   for (const key of inOrder([...members.keys()])) {
     const member = members.get(key)!;
     const text = CanonicalText.textOf(member);
-    if (text === undefined)
-      throw new TypeError(`member "${key}" is not a CanonicalText`);
+    if (text === undefined) throw new TypeError(Messages.canonicalMember(key));
     if (own.size > 0) s += ',';
     s += memberPrefix(key) + text;
     own.set(key, member);
@@ -131,17 +130,17 @@ function encode(
     case 'boolean':
       return v ? 'true' : 'false';
     case 'number':
-      if (!Number.isFinite(v)) fail(root, at, `${v} is not a finite number`);
+      if (!Number.isFinite(v)) fail(root, at, Messages.unsealableNumber(v));
       return JSON.stringify(v);
     case 'object':
       break;
     default:
-      fail(root, at, `a ${typeof v} is not JSON`);
+      fail(root, at, Messages.unsealableType(typeof v));
   }
   if (v === null) return 'null';
   // The open arrays and objects are the depth: no counter to keep, no second pass.
   if (ancestors.length >= MAX_DEPTH) tooDeep(root, at);
-  if (ancestors.includes(v)) fail(root, at, 'it contains a cycle');
+  if (ancestors.includes(v)) fail(root, at, Messages.unsealableCycle());
   let s: string;
   if (Array.isArray(v)) {
     ancestors.push(v);
@@ -150,7 +149,7 @@ function encode(
       if (i > 0) s += ',';
       at.push(i);
       if (!(i in v) || v[i] === undefined) {
-        fail(root, at, 'an array hole or undefined item is not JSON');
+        fail(root, at, Messages.unsealableHole());
       }
       s += encode(v[i], at, ancestors, root);
       at.pop();
@@ -165,7 +164,7 @@ function encode(
       const name =
         (v as { constructor?: { name?: string } }).constructor?.name ??
         'object';
-      fail(root, at, `a ${name} instance is not plain JSON data`);
+      fail(root, at, Messages.unsealableInstance(name));
     }
     ancestors.push(v);
     const record = v as Record<string, unknown>;
@@ -248,8 +247,7 @@ export function tooDeep(root: string, at: Array<string | number>): never {
   const path = at
     .slice(0, 8)
     .map((s) => (typeof s === 'number' ? `[${s}]` : `.${s}`));
-  throw new UnsealableValue(
-    `${root}${path.join('')}...`,
-    `it is nested more than ${MAX_DEPTH} levels deep (arrays and objects); store it flatter, or as a string`,
-  );
+  // Where the walk stopped, and "..." for the deeper levels it did not name.
+  const where = `${root}${path.join('')}...`;
+  throw new UnsealableValue(where, Messages.unsealableDepth(MAX_DEPTH));
 }

@@ -128,13 +128,12 @@ export class OpenAIChatModel implements ChatModel {
     } catch (error) {
       if (signal?.aborted) throw signal.reason;
       const why = timeout.aborted
-        ? `no answer within ${this.timeoutMs} ms`
+        ? Messages.openAINoAnswer(this.timeoutMs)
         : this.redact(whyOf(error));
       return {
-        error: new ChatModelError(
-          `OpenAIChatModel: POST ${this.url} failed: ${why}.`,
-          { cause: error },
-        ),
+        error: new ChatModelError(Messages.openAIPostFailed(this.url, why), {
+          cause: error,
+        }),
         retry: true,
       };
     }
@@ -142,7 +141,12 @@ export class OpenAIChatModel implements ChatModel {
       const status = response.status;
       return {
         error: new ChatModelError(
-          `OpenAIChatModel: POST ${this.url} answered ${status}${response.statusText ? ` ${response.statusText}` : ''}: ${this.excerpt(text)}`,
+          Messages.openAIStatus(
+            this.url,
+            status,
+            response.statusText,
+            this.excerpt(text),
+          ),
           { status },
         ),
         retry: RETRY_STATUS.has(status) || status >= 500,
@@ -154,7 +158,11 @@ export class OpenAIChatModel implements ChatModel {
     } catch (error) {
       return {
         error: new ChatModelError(
-          `OpenAIChatModel: the answer of ${this.url} is not a chat completion (${whyOf(error)}): ${this.excerpt(text)}`,
+          Messages.openAINotCompletion(
+            this.url,
+            whyOf(error),
+            this.excerpt(text),
+          ),
         ),
         retry: false,
       };
@@ -206,12 +214,13 @@ export function fromWire(completion: unknown): AssistantMessage {
     ? (choices[0] as { message?: unknown } | undefined)?.message
     : undefined;
   if (typeof message !== 'object' || message === null)
-    throw new Error('no choices[0].message');
+    throw new Error(Messages.completionNoMessage());
   const m = message as { content?: unknown; tool_calls?: unknown };
   const content = textOf(m.content);
   if (m.tool_calls === undefined || m.tool_calls === null)
     return { role: 'assistant', content };
-  if (!Array.isArray(m.tool_calls)) throw new Error('tool_calls is not a list');
+  if (!Array.isArray(m.tool_calls))
+    throw new Error(Messages.completionToolCalls());
   const toolCalls = m.tool_calls.map((c: unknown, i) => toolCallOf(c, i));
   return {
     role: 'assistant',
@@ -227,7 +236,7 @@ function toolCallOf(c: unknown, i: number): ToolCall {
   };
   const name = call.function?.name;
   if (typeof name !== 'string' || name === '')
-    throw new Error(`tool_calls[${i}] has no function name`);
+    throw new Error(Messages.completionToolCallName(i));
   // Some servers leave the id out; the reply is checkpointed, so a random one stays fixed.
   const id =
     typeof call.id === 'string' && call.id !== ''
@@ -250,16 +259,18 @@ function argumentsOf(
       return { arguments: {}, invalidArguments: raw };
     }
   }
+  const invalid = () => ({
+    arguments: {},
+    invalidArguments: typeof raw === 'string' ? raw : safeStringify(raw),
+  });
+  // Not an object, or not plain JSON: kept as invalid arguments for the model to see and retry.
+  if (typeof value !== 'object' || value === null || Array.isArray(value))
+    return invalid();
   try {
-    if (typeof value !== 'object' || value === null || Array.isArray(value))
-      throw new Error('not an object');
     assertJson(value);
     return { arguments: value as { [key: string]: Json } };
   } catch {
-    return {
-      arguments: {},
-      invalidArguments: typeof raw === 'string' ? raw : safeStringify(raw),
-    };
+    return invalid();
   }
 }
 

@@ -80,11 +80,9 @@ export function createViewerController(config: ViewerConfig): Type<unknown> {
       @Query('limit', new DefaultValuePipe(20), ParseIntPipe) limit = 20,
     ) {
       if (status && !STATUSES.includes(status as RunStatus))
-        throw new BadRequestException(
-          `status must be one of ${STATUSES.join(', ')}`,
-        );
+        throw new BadRequestException(NestMessages.viewerStatus(STATUSES));
       if (limit < 1 || limit > 50)
-        throw new BadRequestException('limit must be between 1 and 50');
+        throw new BadRequestException(NestMessages.viewerLimit());
       return this.viewer.list({
         limit,
         ...(flow && { flow }),
@@ -177,9 +175,7 @@ function decisionOf(body: Record<string, unknown>): {
     const value = body[key];
     if (value === undefined || value === '') continue;
     if (typeof value !== 'string' || value.length > 200)
-      throw new BadRequestException(
-        `${key} must be a string of at most 200 characters`,
-      );
+      throw new BadRequestException(NestMessages.viewerDecisionField(key));
     out[key] = value;
   }
   return out;

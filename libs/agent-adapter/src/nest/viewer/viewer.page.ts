@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { VIEWER_SCRIPT } from './viewer.script';
+import { NestMessages } from '../durable.messages';
 
 const STYLE = `
   :root { font: 14px/1.45 system-ui, sans-serif; color: #1d2330; background: #f6f7f9; }
@@ -55,7 +56,7 @@ export const PAGE_CSP = [
  */
 export function viewerPage(csrfToken: string): string {
   if (!/^[A-Za-z0-9._-]+$/.test(csrfToken))
-    throw new TypeError('viewerPage: a CSRF token is base64url with dots');
+    throw new TypeError(NestMessages.viewerCsrfToken());
   return `<!doctype html>
 <html lang="en">
 <head>

@@ -31,6 +31,7 @@ import type {
   ResumeDecision,
 } from '../../flow/flow.interfaces';
 import { DurableFlowRunner } from '../durable-flow.runner';
+import { NestMessages } from '../durable.messages';
 import { FlowRegistry } from '../flow.registry';
 import { ToolLoopRunner } from '../tool-loop.runner';
 
@@ -305,7 +306,7 @@ export class ViewerService {
     if (!head) throw new CheckpointNotFound(runId);
     if (!this.loops.get(head.flow) && !this.flows.get(head.flow)) {
       throw new FlowError(
-        `Run "${runId}" belongs to "${head.flow}", which this application defines neither as a @Flow nor as a tool loop.`,
+        NestMessages.viewerUnknownFlow(runId, head.flow),
         runId,
       );
     }

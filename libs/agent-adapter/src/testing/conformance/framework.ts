@@ -1,3 +1,5 @@
+import { Messages } from '../../errors/messages';
+
 /**
  * The test framework the conformance suite declares its tests in: jest's or vitest's globals, or
  * the functions a caller passes (`import { describe, it, afterAll } from 'vitest'`). Only these
@@ -21,9 +23,7 @@ export function resolveFramework(given?: TestFramework): TestFramework {
     typeof it !== 'function' ||
     typeof afterAll !== 'function'
   ) {
-    throw new TypeError(
-      'describeCheckpointStoreConformance needs describe, it and afterAll: run it under jest (or vitest with globals: true), or pass them as its second argument',
-    );
+    throw new TypeError(Messages.conformanceNeedsFramework());
   }
   return globals as TestFramework;
 }

@@ -1,0 +1,38 @@
+import { shown } from './text';
+
+/** Runner options, tool registration and call-time arguments (DurableSetupError; TypeError at call time), and what the runner logs. */
+export const SetupMessages = {
+  badInteger: (option: string, min: number, value: unknown) =>
+    min === 1
+      ? `"${option}" must be a positive integer, got ${shown(value)}.`
+      : `"${option}" must be an integer of at least ${min}, got ${shown(value)}.`,
+  badApprovals: () =>
+    'approvals must be an ApprovalPort: an object with a decide(request) method.',
+  badLogger: () =>
+    'logger must be a DurableLogger: an object with warn(message, ...meta) and error(message, ...meta) methods.',
+  listenerThrew: (event: string) =>
+    `agent-adapter: a "${event}" listener threw`,
+  savedListenerFailed: () =>
+    'agent-adapter: a checkpoint.saved listener failed',
+  renewalFailed: (workerId: string) =>
+    `agent-adapter: lease renewal failed for worker ${workerId}`,
+  badCanResume: () =>
+    'canResume must be a function (request) => boolean | Promise<boolean>.',
+  ctxField: (key: string) => `ctx.${key} must be a string.`,
+  badDecision: () =>
+    'resume(flow, runId, decision): decision.approved must be true or false.',
+  toolName: (name: unknown) =>
+    `Tool name ${JSON.stringify(name)} is invalid: use 1-128 letters, digits, "_", ".", ":" or "-".`,
+  toolHandler: (tool: string) =>
+    `Tool "${tool}": the handler must be a function.`,
+  toolTwice: (tool: string) =>
+    `Tool "${tool}" is already registered; tool names must be unique.`,
+  toolUnknown: (tool: string, known: readonly string[]) =>
+    `Tool "${tool}" is not registered. Registered tools: ${known.join(', ') || '(none)'}.`,
+  toolOption: (tool: string, option: string, rule: string, got: string) =>
+    `Tool "${tool}": ${option} must be ${rule}, got ${got}.`,
+  invalidRunId: (runId: unknown) =>
+    `Run id ${shown(runId)} is invalid: use 1-200 letters, digits, "_", ".", ":", "@" or "-".`,
+  badWorkerId: (workerId: unknown, max: number) =>
+    `workerId must be a non-empty string of at most ${max} characters without control characters (it is stored as the owner of every run this worker drives), got ${typeof workerId === 'string' ? `${shown(workerId)} (${[...workerId].length} characters)` : shown(workerId)}.`,
+} as const;
