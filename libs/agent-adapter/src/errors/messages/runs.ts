@@ -91,6 +91,11 @@ export const RunMessages = {
     `Run "${runId}": the graph of flow "${flow}" changed since its checkpoint was saved (digest mismatch). Deploy the old flow to finish the run, or fork it onto the new graph.`,
   strangerRerun: (runId: string) =>
     `rerunInDoubt is the run's own decision (or an operator's, through recover): a requester the resume policy lets decide the pending call of run "${runId}" may not rerun its calls in doubt`,
+  principalNeedsCtx: () =>
+    'the run acts with a principal, so recovering it needs its ctx',
+  ctxFieldDiffers: (key: string) => `the ctx's ${key} is not the run's`,
+  restartNeedsCtx: () =>
+    'the run was started with a ctx: starting it again needs that ctx',
   accessDenied: (runId: string, why: string) =>
     `Run "${runId}": access denied, ${why}. Recover it with the run's own identity.`,
   notInRun: () =>

@@ -2,6 +2,8 @@ import { shown } from './text';
 
 /** Runner options, tool registration and call-time arguments (DurableSetupError; TypeError at call time), and what the runner logs. */
 export const SetupMessages = {
+  /** A message about one option, prefixed with what it configures ("FlowRunner", "DurableModule"). */
+  ofOwner: (owner: string, message: string) => `${owner}: ${message}`,
   badInteger: (option: string, min: number, value: unknown) =>
     min === 1
       ? `"${option}" must be a positive integer, got ${shown(value)}.`

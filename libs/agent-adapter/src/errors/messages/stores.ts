@@ -20,6 +20,9 @@ export const StoreMessages = {
   foreignTables: (runs: string) =>
     `${runs} exists but the agent-adapter meta table does not: these tables were not made by agent-adapter. Use another tablePrefix/schema. Nothing was changed.`,
   storeClosed: (store: string) => `This ${store} was closed.`,
+  redisQuitTimedOut: () => 'QUIT timed out',
+  redisRefusedUnknown: (runId: string, code: string) =>
+    `RedisCheckpointStore: run "${runId}": the write was refused (${code}) and nothing was written; retry it.`,
   storeInterrupted: (store: string, why: string, runId?: string) =>
     `${store}${runId === undefined ? '' : `, run "${runId}"`}: the store failed in a way that may pass (${why}); a write's outcome is unknown until it is read back.`,
   cannotConnect: (store: string, what: string, why: string) =>

@@ -133,7 +133,7 @@ export function normalizeRunnerOptions(
   names: OptionNames = RUNNER_NAMES,
 ): RunnerSettings {
   const setup = (message: string) =>
-    new DurableSetupError(`${names.owner}: ${message}`);
+    new DurableSetupError(Messages.ofOwner(names.owner, message));
   const store = options.checkpoints ?? new MemoryCheckpointStore();
   let workerId: string;
   try {
@@ -225,7 +225,7 @@ export function integerOption(
   if (value === undefined) return fallback;
   if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < min)
     throw new DurableSetupError(
-      `${names.owner}: ${Messages.badInteger(option, min, value)}`,
+      Messages.ofOwner(names.owner, Messages.badInteger(option, min, value)),
     );
   return value;
 }

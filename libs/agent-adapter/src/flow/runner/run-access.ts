@@ -32,17 +32,14 @@ export function checkAccess(
   const stored = cp.identity;
   if (!ctx) {
     if (stored.principal !== undefined) {
-      throw new RunAccessDenied(
-        cp.runId,
-        'the run acts with a principal, so recovering it needs its ctx',
-      );
+      throw new RunAccessDenied(cp.runId, Messages.principalNeedsCtx());
     }
     return stored;
   }
   const given = identityOf(ctx);
   for (const key of ['user', 'thread', 'principal'] as const) {
     if (given[key] !== stored[key]) {
-      throw new RunAccessDenied(cp.runId, `the ctx's ${key} is not the run's`);
+      throw new RunAccessDenied(cp.runId, Messages.ctxFieldDiffers(key));
     }
   }
   return stored;

@@ -57,10 +57,7 @@ export async function startedAlready<S extends object>(
   const cp = openCheckpoint(on.ring, record);
   // A stranger learns nothing of the run, not even its flow; without a ctx, only a run without one.
   if (!ctx && Object.keys(cp.identity).length)
-    throw new RunAccessDenied(
-      runId,
-      'the run was started with a ctx: starting it again needs that ctx',
-    );
+    throw new RunAccessDenied(runId, Messages.restartNeedsCtx());
   checkAccess(cp, ctx);
   if (cp.flow !== compiled.name)
     throw new CheckpointConflict(

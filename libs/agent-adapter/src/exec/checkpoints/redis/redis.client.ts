@@ -1,5 +1,6 @@
 /** The ioredis client the Redis store drives: its type, the store's scripts on it, closing it. */
 // Type-only: the user's factory creates the client, so `require('agent-adapter')` never loads ioredis.
+import { Messages } from '../../../errors/messages';
 import type { Cluster, Redis } from 'ioredis';
 import type { RedisClientLike } from './redis.client-like';
 import { REDIS_SCRIPTS } from './redis.scripts';
@@ -45,7 +46,10 @@ export async function quitOrDrop(client: RedisClient): Promise<void> {
     await Promise.race([
       client.quit(),
       new Promise((_, reject) => {
-        timer = setTimeout(() => reject(new Error('QUIT timed out')), 2_000);
+        timer = setTimeout(
+          () => reject(new Error(Messages.redisQuitTimedOut())),
+          2_000,
+        );
       }),
     ]);
   } catch {

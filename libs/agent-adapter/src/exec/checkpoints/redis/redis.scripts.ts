@@ -347,7 +347,5 @@ export function refusal(
   };
   const message = refusals[String(code)]?.();
   if (message !== undefined) return new CheckpointConflict(message, runId);
-  return new Error(
-    `RedisCheckpointStore: run "${runId}": the write was refused (${String(code)}) and nothing was written; retry it.`,
-  );
+  return new Error(Messages.redisRefusedUnknown(runId, String(code)));
 }
