@@ -27,6 +27,7 @@ export type {
   InDoubtCall,
   RecordedDecision,
 } from './flow/flow.interfaces';
+export type { CallFinding, ResolveRequest } from './flow/runner/resolve';
 
 export { Executor } from './exec/executor';
 export { ToolRegistry } from './exec/tool.registry';
@@ -52,6 +53,7 @@ export type {
   SealedError,
   CallIdentity,
   RerunDecision,
+  Resolution,
   CancelDecision,
 } from './exec/durable/records';
 
@@ -121,8 +123,6 @@ export type { StateViolation } from './errors';
 
 export {
   ToolLoop,
-  runToolLoop,
-  recoverToolLoop,
   DEFAULT_MAX_STEPS,
 } from './loop/tool-loop';
 export type {
@@ -144,6 +144,7 @@ export type {
   ToolCall,
   JsonObject,
 } from './loop/chat-model';
+export { runToolLoop, recoverToolLoop } from './loop/run-tool-loop';
 export { OpenAIChatModel } from './loop/adapters/openai.chat-model';
 export type { OpenAIChatModelOptions } from './loop/adapters/openai.chat-model';
 export { ChatModelError, MaxStepsExceeded } from './errors';

@@ -201,9 +201,12 @@ export interface InDoubtCall {
 export interface RecordedDecision {
   /**
    * `approve` / `deny`: a call that needed approval; `rerun`: calls in doubt run again
-   * (`rerunInDoubt`); `cancel`: the run ended by an operator.
+   * (`rerunInDoubt`); `resolve`: what calls in doubt really did (`ran`); `cancel`: the run ended
+   * by an operator.
    */
-  kind: 'approve' | 'deny' | 'rerun' | 'cancel';
+  kind: 'approve' | 'deny' | 'rerun' | 'resolve' | 'cancel';
+  /** For `resolve`: per call (same order as `calls`), whether it ran. */
+  ran?: boolean[];
   /** The checkpoint step that sealed it (for a synchronous approval: the step it was made in). */
   step: number;
   /** The calls it decided (`node#index`); none for a cancel. */

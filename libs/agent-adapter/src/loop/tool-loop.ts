@@ -24,6 +24,7 @@ import type {
   RunResult,
 } from '../flow/flow.interfaces';
 import { FlowRunner } from '../flow/runner/flow-runner';
+import type { ResolveRequest } from '../flow/runner/resolve';
 import {
   chatTools,
   checkMessage,
@@ -158,6 +159,20 @@ export class ToolLoop {
     options: RecoverOptions = {},
   ): Promise<ToolLoopResult> {
     return this.result(await this.runner.recover(this.flow, runId, options));
+  }
+
+  /**
+   * Says what calls in doubt really did, then goes on (see `FlowRunner.resolve`): a call that ran
+   * is replayed with the outcome given, one that did not run runs once.
+   */
+  async resolve(
+    runId: string,
+    request: ResolveRequest,
+    options: { ctx?: RunIdentity } = {},
+  ): Promise<ToolLoopResult> {
+    return this.result(
+      await this.runner.resolve(this.flow, runId, request, options),
+    );
   }
 
   /**
@@ -354,43 +369,5 @@ export class ToolLoop {
       ...pending,
       ...(call?.name === pending.tool && { toolCallId: call.id }),
     };
-  }
-}
-
-/**
- * Runs an LLM tool loop durably (see `ToolLoop`): the history is checkpointed after each model
- * reply and after the tool results; `maxSteps` counts the model calls of the whole run. A loop
- * paused for an approval resumes through `runToolLoop` with the same `runId` and a `decision`.
- * @publicApi
- */
-export async function runToolLoop(
-  model: ChatModel,
-  registry: ToolRegistry,
-  messages: readonly ChatMessage[],
-  options: ToolLoopOptions & ToolLoopRunOptions = {},
-): Promise<ToolLoopResult> {
-  const loop = new ToolLoop(model, registry, options);
-  try {
-    return await loop.run(messages, options);
-  } finally {
-    loop.close();
-  }
-}
-
-/**
- * Recovers a tool loop's run after a crash, on any worker (see `ToolLoop.recover`).
- * @publicApi
- */
-export async function recoverToolLoop(
-  model: ChatModel,
-  registry: ToolRegistry,
-  runId: string,
-  options: ToolLoopOptions & RecoverOptions = {},
-): Promise<ToolLoopResult> {
-  const loop = new ToolLoop(model, registry, options);
-  try {
-    return await loop.recover(runId, options);
-  } finally {
-    loop.close();
   }
 }

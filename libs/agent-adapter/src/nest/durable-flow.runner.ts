@@ -15,6 +15,7 @@ import type {
   RunResult,
 } from '../flow/flow.interfaces';
 import { FlowRunner as CoreFlowRunner } from '../flow/runner/flow-runner';
+import type { ResolveRequest } from '../flow/runner/resolve';
 import { checkRunId } from '../flow/run-id';
 import { DURABLE_RESOLVED_OPTIONS } from './durable.constants';
 import { NestMessages } from './durable.messages';
@@ -72,6 +73,19 @@ export class DurableFlowRunner {
     options: RecoverOptions = {},
   ): Promise<RunResult<S>> {
     return this.core.recover(this.flow<S>(flow), runId, options);
+  }
+
+  /**
+   * Says what calls in doubt really did, then recovers the run (see the core `FlowRunner.resolve`):
+   * a call that ran is replayed with the outcome given and never run, one that did not run runs once.
+   */
+  resolve<S extends object = Record<string, unknown>>(
+    flow: FlowRef,
+    runId: string,
+    request: ResolveRequest,
+    options: { ctx?: RunIdentity } = {},
+  ): Promise<RunResult<S>> {
+    return this.core.resolve(this.flow<S>(flow), runId, request, options);
   }
 
   /**

@@ -8,6 +8,7 @@ import type {
   RecoveryOutcome,
 } from '../flow/flow.interfaces';
 import type { ChatMessage, ChatModel } from '../loop/chat-model';
+import type { ResolveRequest } from '../flow/runner/resolve';
 import {
   ToolLoop,
   type ToolLoopResult,
@@ -63,6 +64,15 @@ export class DurableToolLoop {
     options: RecoverOptions = {},
   ): Promise<ToolLoopResult> {
     return this.core.recover(runId, options);
+  }
+
+  /** Says what calls in doubt really did, then goes on; see `ToolLoop.resolve`. */
+  resolve(
+    runId: string,
+    request: ResolveRequest,
+    options: { ctx?: RunIdentity } = {},
+  ): Promise<ToolLoopResult> {
+    return this.core.resolve(runId, request, options);
   }
 
   /** Recovers every unfinished run of this loop: run id → result or error. */

@@ -96,6 +96,10 @@ export const RunMessages = {
   ctxFieldDiffers: (key: string) => `the ctx's ${key} is not the run's`,
   restartNeedsCtx: () =>
     'the run was started with a ctx: starting it again needs that ctx',
+  notInDoubt: (runId: string, call: string, inDoubt: readonly string[]) =>
+    `Run "${runId}": call ${call} is not in doubt, so there is nothing to resolve for it. ${inDoubt.length ? `The calls in doubt are: ${inDoubt.join(', ')}.` : 'No call of the run is in doubt now (another decision or a recovery may have settled it).'} Nothing was written.`,
+  badResolution: (runId: string, why: string) =>
+    `Resolving run "${runId}": ${why}. Nothing was written.`,
   accessDenied: (runId: string, why: string) =>
     `Run "${runId}": access denied, ${why}. Recover it with the run's own identity.`,
   notInRun: () =>

@@ -6,7 +6,28 @@ import type {
   RunStatus,
 } from '../checkpoints/checkpoint-store';
 import type { CanonicalText, Json } from './canonical-json';
+import type {
+  ApprovalDecision,
+  CallIdentity,
+  CallOutcome,
+  CancelDecision,
+  PendingApproval,
+  RerunDecision,
+  Resolution,
+  SyncDecision,
+} from './decision-records';
 import type { KeyRing } from './key-ring';
+
+export type {
+  ApprovalDecision,
+  CallIdentity,
+  CallOutcome,
+  CancelDecision,
+  PendingApproval,
+  RerunDecision,
+  Resolution,
+  SyncDecision,
+} from './decision-records';
 import { seal } from './seal';
 import { corrupt, hide, isObject, openBody } from './sealed-body';
 
@@ -27,42 +48,6 @@ export interface SealedError {
   node?: string;
 }
 
-/** A call that waits for an approval. @publicApi */
-export interface PendingApproval {
-  node: string;
-  index: number;
-  tool: string;
-  args: Json;
-  /** SHA-256 of the canonical arguments: a decision only covers these arguments. */
-  argsHash: string;
-}
-
-/** An approval decision, as sealed into the checkpoint that resumes the run. @publicApi */
-export interface ApprovalDecision extends Omit<PendingApproval, 'args'> {
-  approved: boolean;
-  by?: string;
-  reason?: string;
-  /** When it was decided (epoch ms). */
-  at?: number;
-}
-
-/**
- * A recovery that ran calls in doubt again (`rerunInDoubt`), sealed into its claim: the calls of
- * tools that are not idempotent it decided to run again, who and why. @publicApi
- */
-export interface RerunDecision {
-  calls: CallIdentity[];
-  at: number;
-  by?: string;
-  reason?: string;
-}
-
-/** An operator's cancel, sealed into the checkpoint that ends the run. @publicApi */
-export interface CancelDecision {
-  by: string;
-  reason?: string;
-  at: number;
-}
 
 /** What a checkpoint holds besides its columns (run id, step, flow, status, segment). */
 export interface CheckpointContent {
@@ -90,7 +75,8 @@ export interface CheckpointContent {
   logBefore: number;
   /**
    * Why this checkpoint was written. `parked`: recovery gave up on the run (`maxRecoveryAttempts`);
-   * `cancel`: an operator ended it; `fork`: an operator started it from another run's checkpoint.
+   * `cancel`: an operator ended it; `fork`: an operator started it from another run's checkpoint;
+   * `resolve`: an operator said what calls in doubt really did (`resolutions`).
    */
   reason:
     | 'start'
@@ -100,7 +86,8 @@ export interface CheckpointContent {
     | 'resume'
     | 'parked'
     | 'cancel'
-    | 'fork';
+    | 'fork'
+    | 'resolve';
   /**
    * Recoveries (claims) since the run last completed a superstep: a run that keeps dying in the
    * same superstep is parked once this reaches the runner's `maxRecoveryAttempts`. Absent = 0.
@@ -122,6 +109,11 @@ export interface CheckpointContent {
   decisions?: ApprovalDecision[];
   /** On a claim (`reason: 'claim'`) that reran calls in doubt of tools that are not idempotent. */
   rerun?: RerunDecision;
+  /**
+   * What calls in doubt of the open superstep really did (sealed before any is spent): kept through
+   * claims and pauses until the superstep closes, as `decisions` are.
+   */
+  resolutions?: Resolution[];
   /** On an operator's cancel (`reason: 'cancel'`). */
   cancelled?: CancelDecision;
   error?: SealedError;
@@ -137,10 +129,6 @@ export interface Checkpoint extends CheckpointContent {
   segment: number;
 }
 
-/** The outcome of a finished tool call, as sealed into its `done` record. */
-export type CallOutcome =
-  | { ok: true; value?: Json }
-  | { ok: false; error: { name: string; message: string } };
 
 /**
  * `started`: about to run (one per attempt). `done`: its outcome. `pending`: waits for a decision
@@ -158,25 +146,7 @@ const PHASES: ReadonlySet<string> = new Set<CallPhase>([
   'approving',
 ]);
 
-/**
- * A decision a synchronous approval port gave, sealed into the call's next record. (A type, not
- * an interface: it must be assignable to `Json`.)
- */
-export type SyncDecision = {
-  approved: boolean;
-  by?: string;
-  reason?: string;
-  /** The approver changed the arguments: the `started` record holds the ones that ran. */
-  edited?: true;
-};
 
-/** What identifies a call across workers and recoveries: where it was made, and to which tool. */
-export interface CallIdentity {
-  node: string;
-  /** The call's index among the calls its node made in this superstep. */
-  index: number;
-  tool: string;
-}
 
 export interface CallContent extends CallIdentity {
   phase: CallPhase;

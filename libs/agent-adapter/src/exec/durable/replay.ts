@@ -1,7 +1,14 @@
-import type { Call, CallIdentity, CallOutcome } from './records';
+import type { Call, CallIdentity, CallOutcome, Resolution } from './records';
 
 export type Prior =
-  | { kind: 'done'; argsHash: string; outcome: CallOutcome; call: Call }
+  | {
+      kind: 'done';
+      argsHash: string;
+      outcome: CallOutcome;
+      call: Call;
+      /** Not a record: what an operator found the call in doubt (`call`) returned. */
+      resolved?: Resolution;
+    }
   | { kind: 'inDoubt'; argsHash: string; why: string; call: Call };
 
 export function identityKey(id: CallIdentity): string {
@@ -16,7 +23,12 @@ export function identityKey(id: CallIdentity): string {
 export class ReplayBook {
   private readonly byIdentity = new Map<string, Prior>();
 
-  constructor(calls: readonly Call[]) {
+  /**
+   * `resolutions`: what calls in doubt really did (the checkpoint's). Each applies only while the
+   * record it resolves is still the call's last: `ran` replays its outcome, `not run` leaves the
+   * call to run as if it never started.
+   */
+  constructor(calls: readonly Call[], resolutions: readonly Resolution[] = []) {
     for (const call of calls) {
       const key = identityKey(call);
       switch (call.phase) {
@@ -62,6 +74,26 @@ export class ReplayBook {
           // Waiting for an approval: the tool has not run, so it is neither done nor in doubt.
           this.byIdentity.delete(key);
           break;
+      }
+    }
+    for (const r of resolutions) {
+      const key = identityKey(r);
+      const prior = this.byIdentity.get(key);
+      if (
+        prior?.kind !== 'inDoubt' ||
+        prior.call.segment !== r.segment ||
+        prior.call.seq !== r.seq
+      )
+        continue; // the call ran again since: its own records speak
+      if (!r.ran) this.byIdentity.delete(key);
+      else {
+        this.byIdentity.set(key, {
+          kind: 'done',
+          argsHash: prior.argsHash,
+          outcome: r.outcome ?? { ok: true },
+          call: prior.call,
+          resolved: r,
+        });
       }
     }
   }

@@ -61,6 +61,22 @@ export function decisionOf(cp: Checkpoint): RecordedDecision | undefined {
       at,
     };
   }
+  if (cp.reason === 'resolve' && cp.resolutions?.length) {
+    // The findings this checkpoint sealed (earlier ones are kept until the superstep closes).
+    const added = cp.resolutions.filter((r) => r.step === step);
+    const last = added.at(-1);
+    if (!last) return undefined;
+    return {
+      kind: 'resolve',
+      step,
+      calls: added.map(callIdOf),
+      tools: added.map((r) => r.tool),
+      ran: added.map((r) => r.ran),
+      ...(last.by !== undefined && { by: last.by }),
+      ...(last.reason !== undefined && { reason: last.reason }),
+      at: last.at,
+    };
+  }
   if (cp.reason === 'cancel') {
     return {
       kind: 'cancel',

@@ -1,10 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import {
-  asError,
-  CheckpointConflict,
-  RecoveryAttemptsExceeded,
-  RunAccessDenied,
-} from '../../errors';
+import { asError, CheckpointConflict, RunAccessDenied } from '../../errors';
 import { Messages } from '../../errors/messages';
 import type { DurableEvents } from '../../events/durable.events';
 import type { CheckpointStore } from '../../exec/checkpoints/checkpoint-store';
@@ -22,7 +17,6 @@ import type {
   RunResult,
 } from '../flow.interfaces';
 import { checkRunId } from '../run-id';
-import { sealError } from '../superstep';
 import {
   normalizeRunnerOptions,
   type FlowRunnerOptions,
@@ -35,13 +29,13 @@ import { checkAccess, identityOf, resumePolicyAllows } from './run-access';
 import {
   claimCheckpoint,
   newIncarnation,
-  parkCheckpoint,
   resumeCheckpoint,
   startCheckpoint,
 } from './run-transitions';
 import { resultOf, SegmentDriver } from './segment-driver';
 import { needsDecision } from './in-doubt';
-import { rerunDecision } from './decisions';
+import { decisionOf, rerunDecision } from './decisions';
+import { storeResolution, type ResolveRequest } from './resolve';
 import {
   readCutDecided,
   readLatest,
@@ -166,20 +160,8 @@ export class FlowRunner {
     if (cp.status === 'paused') return resultOf(compiled, cp);
     const recoveries = cp.recoveries ?? 0;
     const max = this.settings.maxRecoveryAttempts;
-    if (max !== undefined && recoveries >= max) {
-      // Dead letter: ends the run as `failed` instead of claiming it again, with a compare-and-set
-      // (a worker still driving it is fenced; a call it logged meanwhile makes this conflict).
-      const parked = parkCheckpoint(
-        cp,
-        sealError(
-          new RecoveryAttemptsExceeded(runId, recoveries, cp.superstep),
-        ),
-      );
-      await this.driver.save(this.driver.writerFor(parked), parked, {
-        expectCalls: head.calls,
-      });
-      return resultOf(compiled, parked);
-    }
+    if (max !== undefined && recoveries >= max)
+      return this.driver.park(compiled, cp, head.calls);
     const { calls, book, undecided } = await readCutDecided(
       this.sources,
       runId,
@@ -202,6 +184,46 @@ export class FlowRunner {
       seen: calls.length,
       recovered: true,
     });
+  }
+
+  /**
+   * Says what calls in doubt really did, as found at their systems (`storeResolution`: checked,
+   * sealed, stored with a compare-and-set, announced as `run.decided`), then recovers the run,
+   * spending it: a call that ran is replayed with its outcome and never run, one that did not run
+   * runs once. Calls left out stay in doubt, and recovery stops on them as before.
+   */
+  async resolve<S extends object>(
+    flow: Flow<S>,
+    runId: string,
+    request: ResolveRequest,
+    options: { ctx?: RunIdentity } = {},
+  ): Promise<RunResult<S>> {
+    checkRunId(runId);
+    const { leaseMs, events } = this.settings;
+    const stored = await storeResolution(
+      this.sources,
+      runId,
+      request,
+      { owner: this.workerId, leaseMs },
+      (cp) => {
+        checkAccess(cp, options.ctx);
+        if (cp.flow !== flow.name)
+          throw new CheckpointConflict(
+            Messages.otherFlow(runId, cp.flow, flow.name),
+            runId,
+          );
+      },
+    );
+    const decision = decisionOf(stored);
+    if (decision)
+      events.emit('run.decided', {
+        kind: stored.kind,
+        runId,
+        flow: stored.flow,
+        step: stored.step,
+        decision,
+      });
+    return this.recover(flow, runId, options.ctx ? { ctx: options.ctx } : {});
   }
 
   /**
@@ -300,14 +322,9 @@ export class FlowRunner {
    * }
    * ```
    *
-   * Runs are listed by run id, a page at a time, only when a recovery slot is free and the last
-   * page is used up; runs that finish meanwhile leave the unfinished set behind the cursor, so no
-   * run is skipped or taken twice. Recovery goes on only while the loop pulls outcomes: a slow
-   * consumer slows the sweep rather than piling up results. Leaving the loop early (`break`,
-   * `throw`) stops listing and starting runs; the recoveries already started finish before the
-   * loop exits. Leases, `force`, `rerunInDoubt` and `ctxFor` work as in `recoverAll` (a run's lease
-   * is judged against the time its page was listed). A store that cannot list its runs makes the
-   * iteration throw, after the outcomes of the recoveries already started.
+   * No run is skipped or taken twice; a slow consumer slows the sweep; leaving the loop stops it
+   * (the recoveries already started finish first). Leases, `force`, `rerunInDoubt` and `ctxFor`
+   * work as in `recoverAll`. The paging rules: docs/flows.md, "Recovering many runs".
    */
   recoverEach<S extends object>(
     flow: Flow<S>,

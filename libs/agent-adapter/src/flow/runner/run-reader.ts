@@ -158,7 +158,7 @@ export async function readCutSuperstep(
     if (!(error instanceof CheckpointStoreCorrupt)) throw error;
     report(error);
   }
-  return { records, calls, book: new ReplayBook(calls) };
+  return { records, calls, book: new ReplayBook(calls, cp.resolutions) };
 }
 
 function collect(

@@ -6,6 +6,7 @@ import type {
   Checkpoint,
   PendingApproval,
   RerunDecision,
+  Resolution,
   RunIdentity,
   SealedError,
 } from '../../exec/durable/records';
@@ -82,6 +83,29 @@ export function claimCheckpoint(
     recoveries: (cp.recoveries ?? 0) + 1,
     // Sealed on this claim only: a later claim decides (or not) for itself.
     rerun: by.rerun,
+  };
+}
+
+/**
+ * An operator says what calls in doubt of the open superstep really did: a new segment (the cut
+ * one is fenced), sealed before anything is spent, kept until the superstep closes. Recovery
+ * spends it (`ReplayBook`): a call that ran is replayed with its outcome, one that did not runs.
+ */
+export function resolveCheckpoint(
+  cp: Checkpoint,
+  resolutions: Array<Omit<Resolution, 'step'>>,
+): Checkpoint {
+  const step = cp.step + 1;
+  return {
+    ...cp,
+    step,
+    segment: cp.segment + 1,
+    reason: 'resolve',
+    rerun: undefined,
+    resolutions: [
+      ...(cp.resolutions ?? []),
+      ...resolutions.map((r) => ({ ...r, step })),
+    ],
   };
 }
 
@@ -171,6 +195,7 @@ export function advanceCheckpoint(
     logBefore: cp.logBefore + logged,
     reason: 'superstep',
     decisions: undefined,
+    resolutions: undefined,
     rerun: undefined,
     recoveries: undefined,
     ...('error' in outcome
@@ -225,6 +250,7 @@ export function forkCheckpoint(
     forkedFrom: { runId: source.runId, step: source.step },
     pending: undefined,
     decisions: undefined,
+    resolutions: undefined,
     rerun: undefined,
     cancelled: undefined,
     error: undefined,

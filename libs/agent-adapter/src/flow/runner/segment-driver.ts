@@ -1,4 +1,7 @@
-import { CheckpointStoreUnavailable } from '../../errors';
+import {
+  CheckpointStoreUnavailable,
+  RecoveryAttemptsExceeded,
+} from '../../errors';
 import { Messages } from '../../errors/messages';
 import type { DurableEvents } from '../../events/durable.events';
 import type { SuperstepScope } from '../../exec/call-context';
@@ -13,10 +16,14 @@ import type { DurableLogger } from '../../observability/logger';
 import { traced } from '../../observability/tracing';
 import type { CompiledFlow } from '../flow.graph';
 import type { RunResult } from '../flow.interfaces';
-import { runFrontier } from '../superstep';
+import { runFrontier, sealError } from '../superstep';
 import { decisionOf } from './decisions';
 import type { LeaseKeeper } from './lease-keeper';
-import { advanceCheckpoint, pauseCheckpoint } from './run-transitions';
+import {
+  advanceCheckpoint,
+  parkCheckpoint,
+  pauseCheckpoint,
+} from './run-transitions';
 import type { RunnerSettings } from './flow-runner.options';
 
 /** What a recovery or resume found of the superstep it took over. */
@@ -103,6 +110,27 @@ export class SegmentDriver {
         decision,
       });
     return this.drive(flow, cp, writer, taken);
+  }
+
+  /**
+   * Dead letter: ends the run as `failed` instead of claiming it again, with a compare-and-set on
+   * the head's call count (a worker still driving it is fenced; a call it logged meanwhile makes
+   * this conflict).
+   */
+  async park<S extends object>(
+    flow: CompiledFlow<S>,
+    cp: Checkpoint,
+    expectCalls: number,
+  ): Promise<RunResult<S>> {
+    const recoveries = cp.recoveries ?? 0;
+    const parked = parkCheckpoint(
+      cp,
+      sealError(
+        new RecoveryAttemptsExceeded(cp.runId, recoveries, cp.superstep),
+      ),
+    );
+    await this.save(this.writerFor(parked), parked, { expectCalls });
+    return resultOf(flow, parked);
   }
 
   /** One segment, in its own span when traced. */
