@@ -377,6 +377,110 @@ function cliSuite(backend: () => Backend): void {
     });
   });
 
+  it('runs resolve: a charge in doubt that ran is recorded with its result; recovery replays it and never charges again', async () => {
+    const charged: string[] = [];
+    const charging = (dieIn?: string) => {
+      const dying = new CrashingStore(store);
+      const tool = (name: string) => async (a: { show: string }) => {
+        if (name === 'charge_card') charged.push(a.show);
+        if (dieIn === name) dying.kill(`inside ${name}`);
+        return `${name} ${a.show}`;
+      };
+      const registry = new ToolRegistry()
+        .register('hold_seats', tool('hold_seats'), { idempotent: true })
+        .register('charge_card', tool('charge_card'))
+        .register('email_tickets', tool('email_tickets'));
+      return new FlowRunner(new Executor(registry), {
+        checkpoints: dying,
+        checkpointKey: KEY,
+      });
+    };
+    const flow = ticketsFlow();
+    const w1 = charging('charge_card');
+    await w1
+      .run(flow, { show: 'Lear', seats: 1 }, { runId: 'resolve-1' })
+      .catch(() => undefined);
+    w1.close();
+    await settle();
+    expect(charged).toEqual(['Lear']);
+
+    const neither = await run(
+      'runs',
+      'resolve',
+      'resolve-1',
+      '--call',
+      'pay#0',
+    );
+    expect(neither.code).toBe(2);
+    expect(neither.stderr).toMatch(/exactly one of --ran .* or --not-run/);
+    const wrong = await run(
+      'runs',
+      'resolve',
+      'resolve-1',
+      '--call',
+      'mail#0',
+      '--ran',
+    );
+    expect(wrong.code).toBe(2);
+    expect(wrong.stderr).toMatch(
+      /call mail#0 is not in doubt.*pay#0 \(charge_card\)/,
+    );
+    const notJson = await run(
+      'runs',
+      'resolve',
+      'resolve-1',
+      '--call',
+      'pay#0',
+      '--ran',
+      '--result',
+      '{nope',
+    );
+    expect(notJson.code).toBe(2);
+    expect(notJson.stderr).toMatch(/--result is not JSON/);
+
+    const ok = await run(
+      'runs',
+      'resolve',
+      'resolve-1',
+      '--call',
+      'pay#0',
+      '--ran',
+      '--result',
+      '"ch_42 (found at the provider)"',
+      '--by',
+      'ann',
+      '--reason',
+      'in the dashboard',
+    );
+    expect(ok.code).toBe(0);
+    expect(ok.stdout).toMatch(/Resolved call pay#0 of run resolve-1: it ran/);
+    const shown = JSON.parse(
+      (await run('runs', 'show', 'resolve-1', '--json')).stdout,
+    ) as {
+      decisions: Array<{
+        kind: string;
+        calls: string[];
+        by?: string;
+        reason?: string;
+      }>;
+    };
+    expect(shown.decisions).toEqual([
+      expect.objectContaining({
+        kind: 'resolve',
+        calls: ['pay#0'],
+        by: 'ann',
+        reason: 'in the dashboard',
+      }),
+    ]);
+
+    const w2 = charging();
+    const result = await w2.recover(flow, 'resolve-1');
+    w2.close();
+    expect(result).toMatchObject({ status: 'done' });
+    // The state holds the given result (the email node wrote its own note after it).
+    expect(charged).toEqual(['Lear']); // never charged again
+  });
+
   it('runs cancel: a paused run ends failed; an ended run cannot be cancelled', async () => {
     const out = await run(
       'runs',

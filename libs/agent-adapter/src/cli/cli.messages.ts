@@ -1,5 +1,15 @@
 /** Message factories of the CLI: every `CliError` says what is wrong and what to do. @internal */
 export const CliMessages = {
+  resolved: (runId: string, call: string, ran: boolean, step: number) =>
+    `Resolved call ${call} of run ${runId}: ${ran ? 'it ran; recovery replays its outcome and never runs it' : 'it did not run; recovery runs it once'} (checkpoint step ${step}). Recover the run to go on (the viewer, your app's recover, or a worker's boot sweep).\n`,
+  resolveRanOrNot: () =>
+    'runs resolve: give exactly one of --ran (the call happened) or --not-run (it did not).',
+  resolveNotRunWithOutcome: () =>
+    'runs resolve: --not-run takes no --result or --error (a call that did not run has none).',
+  resolveResultOrError: () =>
+    'runs resolve: give --result or --error, not both.',
+  resolveResultNotJson: (why: string) =>
+    `runs resolve: --result is not JSON (${why}). Quote it for the shell, e.g. --result '{"charge":"ch_123"}'.`,
   pruneKeptCorrupt: (runId: string, detail: string) =>
     `Kept run ${runId}: it is listed as finished but does not verify, so it was not deleted (${detail}). Check it with: agent-adapter runs verify ${runId}\n`,
   sqlitePathMissing: (url: string) =>

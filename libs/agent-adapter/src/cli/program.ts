@@ -20,6 +20,7 @@ import { indent } from './args';
 import { readCommands } from './read-commands';
 import { verifyCommands } from './verify-commands';
 import { writeCommands } from './write-commands';
+import { resolveCommand } from './resolve-command';
 import { STORE_URL_HELP, storeFromUrl } from './store-url';
 
 import { EXIT } from './exit-codes';
@@ -102,6 +103,7 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
   readCommands(runs, context);
   verifyCommands(runs, context);
   writeCommands(runs, context);
+  resolveCommand(runs, context);
   forkCommand(runs, context);
 
   try {
