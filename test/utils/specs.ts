@@ -2,9 +2,14 @@
  * Small helpers the library's unit specs share (test code, never shipped; the store wrappers and
  * flows that tests share are in 'agent-adapter/testing').
  */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import {
   Executor,
   FlowRunner,
+  MemoryCheckpointStore,
+  SQLiteCheckpointStore,
   type AssistantMessage,
   type ChatModel,
   type ChatRequest,
@@ -67,3 +72,41 @@ export {
   unverifiedBody as bodyOf,
   decodeCall as decode,
 } from 'agent-adapter/testing';
+
+/** A store for one spec, and how to be rid of it. */
+export interface SpecStore {
+  store: CheckpointStore;
+  done: () => Promise<void>;
+}
+
+/**
+ * The two stores the runner's specs run on, for `describe.each`: memory, and SQLite in a fresh
+ * temp directory (removed by `done`).
+ */
+export function memoryAndSqlite(
+  prefix: string,
+): Array<[string, () => SpecStore]> {
+  return [
+    [
+      'memory',
+      () => ({
+        store: new MemoryCheckpointStore(),
+        done: async () => undefined,
+      }),
+    ],
+    [
+      'SQLite',
+      () => {
+        const dir = mkdtempSync(join(tmpdir(), `aa-${prefix}-`));
+        const store = new SQLiteCheckpointStore(join(dir, 'runs.db'));
+        return {
+          store,
+          done: async () => {
+            await store.close();
+            rmSync(dir, { recursive: true, force: true });
+          },
+        };
+      },
+    ],
+  ];
+}

@@ -3,16 +3,11 @@
  * `maxRecoveryAttempts` times, then parked as failed with the reason (a sealed checkpoint written
  * with a compare-and-set) instead of being recovered forever. On the memory store and on SQLite.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import {
   CheckpointConflict,
   Flow,
   type FlowRunner,
-  MemoryCheckpointStore,
   RecoveryAttemptsExceeded,
-  SQLiteCheckpointStore,
   ToolRegistry,
   type CheckpointStore,
   type RunResult,
@@ -21,7 +16,11 @@ import { CrashingStore, SimulatedCrash, settle } from 'agent-adapter/testing';
 import { KeyRing } from '../../exec/durable/key-ring';
 import { openCheckpoint } from '../../exec/durable/records';
 import { verifyRun } from '../../cli/verify';
-import { KEY, runnerOn } from '../../../../../test/utils/specs';
+import {
+  KEY,
+  memoryAndSqlite,
+  runnerOn,
+} from '../../../../../test/utils/specs';
 
 interface State {
   n: number;
@@ -80,28 +79,7 @@ async function attempt<T>(
   }
 }
 
-const stores: Array<
-  [string, () => { store: CheckpointStore; done: () => Promise<void> }]
-> = [
-  [
-    'memory',
-    () => ({ store: new MemoryCheckpointStore(), done: async () => undefined }),
-  ],
-  [
-    'SQLite',
-    () => {
-      const dir = mkdtempSync(join(tmpdir(), 'aa-dead-letters-'));
-      const store = new SQLiteCheckpointStore(join(dir, 'runs.db'));
-      return {
-        store,
-        done: async () => {
-          await store.close();
-          rmSync(dir, { recursive: true, force: true });
-        },
-      };
-    },
-  ],
-];
+const stores = memoryAndSqlite('dead-letters');
 
 describe.each(stores)('dead letters on the %s store', (_, make) => {
   let store: CheckpointStore;

@@ -5,15 +5,11 @@
  * when and why, emitted as `run.decided`, and read back by `runs inspect` / `runs show`. On the
  * memory store and on SQLite.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import {
   Call,
   Flow,
   MemoryCheckpointStore,
   RecoveryNeedsDecision,
-  SQLiteCheckpointStore,
   ToolRegistry,
   idempotencyKey,
   type CheckpointStore,
@@ -22,7 +18,11 @@ import {
 import { CrashingStore, SimulatedCrash, settle } from 'agent-adapter/testing';
 import { cancelRun, showRun } from '../../cli/operations';
 import { inspectRun } from '../../cli/inspect';
-import { runnerOn, sleep } from '../../../../../test/utils/specs';
+import {
+  memoryAndSqlite,
+  runnerOn,
+  sleep,
+} from '../../../../../test/utils/specs';
 
 interface Order {
   show: string;
@@ -70,28 +70,7 @@ function setup() {
   return { flow, worker, keys, ran, control };
 }
 
-const stores: Array<
-  [string, () => { store: CheckpointStore; done: () => Promise<void> }]
-> = [
-  [
-    'memory',
-    () => ({ store: new MemoryCheckpointStore(), done: async () => undefined }),
-  ],
-  [
-    'SQLite',
-    () => {
-      const dir = mkdtempSync(join(tmpdir(), 'aa-needs-decision-'));
-      const store = new SQLiteCheckpointStore(join(dir, 'runs.db'));
-      return {
-        store,
-        done: async () => {
-          await store.close();
-          rmSync(dir, { recursive: true, force: true });
-        },
-      };
-    },
-  ],
-];
+const stores = memoryAndSqlite('needs-decision');
 
 describe.each(stores)('calls in doubt on the %s store', (_, make) => {
   let store: CheckpointStore;

@@ -5,22 +5,22 @@
  * crash after it is stored is recovered by spending it. Bad input is refused with nothing written.
  * On the memory store and on SQLite.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import {
   CheckpointConflict,
   Flow,
-  MemoryCheckpointStore,
   RecoveryNeedsDecision,
-  SQLiteCheckpointStore,
   ToolRegistry,
   type CheckpointStore,
   type RunDecidedEvent,
 } from 'agent-adapter';
 import { CrashingStore, SimulatedCrash, settle } from 'agent-adapter/testing';
 import { KeyRing } from '../../exec/durable/key-ring';
-import { KEY, runnerOn, sleep } from '../../../../../test/utils/specs';
+import {
+  KEY,
+  memoryAndSqlite,
+  runnerOn,
+  sleep,
+} from '../../../../../test/utils/specs';
 import { readDecisions } from './decisions';
 import { storeResolution } from './resolve';
 
@@ -83,28 +83,7 @@ function setup({ wrapIsIdempotent = true } = {}) {
 const count = (ledger: string[], tool: string) =>
   ledger.filter((t) => t === tool).length;
 
-const stores: Array<
-  [string, () => { store: CheckpointStore; done: () => Promise<void> }]
-> = [
-  [
-    'memory',
-    () => ({ store: new MemoryCheckpointStore(), done: async () => undefined }),
-  ],
-  [
-    'SQLite',
-    () => {
-      const dir = mkdtempSync(join(tmpdir(), 'aa-resolve-'));
-      const store = new SQLiteCheckpointStore(join(dir, 'runs.db'));
-      return {
-        store,
-        done: async () => {
-          await store.close();
-          rmSync(dir, { recursive: true, force: true });
-        },
-      };
-    },
-  ],
-];
+const stores = memoryAndSqlite('resolve');
 
 describe.each(stores)('resolving calls in doubt on the %s store', (_, make) => {
   let store: CheckpointStore;
