@@ -21,6 +21,7 @@ import { readCommands } from './read-commands';
 import { verifyCommands } from './verify-commands';
 import { writeCommands } from './write-commands';
 import { resolveCommand } from './resolve-command';
+import { restoreCommand } from './restore';
 import { STORE_URL_HELP, storeFromUrl } from './store-url';
 
 import { EXIT } from './exit-codes';
@@ -104,6 +105,7 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
   verifyCommands(runs, context);
   writeCommands(runs, context);
   resolveCommand(runs, context);
+  restoreCommand(runs, context);
   forkCommand(runs, context);
 
   try {

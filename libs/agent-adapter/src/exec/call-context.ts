@@ -1,6 +1,7 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { SegmentWriter } from './durable/segment-writer';
 import type {
+  RestoreMark,
   ApprovalDecision,
   CallIdentity,
   PendingApproval,
@@ -31,6 +32,8 @@ export interface SuperstepScope {
   decisions?: ApprovalDecision[];
   /** Set by the executor when a call must wait for an approval: the superstep pauses the run. */
   paused?: PendingApproval;
+  /** The store was restored from a backup since the run started (see `RestoreMark`). */
+  restored?: RestoreMark;
   /** What the cut-short superstep did; set only for the first superstep after a recovery. */
   replay?: ReplayBook;
   replayed: CallIdentity[];

@@ -1,5 +1,10 @@
 import { createHash } from 'node:crypto';
-import { asError, FlowError, RunPaused } from '../errors';
+import {
+  asError,
+  FlowError,
+  RecoveryNeedsDecision,
+  RunPaused,
+} from '../errors';
 import { Messages } from '../errors/messages';
 import { checkVerdict, type ApprovalPort } from './approvals';
 import { canonical, type CanonicalText } from './durable/canonical-json';
@@ -102,6 +107,10 @@ export class Executor {
 
     if (step.log.failure !== undefined) throw step.log.failure;
     const base: Base = { ...identity, argsHash };
+    const fresh =
+      !prior || (prior.kind !== 'inDoubt' && prior.argsHash !== argsHash);
+    if (step.restored && fresh && !definition.idempotent)
+      return this.holdRestored(step, base, argsText);
     const approval = needsApproval(definition, scope, identity, argsText);
     const decision = approval
       ? step.decisions?.find(
@@ -151,6 +160,30 @@ export class Executor {
       return deliver(tool, step.runId, denied, false);
     }
     return this.execute(definition, scope, identity, base, argsText);
+  }
+
+  /**
+   * A run restored from a backup meets a call of a tool that is not idempotent with no record of
+   * it: it may have run after the backup was taken. It is not run. It is logged `restored` and the
+   * segment stops (it writes nothing more, whatever the node does with the error), so recovery
+   * names it among the calls in doubt, for an operator to resolve or rerun.
+   */
+  private async holdRestored(
+    step: NodeScope['step'],
+    base: Base,
+    argsText: CanonicalText,
+  ): Promise<never> {
+    const why = Messages.restoredCall();
+    await step.log.started(step.superstep, {
+      ...base,
+      phase: 'restored',
+      args: argsText,
+      reason: why,
+      at: Date.now(),
+    });
+    const stop = new RecoveryNeedsDecision(step.runId, [[base.tool, why]]);
+    step.log.stop(stop);
+    throw stop;
   }
 
   /**

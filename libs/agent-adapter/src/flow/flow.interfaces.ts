@@ -202,9 +202,9 @@ export interface RecordedDecision {
   /**
    * `approve` / `deny`: a call that needed approval; `rerun`: calls in doubt run again
    * (`rerunInDoubt`); `resolve`: what calls in doubt really did (`ran`); `cancel`: the run ended
-   * by an operator.
+   * by an operator; `restore`: the store was restored from a backup (`runs restored`).
    */
-  kind: 'approve' | 'deny' | 'rerun' | 'resolve' | 'cancel';
+  kind: 'approve' | 'deny' | 'rerun' | 'resolve' | 'cancel' | 'restore';
   /** For `resolve`: per call (same order as `calls`), whether it ran. */
   ran?: boolean[];
   /** The checkpoint step that sealed it (for a synchronous approval: the step it was made in). */

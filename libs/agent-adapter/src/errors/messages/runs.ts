@@ -34,29 +34,29 @@ export const RunMessages = {
   leaseHeld: (runId: string, owner: string, until: number) =>
     `Run "${runId}" is held by worker "${owner}" until ${new Date(until).toISOString()}: that worker may be alive, so it was not taken. Call recoverAll again after that time, or recover it now (recover(flow, runId), or recoverAll with { force: true }) only if you know that worker is gone.`,
   corruptSignature: (runId: string, what: string) =>
-    `Run "${runId}": ${what} does not match its signature (changed, forged, copied from another run or position, or signed with a key this worker does not have). Nothing was run from it. Restore the store from a backup or inspect the run; check that every worker uses the same checkpoint key ring.`,
+    `Run "${runId}": ${what} does not match its signature (changed, forged, copied from another run or position, or signed with a key this worker does not have). Nothing was run from it. Check that every worker uses the same checkpoint key ring; inspect the run (npx agent-adapter runs verify), or restore the store from a backup (then mark its runs: npx agent-adapter runs restored, docs/operations.md#restoring-a-backup).`,
   corruptUnknownKey: (runId: string, what: string, kid: string) =>
     `Run "${runId}": ${what} is signed with an unknown key id "${kid}", a key this worker's key ring does not hold. Nothing was run from it. Give this worker the key ring the other workers use (during a rotation, keep the old key in "previous"); if no worker ever had that key, the row was forged.`,
   corruptUnreadable: (runId: string, what: string, why: string) =>
-    `Run "${runId}": ${what} is unreadable (${why}). Nothing was run from it. Restore the store from a backup or inspect the run.`,
+    `Run "${runId}": ${what} is unreadable (${why}). Nothing was run from it. Inspect the run (npx agent-adapter runs verify), or restore the store from a backup (then mark its runs: npx agent-adapter runs restored, docs/operations.md#restoring-a-backup).`,
   corruptIncarnation: (
     runId: string,
     what: string,
     found: number,
     expected: number,
   ) =>
-    `Run "${runId}": ${what} belongs to incarnation ${found} of this run id, the run is incarnation ${expected}: it was copied from an earlier run with the same id. Nothing was run from it. Restore the store from a backup or inspect the run.`,
+    `Run "${runId}": ${what} belongs to incarnation ${found} of this run id, the run is incarnation ${expected}: it was copied from an earlier run with the same id. Nothing was run from it. Inspect the run (npx agent-adapter runs verify), or restore the store from a backup (then mark its runs: npx agent-adapter runs restored, docs/operations.md#restoring-a-backup).`,
   corruptHeadSegment: (
     runId: string,
     step: number,
     found: number,
     head: number,
   ) =>
-    `Run "${runId}": checkpoint step ${step} is of segment ${found}, the run's head says segment ${head}: the checkpoint was copied in (from an earlier run with the same id?) or the head was changed. Nothing was run. Restore the store from a backup or inspect the run.`,
+    `Run "${runId}": checkpoint step ${step} is of segment ${found}, the run's head says segment ${head}: the checkpoint was copied in (from an earlier run with the same id?) or the head was changed. Nothing was run. Inspect the run (npx agent-adapter runs verify), or restore the store from a backup (then mark its runs: npx agent-adapter runs restored, docs/operations.md#restoring-a-backup).`,
   segmentWithoutCount: (runId: string, segment: number) =>
     `Run "${runId}": segment ${segment}'s first write is not a checkpoint that knows the run's call count (a new run's, or a claim with expectCalls). This is a bug in agent-adapter; nothing was written.`,
   corruptHeadMissing: (runId: string, step: number) =>
-    `Run "${runId}": checkpoint step ${step} is stored but the run has no head: the head row was deleted. Nothing was run. Inspect the run (agent-adapter runs verify) and restore the store from a backup.`,
+    `Run "${runId}": checkpoint step ${step} is stored but the run has no head: the head row was deleted. Nothing was run. Inspect the run (agent-adapter runs verify) and restore the store from a backup (then mark its runs: npx agent-adapter runs restored, docs/operations.md#restoring-a-backup).`,
   corruptLatestMissing: (
     runId: string,
     head: number,
@@ -64,20 +64,20 @@ export const RunMessages = {
   ) =>
     `Run "${runId}": the run's (sealed) head is at step ${head}, but the newest stored checkpoint is ${latest === undefined ? 'missing' : `step ${latest}`}: checkpoint rows were deleted, or this worker reads the store through a replica that lags behind (read it from the primary). Nothing was run. Inspect the run (agent-adapter runs verify).`,
   corruptHeadIncarnation: (runId: string, head: number, checkpoint: number) =>
-    `Run "${runId}": the run's head is of incarnation ${head}, its latest checkpoint of incarnation ${checkpoint}: rows of an earlier run with this id were copied in. Nothing was run. Inspect the run (agent-adapter runs verify) and restore the store from a backup.`,
+    `Run "${runId}": the run's head is of incarnation ${head}, its latest checkpoint of incarnation ${checkpoint}: rows of an earlier run with this id were copied in. Nothing was run. Inspect the run (agent-adapter runs verify) and restore the store from a backup (then mark its runs: npx agent-adapter runs restored, docs/operations.md#restoring-a-backup).`,
   releaseFailed: (runId: string, worker: string) =>
     `Worker "${worker}" could not release run "${runId}" after the store failed it; its lease runs out as usual, then another worker takes it.`,
   storeStayedUnavailable: (runId: string, attempts: number, why: string) =>
     `Run "${runId}": the store stayed unavailable through ${attempts} attempts to write (${why}). This worker stopped driving the run and released it; the write's outcome was read back where the store allowed, and another worker (or a later recoverAll) takes the run over from what is stored.`,
   corruptCount: (runId: string, counted: number, found: number) =>
-    `Run "${runId}": the run's head counts ${counted} call records, but its checkpoint and call log account for ${found}: records are missing (evicted, deleted or restored from an older backup) or the head was changed. Nothing was run. Restore the store or inspect the run; with Redis, use maxmemory-policy noeviction.`,
+    `Run "${runId}": the run's head counts ${counted} call records, but its checkpoint and call log account for ${found}: records are missing (evicted, deleted or restored from an older backup) or the head was changed. Nothing was run. Inspect the run, or restore the store (then mark its runs: npx agent-adapter runs restored, docs/operations.md#restoring-a-backup); with Redis, use maxmemory-policy noeviction.`,
   corruptGap: (
     runId: string,
     segment: number,
     expected: number,
     found: number,
   ) =>
-    `Run "${runId}": the call log of segment ${segment} has a gap (expected record ${expected}, found ${found}): a record is missing. Nothing was run. Restore the store from a backup or inspect the run.`,
+    `Run "${runId}": the call log of segment ${segment} has a gap (expected record ${expected}, found ${found}): a record is missing. Nothing was run. Inspect the run (npx agent-adapter runs verify), or restore the store from a backup (then mark its runs: npx agent-adapter runs restored, docs/operations.md#restoring-a-backup).`,
   needsDecision: (
     runId: string,
     calls: ReadonlyArray<readonly [string, string]>,
@@ -96,6 +96,8 @@ export const RunMessages = {
   ctxFieldDiffers: (key: string) => `the ctx's ${key} is not the run's`,
   restartNeedsCtx: () =>
     'the run was started with a ctx: starting it again needs that ctx',
+  restoredCall: () =>
+    'not run here: the store was restored from a backup, and it may have run after the backup was taken',
   notInDoubt: (runId: string, call: string, inDoubt: readonly string[]) =>
     `Run "${runId}": call ${call} is not in doubt, so there is nothing to resolve for it. ${inDoubt.length ? `The calls in doubt are: ${inDoubt.join(', ')}.` : 'No call of the run is in doubt now (another decision or a recovery may have settled it).'} Nothing was written.`,
   badResolution: (runId: string, why: string) =>

@@ -68,6 +68,18 @@ export type SyncDecision = {
 };
 
 /**
+ * The store was restored from a backup (`runs restored`), sealed into the run's checkpoints until it
+ * ends: every call not recorded `done` in the restored rows may have run after the backup was
+ * taken, so a call of a tool that is not idempotent is not run without an operator's decision.
+ * @publicApi
+ */
+export interface RestoreMark {
+  at: number;
+  by?: string;
+  reason?: string;
+}
+
+/**
  * What an operator (or code) found a call in doubt really did, sealed into the checkpoint that
  * stores the finding (`reason: 'resolve'`) and kept until the call's superstep closes. It names the
  * record it resolves (the call's last record, which left it in doubt): a later record of the call

@@ -14,6 +14,7 @@ import type {
   PendingApproval,
   RerunDecision,
   Resolution,
+  RestoreMark,
   SyncDecision,
 } from './decision-records';
 import type { KeyRing } from './key-ring';
@@ -26,6 +27,7 @@ export type {
   PendingApproval,
   RerunDecision,
   Resolution,
+  RestoreMark,
   SyncDecision,
 } from './decision-records';
 import { seal } from './seal';
@@ -47,7 +49,6 @@ export interface SealedError {
   message: string;
   node?: string;
 }
-
 
 /** What a checkpoint holds besides its columns (run id, step, flow, status, segment). */
 export interface CheckpointContent {
@@ -76,7 +77,8 @@ export interface CheckpointContent {
   /**
    * Why this checkpoint was written. `parked`: recovery gave up on the run (`maxRecoveryAttempts`);
    * `cancel`: an operator ended it; `fork`: an operator started it from another run's checkpoint;
-   * `resolve`: an operator said what calls in doubt really did (`resolutions`).
+   * `resolve`: an operator said what calls in doubt really did (`resolutions`); `restore`: the
+   * store was restored from a backup (`restored`).
    */
   reason:
     | 'start'
@@ -87,7 +89,8 @@ export interface CheckpointContent {
     | 'parked'
     | 'cancel'
     | 'fork'
-    | 'resolve';
+    | 'resolve'
+    | 'restore';
   /**
    * Recoveries (claims) since the run last completed a superstep: a run that keeps dying in the
    * same superstep is parked once this reaches the runner's `maxRecoveryAttempts`. Absent = 0.
@@ -114,6 +117,8 @@ export interface CheckpointContent {
    * claims and pauses until the superstep closes, as `decisions` are.
    */
   resolutions?: Resolution[];
+  /** The store was restored from a backup since the run started: kept until it ends. */
+  restored?: RestoreMark;
   /** On an operator's cancel (`reason: 'cancel'`). */
   cancelled?: CancelDecision;
   error?: SealedError;
@@ -129,14 +134,14 @@ export interface Checkpoint extends CheckpointContent {
   segment: number;
 }
 
-
 /**
  * `started`: about to run (one per attempt). `done`: its outcome. `pending`: waits for a decision
  * with the run paused. `unrecordable`: ran, outcome unknown or unsealable (in doubt).
  * `approving`: awaits a synchronous approval port (in doubt if the worker stops there).
+ * `restored`: not run, in a run restored from a backup: it may have run after the backup (in doubt).
  */
 export type CallPhase =
-  'started' | 'done' | 'pending' | 'unrecordable' | 'approving';
+  'started' | 'done' | 'pending' | 'unrecordable' | 'approving' | 'restored';
 
 const PHASES: ReadonlySet<string> = new Set<CallPhase>([
   'started',
@@ -144,9 +149,8 @@ const PHASES: ReadonlySet<string> = new Set<CallPhase>([
   'pending',
   'unrecordable',
   'approving',
+  'restored',
 ]);
-
-
 
 export interface CallContent extends CallIdentity {
   phase: CallPhase;

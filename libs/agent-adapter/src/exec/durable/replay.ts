@@ -1,3 +1,4 @@
+import { Messages } from '../../errors/messages';
 import type { Call, CallIdentity, CallOutcome, Resolution } from './records';
 
 export type Prior =
@@ -9,6 +10,8 @@ export type Prior =
       /** Not a record: what an operator found the call in doubt (`call`) returned. */
       resolved?: Resolution;
     }
+  /** Found not to have run (a resolution): it runs now, even in a run restored from a backup. */
+  | { kind: 'cleared'; argsHash: string; call: Call }
   | { kind: 'inDoubt'; argsHash: string; why: string; call: Call };
 
 export function identityKey(id: CallIdentity): string {
@@ -25,7 +28,7 @@ export class ReplayBook {
 
   /**
    * `resolutions`: what calls in doubt really did (the checkpoint's). Each applies only while the
-   * record it resolves is still the call's last: `ran` replays its outcome, `not run` leaves the
+   * record it resolves is still the call's last: `ran` replays its outcome, `not run` clears the
    * call to run as if it never started.
    */
   constructor(calls: readonly Call[], resolutions: readonly Resolution[] = []) {
@@ -70,6 +73,14 @@ export class ReplayBook {
             });
           }
           break;
+        case 'restored':
+          this.byIdentity.set(key, {
+            kind: 'inDoubt',
+            argsHash: call.argsHash,
+            why: Messages.restoredCall(),
+            call,
+          });
+          break;
         case 'pending':
           // Waiting for an approval: the tool has not run, so it is neither done nor in doubt.
           this.byIdentity.delete(key);
@@ -85,7 +96,12 @@ export class ReplayBook {
         prior.call.seq !== r.seq
       )
         continue; // the call ran again since: its own records speak
-      if (!r.ran) this.byIdentity.delete(key);
+      if (!r.ran)
+        this.byIdentity.set(key, {
+          kind: 'cleared',
+          argsHash: prior.argsHash,
+          call: prior.call,
+        });
       else {
         this.byIdentity.set(key, {
           kind: 'done',

@@ -123,6 +123,14 @@ export class SegmentWriter {
     return stored;
   }
 
+  /**
+   * Stops the segment without a store error (a call that must wait for a decision): every later
+   * write, and `drain`, fail with `reason`, so nothing more is written by this segment.
+   */
+  stop(reason: Error): void {
+    this.failure ??= reason;
+  }
+
   /** Waits for every queued write, then hands over what is still buffered (for the checkpoint). */
   async drain(): Promise<CallRecord[]> {
     await this.settled();

@@ -77,6 +77,18 @@ export function decisionOf(cp: Checkpoint): RecordedDecision | undefined {
       at: last.at,
     };
   }
+  if (cp.reason === 'restore' && cp.restored) {
+    const { by, reason, at } = cp.restored;
+    return {
+      kind: 'restore',
+      step,
+      calls: [],
+      tools: [],
+      ...(by !== undefined && { by }),
+      ...(reason !== undefined && { reason }),
+      at,
+    };
+  }
   if (cp.reason === 'cancel') {
     return {
       kind: 'cancel',

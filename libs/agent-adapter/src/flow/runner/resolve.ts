@@ -138,7 +138,7 @@ function checkedFindings(
     seen.add(call);
     if (typeof ran !== 'boolean')
       throw bad(`call ${call}: ran must be true or false`);
-    const has = (key: string) => key in (f);
+    const has = (key: string) => key in f;
     if (!ran && (has('result') || has('error')))
       throw bad(`call ${call}: a call that did not run has no result or error`);
     if (ran && has('result') && has('error'))

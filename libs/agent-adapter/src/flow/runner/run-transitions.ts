@@ -7,6 +7,7 @@ import type {
   PendingApproval,
   RerunDecision,
   Resolution,
+  RestoreMark,
   RunIdentity,
   SealedError,
 } from '../../exec/durable/records';
@@ -106,6 +107,26 @@ export function resolveCheckpoint(
       ...(cp.resolutions ?? []),
       ...resolutions.map((r) => ({ ...r, step })),
     ],
+  };
+}
+
+/**
+ * The store was restored from a backup: the run is marked so until it ends (a new segment fences
+ * whoever wrote the restored one). Calls not `done` in the restored rows, and every call after,
+ * may have run since the backup: recovery does not run one of a tool that is not idempotent
+ * without a decision.
+ */
+export function restoreCheckpoint(
+  cp: Checkpoint,
+  mark: RestoreMark,
+): Checkpoint {
+  return {
+    ...cp,
+    step: cp.step + 1,
+    segment: cp.segment + 1,
+    reason: 'restore',
+    rerun: undefined,
+    restored: mark,
   };
 }
 
@@ -251,6 +272,7 @@ export function forkCheckpoint(
     pending: undefined,
     decisions: undefined,
     resolutions: undefined,
+    restored: undefined,
     rerun: undefined,
     cancelled: undefined,
     error: undefined,

@@ -1,6 +1,7 @@
 import {
   CheckpointStoreUnavailable,
   RecoveryAttemptsExceeded,
+  RecoveryNeedsDecision,
 } from '../../errors';
 import { Messages } from '../../errors/messages';
 import type { DurableEvents } from '../../events/durable.events';
@@ -235,7 +236,10 @@ export class SegmentDriver {
       // A checkpoint handed to the writer may still be in flight: the caller learns of the error
       // only once the store is quiet, so what it reads next is what this worker left.
       await writer.settled();
-      lost = error instanceof CheckpointStoreUnavailable;
+      // The store stayed unavailable, or a call waits for a decision: free the run at once.
+      lost =
+        error instanceof CheckpointStoreUnavailable ||
+        error instanceof RecoveryNeedsDecision;
       throw error;
     } finally {
       this.leases.hold(start.runId, false);
@@ -261,6 +265,7 @@ export class SegmentDriver {
       inflight: new Set(),
       closed: false,
       ...(cp.decisions && { decisions: cp.decisions }),
+      ...(cp.restored && { restored: cp.restored }),
       ...(this.approvals && { approvals: this.approvals }),
       ...(book && { replay: book }),
       replayed: [],

@@ -1,0 +1,106 @@
+import type { Command } from 'commander';
+import {
+  CheckpointConflict,
+  CheckpointNotFound,
+  CheckpointStoreCorrupt,
+} from '../errors';
+import type { CheckpointStore } from '../exec/checkpoints/checkpoint-store';
+import type { KeyRing } from '../exec/durable/key-ring';
+import { SegmentWriter } from '../exec/durable/segment-writer';
+import { readVerified } from '../flow/runner/run-reader';
+import { restoreCheckpoint } from '../flow/runner/run-transitions';
+import { CliMessages } from './cli.messages';
+import { corruptMessage } from './corrupt-wording';
+import type { CommandContext } from './fork-command';
+import { operatorId } from './operations';
+
+export interface RestoreResult {
+  /** Unfinished runs marked restored. */
+  marked: string[];
+  /** Runs that could not be marked, and why (they do not verify, or moved meanwhile). */
+  skipped: Array<{ runId: string; why: string }>;
+}
+
+/**
+ * After the store was restored from a backup: marks every unfinished run restored (a sealed
+ * checkpoint, a new segment written with a compare-and-set, fencing any worker still on it).
+ * Recovery then runs no call of a tool that is not idempotent that the restored rows do not record
+ * `done`, in the cut superstep or after it, without an operator's decision (resolve or rerun):
+ * each may have run after the backup was taken. Idempotent tools run, under the same idempotency
+ * keys as before, so providers that honour them deduplicate.
+ */
+export async function markRestored(
+  store: CheckpointStore,
+  ring: KeyRing,
+  options: { by?: string; reason?: string; flow?: string } = {},
+): Promise<RestoreResult> {
+  const by = options.by ?? operatorId();
+  const mark = {
+    at: Date.now(),
+    by,
+    ...(options.reason !== undefined && { reason: options.reason }),
+  };
+  const result: RestoreResult = { marked: [], skipped: [] };
+  for (const status of ['running', 'paused'] as const) {
+    for (let before: string | undefined; ;) {
+      const page = await store.list({
+        status,
+        limit: 100,
+        ...(options.flow !== undefined && { flow: options.flow }),
+        ...(before !== undefined && { before }),
+      });
+      for (const { runId } of page.runs) {
+        try {
+          const { head, cp } = await readVerified(store, ring, runId);
+          if (cp.status === 'done' || cp.status === 'failed') continue;
+          const next = restoreCheckpoint(cp, mark);
+          await new SegmentWriter(
+            store,
+            ring,
+            runId,
+            next.segment,
+            next.incarnation,
+            {
+              owner: by,
+            },
+          ).checkpoint(next, { expectCalls: head.calls });
+          result.marked.push(runId);
+        } catch (error) {
+          if (error instanceof CheckpointStoreCorrupt)
+            result.skipped.push({ runId, why: corruptMessage(error) });
+          else if (
+            error instanceof CheckpointConflict ||
+            error instanceof CheckpointNotFound
+          )
+            result.skipped.push({ runId, why: error.message });
+          else throw error;
+        }
+      }
+      if (page.next === undefined) break;
+      before = page.next;
+    }
+  }
+  return result;
+}
+
+/** `runs restored`: the one command to run after restoring the store from a backup. */
+export function restoreCommand(runs: Command, c: CommandContext): void {
+  runs
+    .command('restored')
+    .description(
+      'after restoring the store from a backup: mark every unfinished run restored, so recovery runs no call that may have run since the backup without a decision',
+    )
+    .option('--flow <name>', 'only runs of this flow')
+    .option('--by <name>', 'who restored (default: operator:<user>@<host>)')
+    .option('--reason <text>', 'why, recorded in each run')
+    .action(
+      async (
+        o: { flow?: string; by?: string; reason?: string },
+        cmd: Command,
+      ) => {
+        const done = await markRestored(c.openStore(cmd), c.key(), o);
+        if (done.skipped.length) c.problemsFound();
+        c.out(cmd, done, () => CliMessages.restoredRuns(done));
+      },
+    );
+}
