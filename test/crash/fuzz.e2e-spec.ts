@@ -32,8 +32,11 @@ async function sample(store: FuzzStore, trials: number) {
 }
 
 describe('crash fuzzer: memory (in-process, simulated crashes)', () => {
-  it(`${MEMORY_TRIALS} trials from seed ${SEED}: no violation`, async () => {
-    await sample('memory', MEMORY_TRIALS);
+  it(`${MEMORY_TRIALS} trials from seed ${SEED}: no violation, deciding by rerun and by resolve`, async () => {
+    const summary = await sample('memory', MEMORY_TRIALS);
+    // The operator resolved calls in doubt as their systems say in some rounds, reran in others.
+    expect(summary.stats['decisions.resolve']).toBeGreaterThan(0);
+    expect(summary.stats['decisions.rerun']).toBeGreaterThan(0);
   });
 
   it('catches a harness that reruns calls in doubt without an operator decision', async () => {
@@ -42,6 +45,16 @@ describe('crash fuzzer: memory (in-process, simulated crashes)', () => {
       trials: 60,
       seed: SEED,
       sabotage: 'rerun-in-doubt',
+    });
+    expect(summary.violations.some((v) => v.what.startsWith('I1 '))).toBe(true);
+  });
+
+  it('catches an operator who resolves "did not run" a call that ran', async () => {
+    const summary = await fuzz({
+      store: 'memory',
+      trials: 60,
+      seed: SEED,
+      sabotage: 'resolve-lies',
     });
     expect(summary.violations.some((v) => v.what.startsWith('I1 '))).toBe(true);
   });

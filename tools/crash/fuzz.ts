@@ -2,7 +2,8 @@
  * The crash fuzzer (issue 7):
  *
  *   npm run crash -- --store <memory|sqlite|postgres|redis|all> --trials N --seed S
- *     [--concurrency C] [--mode random|named|both] [--sabotage rerun-in-doubt] [--quiet]
+ *     [--concurrency C] [--mode random|named|both] [--decide rerun|resolve|mixed]
+ *     [--sabotage rerun-in-doubt|resolve-lies] [--quiet]
  *
  * Trial `S+i` (i < N) is fully named by its seed: `--seed S+i --trials 1` replays it (the kill
  * points and the races are the same; a timer kill lands where the scheduler puts it).
@@ -29,8 +30,12 @@
  *     too; a paused run gets one or two racing resumers with the operator's decision. A round in
  *     which some recoverer stopped with `RecoveryNeedsDecision` and nothing was written (the run's
  *     head is unchanged: the answer is current) is a decision: the harness checks it names exactly
- *     the calls in doubt, then decides like an operator — rerun them: the next round's first
- *     recoverer passes `rerunInDoubt`. That grant is counted per call.
+ *     the calls in doubt, then decides like an operator: rerun them (the next round's first
+ *     recoverer passes `rerunInDoubt`; that grant is counted per call), or (`--decide`, by round
+ *     when mixed) resolve each with what its system says — the ledger: a call whose side effect is
+ *     there ran, with the result or error the tool gives for its arguments; one with none did not
+ *     run — stored as `runs resolve` stores it, with no grant: a call resolved "ran" must never
+ *     run again, and the final state must still equal the uncrashed run's.
  *
  * Invariants (each violation prints the seed and the command replaying it). A call's identity is
  * (superstep, node, index, tool) — its arguments carry the first three, so every ledger line names
@@ -62,6 +67,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import {
+  type CallFinding,
+  CheckpointConflict,
   type CheckpointStore,
   DurableError,
   Executor,
@@ -72,6 +79,7 @@ import {
 } from 'agent-adapter';
 import { CrashingStore, SimulatedCrash, settle } from 'agent-adapter/testing';
 import { KEY } from 'agent-adapter/testing/fixtures';
+import { storeResolution } from 'agent-adapter/flow/runner/resolve';
 import { suiteId } from '../../test/utils/services';
 import {
   KillSwitch,
@@ -82,7 +90,9 @@ import {
   fuzzFlow,
   fuzzRegistry,
   generate,
+  hash,
   isIdempotent,
+  resultOf,
   writeKinds,
   type CallArgs,
   type Effect,
@@ -116,8 +126,17 @@ export interface FuzzOptions {
   mode?: FuzzMode;
   /** Worker processes kept booted and idle. @default 4 */
   spares?: number;
-  /** Break the harness on purpose (to see the invariants catch it): rerun in doubt, ungranted. */
-  sabotage?: 'rerun-in-doubt';
+  /**
+   * How the operator decides calls in doubt: rerun them, resolve each with what the ledger says
+   * really happened (`FlowRunner.resolve`'s store: ran with its result or error / did not run), or
+   * either, by round. @default 'mixed'
+   */
+  decide?: 'rerun' | 'resolve' | 'mixed';
+  /**
+   * Break the harness on purpose (to see the invariants catch it): rerun in doubt, ungranted; or
+   * resolve every call in doubt "did not run", even one that ran.
+   */
+  sabotage?: 'rerun-in-doubt' | 'resolve-lies';
   log?: (line: string) => void;
 }
 
@@ -506,6 +525,8 @@ const idOf = (
 
 interface Decoded {
   id: Id;
+  node: string;
+  index: number;
   tool: string;
   phase: string;
   segment: number;
@@ -521,6 +542,8 @@ async function callLog(
     const b = bodyOf(r.sealed);
     return {
       id: idOf(r.superstep, String(b.node), Number(b.index), String(b.tool)),
+      node: String(b.node),
+      index: Number(b.index),
       tool: String(b.tool),
       phase: String(b.phase),
       segment: r.segment,
@@ -546,6 +569,39 @@ function inDoubt(log: Decoded[]): Map<Id, string> {
 
 const ledgerId = (l: LedgerLine) =>
   idOf(l.args.superstep, l.args.node, l.args.index, l.tool);
+
+/**
+ * What an operator who checked each system finds, for the calls in doubt (their last records): a
+ * call whose side effect is in the ledger ran, with the result (or error) the tool gives for those
+ * arguments; one with no ledger line did not run. `lies`: every call "did not run".
+ */
+function resolveFromLedger(
+  spec: FuzzSpec,
+  calls: readonly Decoded[],
+  ledger: readonly LedgerLine[],
+  lies: boolean,
+): CallFinding[] {
+  const latest = new Map<Id, Decoded>();
+  for (const c of calls) latest.set(c.id, c);
+  return [...latest.values()].map((c): CallFinding => {
+    const call = `${c.node}#${c.index}`;
+    const began = ledger.find(
+      (l) => l.phase === 'begin' && ledgerId(l) === c.id,
+    );
+    if (!began || lies) return { call, ran: false };
+    const tool = spec.tools.find((t) => t.name === c.tool)!;
+    if (tool.fails && hash(JSON.stringify(began.args)) % 4 === 0)
+      return {
+        call,
+        ran: true,
+        error: {
+          name: 'Error',
+          message: `${tool.name} refused x=${began.args.x}`,
+        },
+      };
+    return { call, ran: true, result: resultOf(tool, began.args) };
+  });
+}
 
 function randomPlan(rng: Rng, ref: Reference, memory: boolean): KillPlan {
   const r = rng.int(memory ? 2 : 3);
@@ -584,6 +640,7 @@ async function trial(ctx: TrialContext, seed: number): Promise<string[]> {
   const { cluster, stats } = ctx;
   const memory = cluster.kind === 'memory';
   const sabotage = ctx.options.sabotage === 'rerun-in-doubt';
+  const lies = ctx.options.sabotage === 'resolve-lies';
   const bad: string[] = [];
   const count = (k: string, by = 1) => (stats[k] = (stats[k] ?? 0) + by);
   const spec = generate(seed);
@@ -802,6 +859,35 @@ async function trial(ctx: TrialContext, seed: number): Promise<string[]> {
               !isIdempotent(spec.tools.find((t) => t.name === tool)!.kind),
           ),
         );
+        const decide = ctx.options.decide ?? 'mixed';
+        if (
+          !sabotage &&
+          (lies ||
+            decide === 'resolve' ||
+            (decide === 'mixed' && (seed + r) % 2 === 0))
+        ) {
+          // Resolve instead of rerunning: each call as the ledger (the system) says it went.
+          const findings = resolveFromLedger(
+            spec,
+            log.filter((c) => decided!.has(c.id)),
+            cluster.ledger(seed),
+            lies,
+          );
+          decided = undefined; // no rerun grants: a call resolved "ran" must never run again
+          try {
+            await storeResolution(
+              { store, ring: reader.keyRing },
+              runId,
+              { calls: findings, by: 'fuzz-operator' },
+              { owner: 'fuzz-operator' },
+            );
+            count('decisions.resolve');
+          } catch (error) {
+            // Another write landed first: the next round decides again on what it finds.
+            if (!(error instanceof CheckpointConflict)) throw error;
+            count('decisions.resolve.conflict');
+          }
+        }
       }
     }
     if (!finished && !bad.length)
@@ -948,6 +1034,7 @@ async function cli(): Promise<number> {
       concurrency: { type: 'string' },
       mode: { type: 'string', default: 'both' },
       sabotage: { type: 'string' },
+      decide: { type: 'string', default: 'mixed' },
       quiet: { type: 'boolean', default: false },
     },
   });
@@ -972,8 +1059,14 @@ async function cli(): Promise<number> {
     throw new Error('--seed and --trials must be integers');
   if (!['random', 'named', 'both'].includes(values.mode))
     throw new Error('--mode must be random, named or both');
-  if (values.sabotage !== undefined && values.sabotage !== 'rerun-in-doubt')
-    throw new Error('--sabotage must be rerun-in-doubt');
+  if (
+    values.sabotage !== undefined &&
+    values.sabotage !== 'rerun-in-doubt' &&
+    values.sabotage !== 'resolve-lies'
+  )
+    throw new Error('--sabotage must be rerun-in-doubt or resolve-lies');
+  if (!['rerun', 'resolve', 'mixed'].includes(values.decide))
+    throw new Error('--decide must be rerun, resolve or mixed');
   let failed = false;
   for (const store of stores) {
     console.log(
@@ -988,8 +1081,9 @@ async function cli(): Promise<number> {
         concurrency: Number(values.concurrency),
       }),
       ...(values.sabotage !== undefined && {
-        sabotage: 'rerun-in-doubt' as const,
+        sabotage: values.sabotage,
       }),
+      decide: values.decide as NonNullable<FuzzOptions['decide']>,
       log: (line) => console.log(line),
     });
     failed ||= summary.violations.length > 0;
