@@ -4,7 +4,7 @@ import type {
   RunIdentity,
   SealedError,
 } from '../exec/durable/records';
-import type { ResumeDecision } from '../flow/flow.interfaces';
+import type { NeedsDecision, ResumeDecision } from '../flow/flow.interfaces';
 import type { FlowRunnerOptions } from '../flow/runner/flow-runner.options';
 import type { AssistantMessage, ChatMessage } from './chat-model';
 
@@ -80,4 +80,9 @@ export interface ToolLoopResult {
   error?: SealedError;
   /** A paused run: the call that waits for a decision. */
   pending?: ToolLoopPending;
+  /**
+   * A `running` run stuck on calls in doubt (its worker's lease expired): the calls, for an
+   * operator to resolve or rerun (see `RunResult.needsDecision`; a loop's calls are `tools#<i>`).
+   */
+  needsDecision?: NeedsDecision;
 }

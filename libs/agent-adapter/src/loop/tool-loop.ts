@@ -356,6 +356,7 @@ export class ToolLoop {
       maxSteps,
       ...(r.error && { error: r.error }),
       ...(r.pending && { pending: this.pendingOf(r.pending, r.state) }),
+      ...(r.needsDecision && { needsDecision: r.needsDecision }),
     };
   }
 
