@@ -173,9 +173,8 @@ export abstract class CheckpointStore {
 
   /**
    * Extends the leases of `runIds` (the runs this worker is driving) that `owner` still holds and
-   * that are unfinished, in one write. Returns how many were extended. A time in the past releases
-   * them: afterwards their heads' `leaseExpiresAt` is that time, so another worker may take them at
-   * once.
+   * that are unfinished, in one write. Returns how many were extended. A lease of `0` releases
+   * them: afterwards their heads' `leaseExpiresAt` is 0, so another worker may take them at once.
    */
   abstract renewLeases(
     owner: string,

@@ -62,14 +62,14 @@ export class LeaseKeeper {
   }
 
   /**
-   * Gives up a run this worker stopped driving because the store failed it: its lease is set to
-   * the past, so another worker may take it at once rather than when it runs out. Best effort (the
-   * store may still be failing): otherwise the lease runs out as usual.
+   * Gives up a run this worker stopped driving (the store failed it, or a call waits for a
+   * decision): its lease is set to 0, so another worker may take it at once rather than when it
+   * runs out. Best effort (the store may still be failing): otherwise the lease runs out as usual.
    */
   async release(runId: string): Promise<void> {
     if (this.driving.has(runId)) return; // another drive of it goes on here
     try {
-      await this.store.renewLeases(this.workerId, Date.now() - 1, [runId]);
+      await this.store.renewLeases(this.workerId, 0, [runId]);
     } catch (error) {
       this.logger.warn(Messages.releaseFailed(runId, this.workerId), error);
     }

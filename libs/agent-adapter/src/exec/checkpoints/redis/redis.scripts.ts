@@ -214,7 +214,7 @@ return {h[1], h[2], h[3], h[4], cp}
 `;
 
 /**
- * A release (a lease renewed to the past): the lease saved with the checkpoint goes back too, or it
+ * A release (a lease renewed to 0): the lease saved with the checkpoint goes to 0 too, or it
  * would still hold the run (a run's lease is the later of it and its owner's score). ARGV: owner,
  * lease ms.
  */

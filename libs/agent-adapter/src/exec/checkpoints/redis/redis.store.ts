@@ -325,7 +325,7 @@ export class RedisCheckpointStore extends CheckpointStore {
             this.script('aaTouch', this.keys.run(id), [this.ttl]),
           )
         : []),
-      ...(leaseExpiresAt <= Date.now()
+      ...(leaseExpiresAt === 0
         ? runIds.map((id) =>
             this.script('aaRelease', this.keys.run(id), [
               owner,
