@@ -132,6 +132,8 @@ export const NestMessages = {
   viewerLimit: () => 'limit must be between 1 and 50',
   viewerDecisionField: (key: string) =>
     `${key} must be a string of at most 200 characters`,
+  viewerResolveField: (key: string) =>
+    `resolve takes { call, ran, result?, error?, by, reason }: "${key}" is not one of them`,
 } as const;
 
 const SWEEP_LABEL = {
