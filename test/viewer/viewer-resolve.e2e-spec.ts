@@ -3,16 +3,33 @@
  * after the card was charged (the fixture's tool acts, then its process "dies"), and the operator
  * tells the viewer what the call really did. "It ran…" records the charge's result: the run goes
  * on with it and the tool never runs again. "It did not run…" runs it once, with the same
- * idempotency key. Bad findings are a 400 and a finished run a 409, with nothing stored. The
+ * idempotency key. A tool loop's call in doubt goes through the loop's resolve. Bad findings are
+ * a 400 and a finished run a 409, with nothing stored. The
  * in-doubt page (arguments, idempotency key, the two actions) is screenshotted.
  */
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { INestApplication } from '@nestjs/common';
-import { CheckpointStore, FlowRunner } from 'agent-adapter/nest';
+import { Injectable, Module, type INestApplication } from '@nestjs/common';
+import { Test } from '@nestjs/testing';
+import {
+  SQLiteCheckpointStore,
+  type AssistantMessage,
+  type ChatModel,
+  type ChatRequest,
+} from 'agent-adapter';
+import {
+  CheckpointStore,
+  DurableModule,
+  FlowRunner,
+  Tool,
+  ToolLoopRunner,
+  type DurableToolLoop,
+} from 'agent-adapter/nest';
+import { CrashingStore, SimulatedCrash, settle } from 'agent-adapter/testing';
 import type { Browser, Dialog, Page } from 'playwright-core';
-import { Ledger } from '../nest/fixtures/tickets.fixtures';
+import { KEY, Ledger } from '../nest/fixtures/tickets.fixtures';
+import { CaptureLogger } from '../nest/utils';
 import {
   crashIn,
   describeInChromium,
@@ -21,6 +38,86 @@ import {
 } from './viewer.fixtures';
 
 const SHOTS = join(__dirname, '..', '..', 'test-artifacts', 'viewer');
+
+/** What the booking tool really did; and where its "process" dies. */
+const bookings: string[] = [];
+let dieInside: (() => never) | undefined;
+
+@Injectable()
+class BoxOffice {
+  @Tool({ name: 'book', description: 'Books seats (not idempotent)' })
+  async book(a: { show: string }): Promise<string> {
+    bookings.push(a.show);
+    dieInside?.();
+    return `booked ${a.show}`;
+  }
+}
+
+/** Books when asked; answers with what the tool returned. */
+class BookingModel implements ChatModel {
+  readonly requests: ChatRequest[] = [];
+  complete(request: ChatRequest): Promise<AssistantMessage> {
+    this.requests.push(request);
+    const last = request.messages.at(-1);
+    if (last?.role === 'user')
+      return Promise.resolve({
+        role: 'assistant',
+        content: '',
+        toolCalls: [{ id: 'c1', name: 'book', arguments: { show: 'Lear' } }],
+      });
+    return Promise.resolve({
+      role: 'assistant',
+      content: last?.role === 'tool' ? last.content : '?',
+    });
+  }
+}
+
+@Injectable()
+class BookingAgent {
+  readonly model = new BookingModel();
+  readonly loop: DurableToolLoop;
+  constructor(loops: ToolLoopRunner) {
+    this.loop = loops.define('booking', {
+      model: this.model,
+      tools: ['book'],
+    });
+  }
+}
+
+@Module({ providers: [BoxOffice, BookingAgent] })
+class BookingModule {}
+
+/** A worker that starts the booking loop as `runId` and dies inside `book`, after it booked. */
+async function crashInBooking(path: string, runId: string): Promise<void> {
+  const inner = new SQLiteCheckpointStore(path);
+  const crashing = new CrashingStore(inner);
+  dieInside = () => crashing.kill('inside book');
+  const moduleRef = await Test.createTestingModule({
+    imports: [
+      DurableModule.forRoot({
+        store: crashing,
+        key: KEY,
+        workerId: 'viewer-test',
+      }),
+      BookingModule,
+    ],
+  })
+    .setLogger(new CaptureLogger())
+    .compile();
+  const dying = moduleRef.createNestApplication({
+    logger: new CaptureLogger(),
+  });
+  await dying.init();
+  await expect(
+    dying
+      .get(BookingAgent)
+      .loop.run([{ role: 'user', content: 'One for Lear' }], { runId }),
+  ).rejects.toThrow(SimulatedCrash);
+  dieInside = undefined;
+  await settle();
+  await dying.close();
+  await inner.close();
+}
 
 interface ApiRun {
   status: string;
@@ -57,7 +154,10 @@ describeInChromium(
           ledger.entries.filter((e) => e.tool === 'charge_card').at(-1)!.key!,
         );
       }
-      ({ app, url } = await viewerApp(path, ledger, []));
+      await crashInBooking(path, 'chat-booked');
+      ({ app, url } = await viewerApp(path, ledger, [], {
+        imports: [BookingModule],
+      }));
       browser = await launchChromium();
       page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
     });
@@ -196,6 +296,26 @@ describeInChromium(
       expect(await page.locator('#decisions').innerText()).toMatch(
         /pay#0 charge_card \(did not run\)[\s\S]*bob/,
       );
+    });
+
+    it('a tool loop\'s call in doubt, resolved "ran" in the viewer: the loop goes on with that result, the booking is not made again', async () => {
+      expect(bookings).toEqual(['Lear']);
+      await page.goto(`${url}#/runs/chat-booked`);
+      const ran = page.locator('#doubt button.ran').first();
+      await ran.waitFor();
+      expect(await page.locator('#doubt tbody tr').innerText()).toContain(
+        'book',
+      );
+      answer('"booked Lear, ref B-7"', 'B-7 at the box office', true);
+      await ran.click();
+      await page.waitForSelector('[data-badge="done"]');
+      expect(bookings).toEqual(['Lear']); // never run again
+      // The model was shown the given result as the tool's answer, and replied with it.
+      const r = await app.get(BookingAgent).loop.get('chat-booked');
+      expect(r).toMatchObject({
+        status: 'done',
+        reply: { content: 'booked Lear, ref B-7' },
+      });
     });
 
     it('the API: a bad finding is a 400 with its reason, a finished run a 409; nothing is stored', async () => {
