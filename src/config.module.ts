@@ -18,6 +18,7 @@ export class ExampleConfigModule {}
 
 export function prepare(config: ExampleConfig): ExampleConfig {
   mkdirSync(join(config.dataDir, 'outbox'), { recursive: true });
+  mkdirSync(join(config.dataDir, 'payments'), { recursive: true });
   if (config.usingDevelopmentKey) {
     new Logger('Config').warn(
       'CHECKPOINT_KEY is not set: using a development key. Set a secret of 32+ bytes (the same on every worker) in production.',

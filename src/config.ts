@@ -6,7 +6,10 @@ export const DEVELOPMENT_KEY = 'development-only-key-change-me-32b';
 
 /** The example's settings, read from the environment once at bootstrap. */
 export interface ExampleConfig {
-  /** Holds runs.db (the SQLite store), ledger.log and outbox/. `DATA_DIR`, default `data`. */
+  /**
+   * Holds runs.db (the SQLite store), ledger.log, outbox/ (the mail provider) and payments/ (the
+   * payment provider). `DATA_DIR`, default `data`.
+   */
   dataDir: string;
   /** `PORT`, default 3000 (0 picks a free one). */
   port: number;
@@ -20,6 +23,8 @@ export interface ExampleConfig {
   leaseMs: number;
   /** `CRASH_IN=<tool>`: the process is SIGKILLed inside that tool, after it acted (demo/tests). */
   crashIn?: string;
+  /** `CRASH_BEFORE=<tool>`: SIGKILLed inside that tool before it acted (demo/tests). */
+  crashBefore?: string;
   /** `TOOL_DELAY_MS`: each tool takes this long (a slow API, for the demo and the tests). */
   toolDelayMs: number;
   /** `TOOL_GATE=<file>`: each tool waits until that file exists (tests hold a run mid-way). */
@@ -45,6 +50,7 @@ export function loadConfig(
     workerId: env.WORKER_ID ?? `${hostname()}:${process.pid}`,
     leaseMs: integer(env, 'LEASE_MS', 15_000, 1),
     ...(env.CRASH_IN && { crashIn: env.CRASH_IN }),
+    ...(env.CRASH_BEFORE && { crashBefore: env.CRASH_BEFORE }),
     toolDelayMs: integer(env, 'TOOL_DELAY_MS', 0, 0),
     ...(env.TOOL_GATE && { toolGate: env.TOOL_GATE }),
     ...(env.OPENAI_BASE_URL && {

@@ -9,8 +9,11 @@
  *      provider sends it once;
  *   3. the ledger of what really happened: one charge, one mail.
  *
- * `npm run demo -- charge_card` kills worker-a inside the (non-idempotent) charge instead: worker-b
- * then refuses to guess and logs that the order needs a decision.
+ * `npm run demo -- charge_card` kills worker-a inside the (non-idempotent) charge instead, after the
+ * provider charged the card: worker-b then refuses to guess and logs that the order needs a
+ * decision. `npm run demo -- charge_card --before` kills it inside the charge before the provider
+ * was called: the same decision, but no charge at the provider. The demo prints what the operator
+ * does in either case.
  */
 import { mkdirSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { join, resolve } from 'node:path';
@@ -18,6 +21,8 @@ import { DEVELOPMENT_KEY } from './config';
 import { WorkerProcess } from './worker-process';
 
 const crashIn = process.argv[2] ?? 'email_tickets';
+// --before: die inside the tool before it acts (CRASH_BEFORE), not after (CRASH_IN).
+const before = process.argv.includes('--before');
 const dataDir = resolve(process.env.DATA_DIR ?? join('data', 'demo'));
 // The app's own development key unless one is set, so `DATA_DIR=data/demo npm start` (and the
 // operator CLI with the same key) can read what the demo left.
@@ -52,8 +57,12 @@ async function main(): Promise<void> {
   rmSync(dataDir, { recursive: true, force: true });
   mkdirSync(dataDir, { recursive: true });
 
-  say(`1. worker-a starts; it will die inside ${crashIn}.`);
-  const a = worker('worker-a', { CRASH_IN: crashIn });
+  say(
+    `1. worker-a starts; it will die inside ${crashIn}, ${before ? 'before' : 'after'} it acts.`,
+  );
+  const a = worker('worker-a', {
+    [before ? 'CRASH_BEFORE' : 'CRASH_IN']: crashIn,
+  });
   const urlA = await a.url();
   say(`POST ${urlA}/orders {"show":"Hamlet","seats":2}`);
   const answer = await fetch(`${urlA}/orders`, {
@@ -92,15 +101,25 @@ async function main(): Promise<void> {
     .trim()
     .split('\n');
   for (const line of ledger) console.log(`  ${line}`);
-  const charges = ledger.filter((l) => l.includes(' charge_card: ')).length;
+  // The payment provider's own ledger: one charge per idempotency key.
+  const charges = readdirSync(join(dataDir, 'payments'));
   const mails = readdirSync(join(dataDir, 'outbox')).length;
-  say(`The card was charged ${charges} time(s); ${mails} mail(s) went out.`);
-  if (crashIn === 'charge_card') {
+  say(
+    `The provider holds ${charges.length} charge(s); ${mails} mail(s) went out.`,
+  );
+  for (const file of charges)
     console.log(
-      `  The charge was in doubt, so nothing ran again. After checking the payment provider:\n` +
-        `  curl -X POST ${urlB}/orders/<id>/recover -H 'content-type: application/json' -d '{"rerunInDoubt":true}'\n` +
-        `  (worker-b is stopped now. Look at it in the run viewer: DATA_DIR=${dataDir} npm start, then\n` +
-        `  http://localhost:3000/runs; or with the operator CLI: npx agent-adapter runs inspect <id> --store sqlite:${dataDir}/runs.db)`,
+      `  ${join(dataDir, 'payments', file)}: ${readFileSync(join(dataDir, 'payments', file), 'utf8').trim()}`,
+    );
+  if (crashIn === 'charge_card') {
+    const store = `--store sqlite:${dataDir}/runs.db`;
+    console.log(
+      `  The charge was in doubt, so nothing ran again. Search the provider by the call's idempotency\n` +
+        `  key (GET /orders/<id> shows it; the provider keeps ${join(dataDir, 'payments')}/<key>.json), then say\n` +
+        `  what the call did (worker-b is stopped now: DATA_DIR=${dataDir} npm start, or the CLI):\n` +
+        `  charged:     npx agent-adapter runs resolve <id> --call pay#0 --ran --result '"<charge id>"' --by <you> --reason <why> ${store}\n` +
+        `  not charged: npx agent-adapter runs resolve <id> --call pay#0 --not-run --by <you> --reason <why> ${store}\n` +
+        `  (with CHECKPOINT_KEY=${KEY === DEVELOPMENT_KEY ? DEVELOPMENT_KEY : '<the key>'}; or POST /orders/<id>/resolve, or the run viewer at /runs)`,
     );
   }
   await b.stop();

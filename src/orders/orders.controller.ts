@@ -17,6 +17,7 @@ import {
 import {
   CheckpointNotFound,
   InvalidFlowState,
+  type CallFinding,
   type RunPage,
   type RunResult,
   type RunStatus,
@@ -29,6 +30,7 @@ import {
 import type { ValidationError } from 'class-validator';
 import { Order } from '../tickets/order.state';
 import { TicketsFlow } from '../tickets/tickets.flow';
+import { ResolveBody } from './resolve.body';
 
 const STATUSES: readonly RunStatus[] = ['running', 'paused', 'done', 'failed'];
 
@@ -49,20 +51,37 @@ const FLOW = 'tickets';
  * refused (not stored along), and each field gets its first failure only. Refusals are the
  * library's `InvalidFlowState`, so every 400 of this controller has the same shape (`violations`).
  */
-const ORDER_BODY = new ValidationPipe({
-  expectedType: Order,
-  whitelist: true,
-  forbidNonWhitelisted: true,
-  stopAtFirstError: true,
-  exceptionFactory: (errors: ValidationError[]) =>
-    new InvalidFlowState(
-      FLOW,
-      errors.map((e) => ({
-        path: e.property,
-        messages: Object.values(e.constraints ?? {}),
-      })),
-    ),
-});
+const bodyOf = (expectedType: typeof Order | typeof ResolveBody) =>
+  new ValidationPipe({
+    expectedType,
+    whitelist: true,
+    forbidNonWhitelisted: true,
+    stopAtFirstError: true,
+    exceptionFactory: (errors: ValidationError[]) =>
+      new InvalidFlowState(FLOW, violations(errors)),
+  });
+
+/** Each field's messages, nested fields (`error.name`) by their path. */
+function violations(
+  errors: ValidationError[],
+  prefix = '',
+): Array<{ path: string; messages: string[] }> {
+  return errors.flatMap((e) => [
+    ...(e.constraints
+      ? [
+          {
+            path: prefix + e.property,
+            messages: Object.values(e.constraints),
+          },
+        ]
+      : []),
+    ...violations(e.children ?? [], `${prefix}${e.property}.`),
+  ]);
+}
+
+const ORDER_BODY = bodyOf(Order);
+/** `POST /orders/:id/resolve` bodies: the same rules (whitelist, unknown fields refused). */
+const RESOLVE_BODY = bodyOf(ResolveBody);
 
 @Controller('orders')
 @UseFilters(DurableHttpExceptionFilter)
@@ -178,5 +197,41 @@ export class OrdersController {
       ...(typeof body.by === 'string' && { by: body.by }),
       ...(typeof body.reason === 'string' && { reason: body.reason }),
     });
+  }
+
+  /**
+   * For operators: says what a call in doubt really did, found at its system (the charge at the
+   * payment provider, by its idempotency key), then goes on with the order. `{"call": "pay#0",
+   * "ran": true, "result": "ch_...", "by": "ann", "reason": "..."}`: the charge is recorded with
+   * that result and never run again; `{"call": "pay#0", "ran": false, ...}`: it runs now, once,
+   * with the same idempotency key. A bad finding is a 400 with nothing stored; a run already
+   * decided or ended, a 409.
+   */
+  @Post(':id/resolve')
+  async resolve(
+    @Param('id') id: string,
+    @Body(RESOLVE_BODY) body: ResolveBody,
+  ): Promise<RunResult<Order>> {
+    await this.get(id); // 404 unless it is an order
+    // As sent (the pipe gives every declared field, unset ones undefined): the runner refuses a
+    // result or error beside ran: false, or both.
+    const finding = {
+      call: body.call,
+      ran: body.ran,
+      ...(body.result !== undefined && { result: body.result }),
+      ...(body.error !== undefined && { error: body.error }),
+    } as CallFinding;
+    try {
+      return await this.runner.resolve<Order>(TicketsFlow, id, {
+        calls: [finding],
+        ...(body.by !== undefined && { by: body.by }),
+        ...(body.reason !== undefined && { reason: body.reason }),
+      });
+    } catch (error) {
+      // The runner's refusal of the finding, before it stored anything.
+      if (error instanceof TypeError)
+        throw new BadRequestException(error.message);
+      throw error;
+    }
   }
 }

@@ -26,12 +26,22 @@ export class Ledger {
     this.file = join(config.dataDir, 'ledger.log');
   }
 
-  /** Waits like a slow API would, then records `what` the tool did. */
-  async act(tool: string, what: string): Promise<void> {
+  /**
+   * Waits like a slow API would, then acts (`what` does the side effect and says what it did, or is
+   * that text) and records it.
+   */
+  async act(tool: string, what: string | (() => string)): Promise<void> {
     if (this.config.toolDelayMs) await sleep(this.config.toolDelayMs);
     while (this.config.toolGate && !existsSync(this.config.toolGate))
       await sleep(50);
-    const line = `${new Date().toISOString()} worker=${this.config.workerId} pid=${process.pid} ${tool}: ${what} (key ${keyPrefix()})\n`;
+    if (this.config.crashBefore === tool) {
+      this.logger.warn(
+        `CRASH_BEFORE=${tool}: the process dies now, inside ${tool}, before it acted.`,
+      );
+      process.kill(process.pid, 'SIGKILL');
+    }
+    const did = typeof what === 'string' ? what : what();
+    const line = `${new Date().toISOString()} worker=${this.config.workerId} pid=${process.pid} ${tool}: ${did} (key ${keyPrefix()})\n`;
     const fd = openSync(this.file, 'a');
     try {
       writeSync(fd, line);

@@ -21,13 +21,11 @@ export class Mail {
     description: 'Mails the tickets to the customer.',
   })
   async send(a: { show: string; seats: number }): Promise<string> {
-    const sent = this.outbox.sendOnce(
-      idempotencyKey(),
-      `Your ${a.seats} tickets for ${a.show}.\n`,
-    );
-    await this.ledger.act(
-      'email_tickets',
-      sent
+    await this.ledger.act('email_tickets', () =>
+      this.outbox.sendOnce(
+        idempotencyKey(),
+        `Your ${a.seats} tickets for ${a.show}.\n`,
+      )
         ? `mailed the tickets for ${a.show}`
         : `the provider already sent this mail; not sent again`,
     );

@@ -3,6 +3,7 @@
  * SIGKILL inside a tool, started again. What really ran is read from the app's own ledger file.
  */
 import {
+  existsSync,
   mkdtempSync,
   readFileSync,
   readdirSync,
@@ -11,6 +12,7 @@ import {
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { Charge } from '../../src/tickets/payment-provider';
 import { WorkerProcess } from '../../src/worker-process';
 import { ledgerLines } from './example-config';
 
@@ -53,6 +55,12 @@ describe('the example app, crashed and recovered (child processes, SQLite file)'
   }
 
   const ledger = (dir: string) => readFileSync(join(dir, 'ledger.log'), 'utf8');
+  /** The payment provider's ledger: one charge per idempotency key (see PaymentProvider). */
+  const providerCharges = (dir: string): Charge[] =>
+    readdirSync(join(dir, 'payments')).map(
+      (f) =>
+        JSON.parse(readFileSync(join(dir, 'payments', f), 'utf8')) as Charge,
+    );
 
   function order(url: string, body: object = { show: 'Hamlet', seats: 2 }) {
     return fetch(`${url}/orders`, {
@@ -92,7 +100,7 @@ describe('the example app, crashed and recovered (child processes, SQLite file)'
     step: number;
     state: { note?: string; payment?: string };
     needsDecision?: {
-      calls: Array<{ tool: string; idempotencyKey?: string }>;
+      calls: Array<{ callId: string; tool: string; idempotencyKey?: string }>;
     };
   }
 
@@ -144,7 +152,7 @@ describe('the example app, crashed and recovered (child processes, SQLite file)'
     expect(b.lines.join('\n')).toMatch(/lease renewal stopped/);
   });
 
-  it('killed inside charge_card: bootstrap leaves it for a decision; the operator reruns it over HTTP', async () => {
+  it('killed inside charge_card after the charge: bootstrap leaves it for a decision; rerun over HTTP, the provider (same key) charges once', async () => {
     const dir = dataDir();
     const a = worker('worker-a', dir, { CRASH_IN: 'charge_card' });
     await expect(order(await a.url())).rejects.toThrow();
@@ -196,20 +204,115 @@ describe('the example app, crashed and recovered (child processes, SQLite file)'
     ]);
     expect(ledgerLines(ledger(dir), 'charge_card')).toHaveLength(1);
 
-    // The operator checked the payment provider: no charge went through. Rerun it.
+    // Rerun without looking: the charge runs again, with the same idempotency key, and the
+    // provider, honouring it, returns the first charge instead of charging again.
     const [decided, run] = await recover({
       rerunInDoubt: true,
       by: 'ann',
-      reason: 'no charge at the provider',
+      reason: 'rerun; the provider dedupes by key',
     });
     expect(decided).toBe(201);
     expect(run).toMatchObject({ status: 'done', step: 4 });
     expect(run.needsDecision).toBeUndefined();
     const charges = ledgerLines(ledger(dir), 'charge_card');
     expect(charges).toEqual([
-      expect.stringContaining('worker=worker-a'),
-      expect.stringContaining('worker=worker-b'),
+      expect.stringMatching(/worker=worker-a .*charged 80 EUR/),
+      expect.stringMatching(/worker=worker-b .*not charged again/),
     ]);
+    const [charge] = providerCharges(dir);
+    expect(providerCharges(dir)).toHaveLength(1);
+    expect(run.state.payment).toBe(charge!.id);
+    await b.stop();
+  });
+
+  /**
+   * worker-a is killed inside charge_card (after the provider charged the card with CRASH_IN, before
+   * it was called with CRASH_BEFORE); worker-b boots and leaves the order for a decision. Returns
+   * worker-b's URL, the order and the call in doubt.
+   */
+  async function chargeInDoubt(
+    dir: string,
+    crash: 'CRASH_IN' | 'CRASH_BEFORE',
+  ) {
+    const a = worker('worker-a', dir, { [crash]: 'charge_card' });
+    await expect(order(await a.url())).rejects.toThrow();
+    await expect(a.exited).resolves.toEqual({ code: null, signal: 'SIGKILL' });
+    const b = worker('worker-b', dir);
+    const url = await b.url();
+    const line = await b.waitFor(/needs a decision/);
+    const runId = /Run "([^"]+)"/.exec(line)![1]!;
+    const [, run] = await json<RunView>(`${url}/orders/${runId}`);
+    const call = run.needsDecision!.calls[0]!;
+    expect(call).toMatchObject({ callId: 'pay#0', tool: 'charge_card' });
+    const resolve = (body: object) =>
+      json<RunView & { message?: string }>(`${url}/orders/${runId}/resolve`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      });
+    return { b, url, runId, key: call.idempotencyKey!, resolve };
+  }
+
+  it('the card WAS charged: the operator finds the charge by its idempotency key and resolves "ran" over HTTP; it never runs again, one charge', async () => {
+    const dir = dataDir();
+    const { b, key, resolve } = await chargeInDoubt(dir, 'CRASH_IN');
+    // At the provider, by the key the order shows: the charge went through.
+    const charge = JSON.parse(
+      readFileSync(join(dir, 'payments', `${key}.json`), 'utf8'),
+    ) as Charge;
+    expect(charge).toMatchObject({ key, amount: '80 EUR' });
+
+    const [status, run] = await resolve({
+      call: 'pay#0',
+      ran: true,
+      result: charge.id,
+      by: 'ann',
+      reason: `${charge.id} found at the provider by the idempotency key`,
+    });
+    expect(status).toBe(201);
+    expect(run).toMatchObject({
+      status: 'done',
+      state: { payment: charge.id, note: 'tickets sent' },
+    });
+    expect(run.needsDecision).toBeUndefined();
+    // Never run again: the one ledger line is worker-a's; the provider holds one charge.
+    expect(ledgerLines(ledger(dir), 'charge_card')).toEqual([
+      expect.stringMatching(/worker=worker-a .*charged 80 EUR/),
+    ]);
+    expect(providerCharges(dir)).toEqual([charge]);
+    // The flow went on: the tickets were mailed once.
+    expect(ledgerLines(ledger(dir), 'email_tickets')).toHaveLength(1);
+    // A second decision finds nothing in doubt: 409, still one charge.
+    const [again] = await resolve({ call: 'pay#0', ran: false, by: 'bob' });
+    expect(again).toBe(409);
+    expect(providerCharges(dir)).toHaveLength(1);
+    await b.stop();
+  });
+
+  it('the card was NOT charged (killed before the provider was called): resolved "did not run" over HTTP, it runs once, one charge', async () => {
+    const dir = dataDir();
+    const { b, key, resolve } = await chargeInDoubt(dir, 'CRASH_BEFORE');
+    // Nothing at the provider for that key, nothing in the ledger.
+    expect(existsSync(join(dir, 'payments', `${key}.json`))).toBe(false);
+    expect(ledgerLines(ledger(dir), 'charge_card')).toEqual([]);
+
+    const [status, run] = await resolve({
+      call: 'pay#0',
+      ran: false,
+      by: 'ann',
+      reason: 'no charge at the provider for this key',
+    });
+    expect(status).toBe(201);
+    expect(run).toMatchObject({
+      status: 'done',
+      state: { note: 'tickets sent' },
+    });
+    expect(ledgerLines(ledger(dir), 'charge_card')).toEqual([
+      expect.stringMatching(/worker=worker-b .*charged 80 EUR/),
+    ]);
+    const charges = providerCharges(dir);
+    expect(charges).toEqual([expect.objectContaining({ key })]); // the same key
+    expect(run.state.payment).toBe(charges[0]!.id);
     await b.stop();
   });
 

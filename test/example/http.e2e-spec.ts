@@ -36,6 +36,7 @@ import {
 import { AppModule } from '../../src/app.module';
 import { EXAMPLE_CONFIG, runsDb, type ExampleConfig } from '../../src/config';
 import { OrdersModule } from '../../src/orders/orders.module';
+import { PaymentProvider } from '../../src/tickets/payment-provider';
 import { TicketsModule } from '../../src/tickets/tickets.module';
 import { Apps, CaptureLogger } from '../nest/utils';
 import { dropPrefix } from '../utils/redis-keys';
@@ -164,7 +165,14 @@ function httpSuite(
       step: 3,
       state: { show: 'Hamlet', seats: 2, note: 'tickets sent' },
     });
-    expect(placed.body.state.payment).toMatch(/^payment \S+: 80 EUR$/);
+    // The provider's charge id, made once for the charge's idempotency key.
+    expect(placed.body.state.payment).toMatch(/^ch_[0-9a-f]{16}$/);
+    expect(app.get(PaymentProvider).all()).toEqual([
+      expect.objectContaining({
+        id: placed.body.state.payment,
+        amount: '80 EUR',
+      }),
+    ]);
     const shown = await request(app.getHttpServer())
       .get(`/orders/${placed.body.runId as string}`)
       .expect(200);
@@ -420,6 +428,65 @@ describe("the example's input: refused cleanly, logged as what it is", () => {
     const runId = chat.body.runId as string;
     const missing = await request(server).get(`/orders/${runId}`).expect(404);
     expect(missing.body.message).toBe(`no order ${runId}`);
+    expect(serverErrors()).toEqual([]);
+  });
+
+  it('POST /orders/:id/resolve: its body is checked like the others (400, nothing stored); no order is a 404, an order that ended a 409', async () => {
+    const server = app.getHttpServer();
+    const placed = await request(server)
+      .post('/orders')
+      .send({ show: 'Hamlet', seats: 1 })
+      .expect(201);
+    const runId = placed.body.runId as string;
+    const resolve = (id: string, body: object) =>
+      request(server).post(`/orders/${id}/resolve`).send(body);
+
+    const unknown = await resolve(runId, {
+      call: 'pay#0',
+      ran: false,
+      force: true,
+    }).expect(400);
+    expect(unknown.body.violations).toEqual([
+      { path: 'force', messages: ['property force should not exist'] },
+    ]);
+    const typed = await resolve(runId, { call: 'pay', ran: 'yes' }).expect(400);
+    expect(typed.body.violations).toEqual([
+      { path: 'call', messages: ['call must be a call id, node#index'] },
+      { path: 'ran', messages: ['ran must be a boolean value'] },
+    ]);
+    const nested = await resolve(runId, {
+      call: 'pay#0',
+      ran: true,
+      error: { name: 'Declined', code: 51 },
+    }).expect(400);
+    expect(nested.body.violations.map((v: { path: string }) => v.path)).toEqual(
+      ['error.code', 'error.message'],
+    );
+    // The runner's own check (a call that did not run returned nothing): its message, a 400.
+    const contradictory = await resolve(runId, {
+      call: 'pay#0',
+      ran: false,
+      result: 'ch_1',
+    }).expect(400);
+    expect(contradictory.body.message).toMatch(/did not run has no result/);
+    // An order that ended has nothing in doubt.
+    const ended = await resolve(runId, { call: 'pay#0', ran: false });
+    expect([ended.status, ended.body.message]).toEqual([
+      409,
+      expect.stringMatching(/done/),
+    ]);
+    const chat = await request(server)
+      .post('/support')
+      .send({ message: 'Where is my order 42?' })
+      .expect(201);
+    await resolve(chat.body.runId as string, {
+      call: 'x#0',
+      ran: false,
+    }).expect(404);
+    await resolve('no-such-order', { call: 'pay#0', ran: false }).expect(404);
+    expect(
+      (await request(server).get(`/orders/${runId}`).expect(200)).body,
+    ).toEqual(placed.body); // nothing was stored
     expect(serverErrors()).toEqual([]);
   });
 

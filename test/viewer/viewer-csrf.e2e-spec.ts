@@ -2,7 +2,8 @@
  * Issue 16, item 1: a page on another origin must not act through the viewer. An operator has the
  * viewer open (so the browser holds its cookie); a page served from another port of the same host
  * (same site: SameSite cookies go along) fires every kind of cross-origin POST a browser allows at
- * `rerun-in-doubt` and `approve`. Nothing may run: the charge in doubt is not charged again and the
+ * `rerun-in-doubt`, `resolve` (a finding that the charge did not run: it would run again) and
+ * `approve`. Nothing may run: the charge in doubt is not charged again and the
  * paused refund stays paused. Then the operator's own page still approves, same-origin. And a
  * DNS-rebound name (the attacker's, resolving to the app) gets nothing.
  */
@@ -34,17 +35,21 @@ function attackPage(api: string): string {
 <h1>Cute cats</h1>
 ${form('/order-in-doubt/rerun-in-doubt', 'f1')}
 ${form('/refund-1/approve', 'f2')}
+${form('/order-in-doubt/resolve', 'f3')}
 <script>
 (async () => {
   const api = ${target};
   const plain = { method: 'POST', mode: 'no-cors', credentials: 'include', headers: { 'content-type': 'text/plain' }, body: '{}' };
   const json = { method: 'POST', mode: 'cors', credentials: 'include', headers: { 'content-type': 'application/json' }, body: '{"by":"mallory"}' };
+  const notRun = '{"call":"pay#0","ran":false,"by":"mallory"}';
   const outcome = (p) => p.then((r) => r.type + ' ' + r.status, (e) => 'rejected: ' + e.message);
   window.__results = await Promise.all([
     outcome(fetch(api + '/order-in-doubt/rerun-in-doubt', plain)),
     outcome(fetch(api + '/refund-1/approve', plain)),
     outcome(fetch(api + '/refund-1/approve', json)),
     outcome(fetch(api + '/order-in-doubt/rerun-in-doubt', json)),
+    outcome(fetch(api + '/order-in-doubt/resolve', { ...plain, body: notRun })),
+    outcome(fetch(api + '/order-in-doubt/resolve', { ...json, body: notRun })),
   ]);
   for (const f of document.forms) f.submit();
   window.__done = true;
@@ -121,20 +126,22 @@ describeInChromium(
         () => (globalThis as { __done?: boolean }).__done,
       );
       const posts = () => seen.filter((s) => s.startsWith('POST'));
-      // The two no-cors fetches and the two forms reach the server; the CORS ones die at preflight.
-      for (let i = 0; i < 100 && posts().length < 4; i++)
+      // The three no-cors fetches and the three forms reach the server; the CORS ones die at preflight.
+      for (let i = 0; i < 100 && posts().length < 6; i++)
         await evil.waitForTimeout(50);
       await evil.waitForTimeout(300);
       expect(posts().sort()).toEqual([
         'POST /order-in-doubt/rerun-in-doubt 403',
         'POST /order-in-doubt/rerun-in-doubt 403',
+        'POST /order-in-doubt/resolve 403',
+        'POST /order-in-doubt/resolve 403',
         'POST /refund-1/approve 403',
         'POST /refund-1/approve 403',
       ]);
       const results = await evil.evaluate(
         () => (globalThis as { __results?: string[] }).__results,
       );
-      expect(results).toHaveLength(4);
+      expect(results).toHaveLength(6);
       for (const r of results!) expect(r).toMatch(/^(opaque 0|rejected: )/);
 
       expect(ledger.count('charge_card')).toBe(charges); // not charged again

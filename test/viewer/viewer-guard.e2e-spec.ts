@@ -90,7 +90,7 @@ describe('run viewer access', () => {
       page.text,
     )![1]!;
     const cookie = `agent_adapter_csrf=${token}`;
-    for (const action of ['approve', 'deny', 'rerun-in-doubt']) {
+    for (const action of ['approve', 'deny', 'rerun-in-doubt', 'resolve']) {
       const refused = await request(server)
         .post(`/ops/runs/api/runs/${runId}/${action}`)
         .set({ cookie, 'x-agent-adapter-csrf': token })

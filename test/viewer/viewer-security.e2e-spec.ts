@@ -268,11 +268,11 @@ describe('run viewer protections', () => {
     ).toBe('paused');
   });
 
-  it('every action needs a JSON object body, rerun-in-doubt too', async () => {
+  it('every action needs a JSON object body, rerun-in-doubt and resolve too', async () => {
     const { app, server } = await boot();
     const runId = await pausedRefund(app);
     const { token, cookie } = await pageSession(server);
-    for (const action of ['approve', 'deny', 'rerun-in-doubt']) {
+    for (const action of ['approve', 'deny', 'rerun-in-doubt', 'resolve']) {
       // ('"yes"' is refused by the JSON parser itself, also with a 400.)
       for (const body of [undefined, '', '[]', '"yes"']) {
         const req = request(server)

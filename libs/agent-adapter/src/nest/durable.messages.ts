@@ -56,7 +56,7 @@ export const NestMessages = {
     runId: string,
     calls: ReadonlyArray<readonly [string, string]>,
   ) =>
-    `Run "${runId}" of flow "${flow}" needs a decision: call(s) in doubt ${calls.map(([tool, why]) => `${tool} (${why})`).join(', ')}. Check each at its system, then FlowRunner.recover(flow, "${runId}", { rerunInDoubt: true }). Nothing was run or written.`,
+    `Run "${runId}" of flow "${flow}" needs a decision: call(s) in doubt ${calls.map(([tool, why]) => `${tool} (${why})`).join(', ')}. Check each at its system, then say what each did (FlowRunner.resolve, the run viewer, or npx agent-adapter runs resolve ${runId} --call <callId> --ran | --not-run), or rerun them with FlowRunner.recover(flow, "${runId}", { rerunInDoubt: true }). Nothing was run or written.`,
   leaseHeld: (
     flow: string,
     runId: string,
@@ -132,6 +132,8 @@ export const NestMessages = {
   viewerLimit: () => 'limit must be between 1 and 50',
   viewerDecisionField: (key: string) =>
     `${key} must be a string of at most 200 characters`,
+  viewerResolveField: (key: string) =>
+    `resolve takes { call, ran, result?, error?, by, reason }: "${key}" is not one of them`,
 } as const;
 
 const SWEEP_LABEL = {

@@ -35,6 +35,7 @@ import { ToolLoopRunner } from './tool-loop.runner';
 import { VIEWER_CONFIG, viewerConfig } from './viewer/viewer.config';
 import { createViewerController } from './viewer/viewer.controller';
 import { ViewerCsrf } from './viewer/viewer.csrf';
+import { ViewerActions } from './viewer/viewer.actions';
 import { ViewerService } from './viewer/viewer.service';
 
 /**
@@ -136,6 +137,7 @@ function withViewer(
     { provide: VIEWER_CONFIG, useValue: config },
     ViewerCsrf,
     ViewerService,
+    ViewerActions,
   ];
   return {
     ...module,

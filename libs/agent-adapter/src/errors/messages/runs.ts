@@ -86,7 +86,7 @@ export const RunMessages = {
       .map(([tool, why]) => `${tool} (${why})`)
       .join(
         ', ',
-      )}. Check each at its system (was the mail sent? the card charged?), then recover with { rerunInDoubt: true }, or fix the state by hand. Nothing was written.`,
+      )}. Check each at its system (was the mail sent? the card charged?), then say what it did with resolve(flow, runId, { calls: [{ call, ran: true, result } | { call, ran: false }] }) (or the viewer, or runs resolve), or rerun them all with recover(..., { rerunInDoubt: true }). Nothing was written.`,
   graphChanged: (runId: string, flow: string) =>
     `Run "${runId}": the graph of flow "${flow}" changed since its checkpoint was saved (digest mismatch). Deploy the old flow to finish the run, or fork it onto the new graph.`,
   strangerRerun: (runId: string) =>

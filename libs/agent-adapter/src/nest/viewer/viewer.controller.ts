@@ -17,8 +17,10 @@ import {
   type Type,
 } from '@nestjs/common';
 import type { RunStatus } from '../../exec/checkpoints/checkpoint-store';
+import type { CallFinding } from '../../flow/runner/resolve';
 import { DurableHttpExceptionFilter } from '../durable-http.filter';
 import { NestMessages } from '../durable.messages';
+import { ViewerActions } from './viewer.actions';
 import type { ViewerConfig } from './viewer.config';
 import { ViewerCsrf } from './viewer.csrf';
 import {
@@ -44,6 +46,7 @@ export function createViewerController(config: ViewerConfig): Type<unknown> {
   class DurableViewerController {
     constructor(
       private readonly viewer: ViewerService,
+      private readonly actions: ViewerActions,
       private readonly csrf: ViewerCsrf,
     ) {}
 
@@ -101,7 +104,7 @@ export function createViewerController(config: ViewerConfig): Type<unknown> {
       @Param('id') id: string,
       @ActionBody('approve') body: Record<string, unknown>,
     ) {
-      return this.viewer.decide(id, { approved: true, ...decisionOf(body) });
+      return this.actions.decide(id, { approved: true, ...decisionOf(body) });
     }
 
     @Post('api/runs/:id/deny')
@@ -109,7 +112,7 @@ export function createViewerController(config: ViewerConfig): Type<unknown> {
       @Param('id') id: string,
       @ActionBody('deny') body: Record<string, unknown>,
     ) {
-      return this.viewer.decide(id, { approved: false, ...decisionOf(body) });
+      return this.actions.decide(id, { approved: false, ...decisionOf(body) });
     }
 
     @Post('api/runs/:id/rerun-in-doubt')
@@ -119,7 +122,17 @@ export function createViewerController(config: ViewerConfig): Type<unknown> {
       @Param('id') id: string,
       @ActionBody('rerun-in-doubt') body: Record<string, unknown>,
     ) {
-      return this.viewer.rerunInDoubt(id, decisionOf(body));
+      return this.actions.rerunInDoubt(id, decisionOf(body));
+    }
+
+    @Post('api/runs/:id/resolve')
+    // What one call in doubt really did: { call, ran: true, result | error } or { call, ran: false },
+    // with by and reason. The runner checks the finding (a 400 with its message, nothing stored).
+    resolve(
+      @Param('id') id: string,
+      @ActionBody('resolve') body: Record<string, unknown>,
+    ) {
+      return this.actions.resolve(id, findingOf(body), decisionOf(body));
     }
   }
   return DurableViewerController;
@@ -165,6 +178,32 @@ const ActionBody = createParamDecorator(
     return body as Record<string, unknown>;
   },
 );
+
+const RESOLVE_FIELDS = new Set([
+  'call',
+  'ran',
+  'result',
+  'error',
+  'by',
+  'reason',
+]);
+
+/**
+ * A resolve body's finding, as sent: an unknown field is refused here (it would be dropped
+ * silently otherwise), the rest is the runner's to check (its TypeError names what is wrong).
+ */
+function findingOf(body: Record<string, unknown>): CallFinding {
+  for (const key of Object.keys(body))
+    if (!RESOLVE_FIELDS.has(key))
+      throw new BadRequestException(NestMessages.viewerResolveField(key));
+  const { call, ran } = body;
+  return {
+    call,
+    ran,
+    ...('result' in body && { result: body.result }),
+    ...('error' in body && { error: body.error }),
+  } as CallFinding;
+}
 
 function decisionOf(body: Record<string, unknown>): {
   by?: string;

@@ -20,7 +20,7 @@ export const VIEWER_SCRIPT = String.raw`
   const app = document.getElementById('app');
   const STATUSES = ['running', 'paused', 'done', 'failed'];
 
-  const ATTRIBUTES = new Set(['id', 'class', 'href', 'colspan', 'placeholder', 'value', 'selected', 'data-run', 'data-tool', 'data-badge']);
+  const ATTRIBUTES = new Set(['id', 'class', 'href', 'colspan', 'placeholder', 'value', 'selected', 'data-run', 'data-tool', 'data-badge', 'data-call']);
   /** An element: attributes through setAttribute (allowed names only), children as nodes or text. */
   function h(tag, attrs, ...children) {
     const el = document.createElement(tag);
@@ -95,6 +95,8 @@ export const VIEWER_SCRIPT = String.raw`
   async function show(runId) {
     const run = await api('/runs/' + encodeURIComponent(runId));
     const pending = run.status === 'paused' && !run.corrupt ? run.pending : undefined;
+    // Calls in doubt an operator can decide on, one by one: what each really did at its system.
+    const deciding = run.doubtful.length > 0 && run.status === 'running' && !run.corrupt;
     const result = h('span', { id: 'result' });
     const actions = [];
     if (pending)
@@ -105,7 +107,7 @@ export const VIEWER_SCRIPT = String.raw`
     if (run.doubtful.length > 0 && run.status === 'running')
       actions.push(!pending && h('input', { id: 'by', placeholder: 'your name', value: 'operator' }),
         h('button', { id: 'rerun', class: 'danger' }, 'Rerun in doubt…'),
-        h('span', { class: 'muted' }, 'only after checking each call at its system'));
+        h('span', { class: 'muted' }, 'only after checking each call at its system; or say below what each call did'));
     const lease = run.leaseExpiresAt === undefined ? '' : [', lease until ', when(run.leaseExpiresAt), ' ',
       run.status === 'running' && badge(run.leaseLive ? 'running' : 'failed', run.leaseLive ? 'live' : 'expired')];
     // What to check at each call's system: the key a provider can be searched by, the arguments, when.
@@ -114,10 +116,14 @@ export const VIEWER_SCRIPT = String.raw`
       h('td', {}, h('span', { class: 'reason' }, c.why), h('br'), c.action),
       h('td', { class: 'mono' }, c.args === undefined ? '' : short(c.args, 400)),
       h('td', { class: 'mono' }, c.idempotencyKey ?? 'unknown (key id not in the ring)'),
-      h('td', {}, when(c.startedAt)));
+      h('td', {}, when(c.startedAt)),
+      deciding && h('td', {}, button('primary ran', c, 'It ran…', () => ran(c)), ' ',
+        button('danger not-run', c, 'It did not run…', () => notRun(c))));
+    const button = (cls, c, label, onclick) => { const b = h('button', { class: cls, 'data-call': c.callId }, label); b.onclick = onclick; return b; };
     const decision = (d) => h('tr', {},
       h('td', {}, d.step), h('td', {}, d.kind, d.sync && ' (sync)'),
-      h('td', { class: 'mono' }, d.calls.map((id, i) => id + ' ' + (d.tools[i] ?? '')).join(', ')),
+      h('td', { class: 'mono' }, d.calls.map((id, i) => id + ' ' + (d.tools[i] ?? '') +
+        (d.ran ? (d.ran[i] ? ' (ran)' : ' (did not run)') : '')).join(', ')),
       h('td', {}, d.by), h('td', {}, when(d.at)), h('td', {}, d.reason));
 
     const checkpoint = (c) => h('tr', {},
@@ -142,7 +148,7 @@ export const VIEWER_SCRIPT = String.raw`
       run.error && h('p', { class: 'error' }, run.error.name, ': ', run.error.message),
       actions.length > 0 && h('div', { class: 'actions' }, actions, result),
       run.doubtful.length > 0 && [h('h2', {}, 'In doubt: check each call at its system'),
-        h('table', { id: 'doubt' }, headRow('Call', 'Tool', 'Why', 'Arguments', 'Idempotency key', 'Started'),
+        h('table', { id: 'doubt' }, headRow('Call', 'Tool', 'Why', 'Arguments', 'Idempotency key', 'Started', ...(deciding ? ['What it did'] : [])),
           h('tbody', {}, run.doubtful.map(doubt)))],
       run.decisions.length > 0 && [h('h2', {}, 'Decisions'),
         h('table', { id: 'decisions' }, headRow('Step', 'Decision', 'Calls', 'By', 'At', 'Reason'),
@@ -174,6 +180,46 @@ export const VIEWER_SCRIPT = String.raw`
       if (!reason.trim()) { mount(result, h('span', { class: 'error' }, 'Not denied: give a reason.')); return; }
       act('/deny', { by: by(), reason: reason.trim() });
     });
+    const refuse = (text) => mount(result, h('span', { class: 'error' }, text));
+    const named = (c) => c.tool + ' (call ' + c.callId + ', idempotency key ' + (c.idempotencyKey ?? 'unknown') + ')';
+    /** Asks why; null when the operator cancelled or gave no reason (said so on the page). */
+    const why = (question) => {
+      const reason = prompt(question + ' Why (recorded with the decision)?', '');
+      if (reason === null) return null;
+      if (!reason.trim()) { refuse('Not resolved: give a reason.'); return null; }
+      return reason.trim();
+    };
+    // "It ran": its result as JSON, or the error it returned, as the call's system shows it.
+    const ran = (c) => {
+      const given = prompt('What did ' + named(c) + ' return, as its system shows it? Its result as JSON ' +
+        '(text in double quotes, a number, an object...), or  error: Name: message  if it returned an error; empty for no result.', '');
+      if (given === null) return;
+      const text = given.trim();
+      const failed = /^error:\s*([^:]+?)\s*:\s*([\s\S]*)$/i.exec(text);
+      let outcome = {};
+      if (failed) outcome = { error: { name: failed[1], message: failed[2] } };
+      else if (text !== '') {
+        try { outcome = { result: JSON.parse(text) }; } catch (e) {
+          refuse('Not resolved: the result is not JSON (' + messageOf(e) + '); text goes in double quotes.');
+          return;
+        }
+      }
+      const what = outcome.error ? 'returned the error ' + outcome.error.name + ': ' + outcome.error.message
+        : 'result' in outcome ? 'returned ' + short(outcome.result, 400) : 'returned nothing';
+      const reason = why('Record that ' + named(c) + ' ran and ' + what + '.');
+      if (reason === null) return;
+      if (confirm('Record that ' + named(c) + ' in run ' + run.runId + ' RAN and ' + what +
+        '? It is never run again: the run goes on with that outcome.'))
+        act('/resolve', { call: c.callId, ran: true, ...outcome, by: by(), reason });
+    };
+    // "It did not run": it runs now, once, with the same idempotency key.
+    const notRun = (c) => {
+      const reason = why('Record that ' + named(c) + ' did not run.');
+      if (reason === null) return;
+      if (confirm('Record that ' + named(c) + ' in run ' + run.runId + ' did NOT run? ' +
+        'It runs now, once, with the same idempotency key.'))
+        act('/resolve', { call: c.callId, ran: false, by: by(), reason });
+    };
     on('rerun', () => {
       const reason = prompt('Run every call in doubt again (' + run.doubtful.map((c) => c.tool + ' ' + c.callId).join(', ') +
         ')? Only after checking each one at its system. Why (recorded with the decision)?', '');

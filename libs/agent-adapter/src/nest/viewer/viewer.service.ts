@@ -5,11 +5,7 @@ import {
   type Inspection,
 } from '../../cli/inspect';
 import { corruptMessage } from '../../cli/corrupt-wording';
-import {
-  CheckpointNotFound,
-  CheckpointStoreCorrupt,
-  FlowError,
-} from '../../errors';
+import { CheckpointNotFound, CheckpointStoreCorrupt } from '../../errors';
 import {
   CheckpointStore,
   type RunHead,
@@ -26,12 +22,8 @@ import {
   type SealedError,
 } from '../../exec/durable/records';
 import { ToolRegistry } from '../../exec/tool.registry';
-import type {
-  RecordedDecision,
-  ResumeDecision,
-} from '../../flow/flow.interfaces';
+import type { RecordedDecision } from '../../flow/flow.interfaces';
 import { DurableFlowRunner } from '../durable-flow.runner';
-import { NestMessages } from '../durable.messages';
 import { FlowRegistry } from '../flow.registry';
 import { ToolLoopRunner } from '../tool-loop.runner';
 
@@ -106,8 +98,8 @@ export interface ViewerRun extends ViewerRunSummary {
 
 /**
  * What the run viewer shows and does, from the module's store and runners. Every row is opened
- * with the module's key (a row that does not verify is shown as corrupt, never trusted); actions go
- * through `FlowRunner.resume` / `recover` (or the tool loop's), with their compare-and-set.
+ * with the module's key (a row that does not verify is shown as corrupt, never trusted). What its
+ * buttons do is in `ViewerActions`.
  * @internal
  */
 @Injectable()
@@ -267,50 +259,6 @@ export class ViewerService {
       calls,
       doubtful,
     };
-  }
-
-  /** Approves or denies the call a paused run waits for. */
-  async decide(
-    runId: string,
-    decision: ResumeDecision,
-  ): Promise<{ status: RunStatus }> {
-    const name = await this.flowOf(runId);
-    const loop = this.loops.get(name);
-    const r = loop
-      ? await loop.run([], { runId, decision })
-      : await this.runner.resume(name, runId, decision);
-    return { status: r.status };
-  }
-
-  /**
-   * Recovers a run, running its calls in doubt again (after an operator checked them); a flow's
-   * claim seals who decided and why.
-   */
-  async rerunInDoubt(
-    runId: string,
-    decided: { by?: string; reason?: string } = {},
-  ): Promise<{ status: RunStatus }> {
-    const name = await this.flowOf(runId);
-    const loop = this.loops.get(name);
-    const r = loop
-      ? await loop.recover(runId, { rerunInDoubt: true })
-      : await this.runner.recover(name, runId, {
-          rerunInDoubt: true,
-          ...decided,
-        });
-    return { status: r.status };
-  }
-
-  private async flowOf(runId: string): Promise<string> {
-    const head = await this.store.head(runId);
-    if (!head) throw new CheckpointNotFound(runId);
-    if (!this.loops.get(head.flow) && !this.flows.get(head.flow)) {
-      throw new FlowError(
-        NestMessages.viewerUnknownFlow(runId, head.flow),
-        runId,
-      );
-    }
-    return head.flow;
   }
 
   private async summary(
