@@ -203,6 +203,9 @@ describeInChromium('run viewer (headless Chromium)', () => {
     expect(status).toBe('paused');
     await page.goto(`${url}#/runs/refund-2`);
     await page.waitForSelector('#deny');
+    // The name typed on another run's page (ana) is kept; this operator types theirs.
+    expect(await page.inputValue('#by')).toBe('ana');
+    await page.fill('#by', 'bob');
     page.once('dialog', (d) => void d.dismiss());
     await page.click('#deny');
     await page.waitForTimeout(300);
@@ -221,7 +224,7 @@ describeInChromium('run viewer (headless Chromium)', () => {
     await page.waitForSelector('[data-badge="failed"]');
     expect(asked).toMatch(/^Deny refund in run refund-2\? .*Why/);
     expect(await page.locator('#app').innerText()).toMatch(
-      /denied by operator: duplicate order/,
+      /denied by bob: duplicate order/,
     );
     expect(refunds).toEqual(['order-done']); // refund-2 never ran
     await shot('denied');

@@ -16,6 +16,7 @@ const STYLE = `
   .b-done { background: #2f855a; } .b-running { background: #2b6cb0; } .b-paused { background: #b7791f; }
   .b-failed { background: #c53030; } .b-recovered { background: #6b46c1; } .b-doubt { background: #c05621; }
   .b-other { background: #6b7785; }
+  h2.run-id { font-family: ui-monospace, monospace; font-size: 18px; overflow-wrap: anywhere; word-break: normal; max-width: 100%; }
   .filters { display: flex; gap: 8px; margin-bottom: 12px; align-items: center; }
   .actions { display: flex; gap: 8px; align-items: center; margin: 12px 0; padding: 10px; background: #fff; border: 1px solid #e3e6eb; }
   button { padding: 5px 12px; border: 1px solid #9aa5b1; background: #fff; border-radius: 4px; cursor: pointer; }

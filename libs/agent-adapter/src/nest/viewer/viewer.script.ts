@@ -19,6 +19,7 @@ export const VIEWER_SCRIPT = String.raw`
   const TOKEN = document.querySelector('meta[name="agent-adapter-csrf"]').getAttribute('content');
   const app = document.getElementById('app');
   const STATUSES = ['running', 'paused', 'done', 'failed'];
+  const EVERY = 5000;
 
   const ATTRIBUTES = new Set(['id', 'class', 'href', 'colspan', 'placeholder', 'value', 'selected', 'data-run', 'data-tool', 'data-badge', 'data-call']);
   /** An element: attributes through setAttribute (allowed names only), children as nodes or text. */
@@ -45,7 +46,16 @@ export const VIEWER_SCRIPT = String.raw`
   const lines = (items) => items.flatMap((item, i) => (i ? [h('br'), item] : [item]));
   const headRow = (...names) => h('thead', {}, h('tr', {}, names.map((n) => h('th', {}, n))));
 
-  const when = (ms) => (ms ? new Date(ms).toISOString().replace('T', ' ').slice(0, 19) : '');
+  const pad = (n) => String(n).padStart(2, '0');
+  /** This browser's local time with its zone, e.g. 2026-12-01 17:14:37 UTC+1 (UTC when the offset is 0). */
+  const when = (ms) => {
+    if (!ms) return '';
+    const d = new Date(ms);
+    const off = -d.getTimezoneOffset();
+    const zone = 'UTC' + (off === 0 ? '' : (off > 0 ? '+' : '-') + Math.floor(Math.abs(off) / 60) + (Math.abs(off) % 60 ? ':' + pad(Math.abs(off) % 60) : ''));
+    return d.getFullYear() + '-' + pad(d.getMonth() + 1) + '-' + pad(d.getDate()) + ' ' +
+      pad(d.getHours()) + ':' + pad(d.getMinutes()) + ':' + pad(d.getSeconds()) + ' ' + zone;
+  };
   const short = (v, n = 120) => { const t = typeof v === 'string' ? v : JSON.stringify(v); return t && t.length > n ? t.slice(0, n) + '…' : (t ?? ''); };
   const BADGES = { done: 'b-done', running: 'b-running', paused: 'b-paused', failed: 'b-failed', recovered: 'b-recovered', doubt: 'b-doubt' };
   const badgeClass = (kind) => (typeof kind === 'string' && Object.prototype.hasOwnProperty.call(BADGES, kind) ? BADGES[kind] : 'b-other');
@@ -57,7 +67,7 @@ export const VIEWER_SCRIPT = String.raw`
   async function api(path, init) {
     const res = await fetch(BASE + '/api' + path, { credentials: 'same-origin', ...init });
     const body = await res.json().catch(() => ({}));
-    if (!res.ok) throw new Error([].concat(body.message || res.status + ' ' + res.statusText).join('; '));
+    if (!res.ok) throw Object.assign(new Error([].concat(body.message || res.status + ' ' + res.statusText).join('; ')), { status: res.status });
     return body;
   }
   /** An action: JSON, with the token this page was served with (the viewer refuses anything else). */
@@ -67,8 +77,17 @@ export const VIEWER_SCRIPT = String.raw`
     body: JSON.stringify(body),
   });
 
-  async function list(params) {
+  // What the operator typed survives every refresh: the name decisions are recorded with, the search.
+  let operator = 'operator';
+  let searched = '';
+  /** The refresh bar: a button, and when the page was last fetched. */
+  const bar = (...extra) => h('div', { class: 'filters' }, extra,
+    h('button', { id: 'refresh' }, 'Refresh'),
+    h('span', { class: 'muted', id: 'refreshed' }, 'updated ' + when(Date.now()) + ', every ' + EVERY / 1000 + ' s'));
+
+  async function list(params, current) {
     const [meta, page] = await Promise.all([api('/meta'), api('/runs?' + params.toString())]);
+    if (!current()) return;
     const option = (value, label, current) => h('option', { value, selected: value === (current ?? '') }, label);
     const select = (id, values, current) => h('select', { id }, option('', 'all', current), values.map((v) => option(v, v, current)));
     const row = (r) => h('tr', { 'data-run': r.runId },
@@ -76,6 +95,7 @@ export const VIEWER_SCRIPT = String.raw`
       h('td', {}, r.flow), h('td', {}, badges(r)), h('td', {}, r.step), h('td', {}, when(r.updatedAt)),
       h('td', { class: 'mono' }, r.owner));
     mount(app,
+      bar(h('input', { id: 'search', placeholder: 'run id', value: searched }), h('button', { id: 'open' }, 'Open run')),
       h('div', { class: 'filters' },
         'Flow ', select('flow', [...meta.flows, ...meta.loops], params.get('flow')),
         'Status ', select('status', STATUSES, params.get('status'))),
@@ -90,10 +110,21 @@ export const VIEWER_SCRIPT = String.raw`
         location.hash = '#/?' + p;
       };
     }
+    const search = document.getElementById('search');
+    const open = () => { const id = search.value.trim(); if (id) location.hash = runLink(id); };
+    search.oninput = () => { searched = search.value; };
+    search.onkeydown = (e) => { if (e.key === 'Enter') open(); };
+    document.getElementById('open').onclick = open;
   }
 
-  async function show(runId) {
-    const run = await api('/runs/' + encodeURIComponent(runId));
+  async function show(runId, current) {
+    let run;
+    try { run = await api('/runs/' + encodeURIComponent(runId)); } catch (e) {
+      if (e.status !== 404) throw e;
+      if (current()) mount(app, bar(), h('p', { class: 'error', id: 'missing' }, 'no run ', h('span', { class: 'mono' }, runId)));
+      return;
+    }
+    if (!current()) return;
     const pending = run.status === 'paused' && !run.corrupt ? run.pending : undefined;
     // Calls in doubt an operator can decide on, one by one: what each really did at its system.
     const deciding = run.doubtful.length > 0 && run.status === 'running' && !run.corrupt;
@@ -101,11 +132,11 @@ export const VIEWER_SCRIPT = String.raw`
     const actions = [];
     if (pending)
       actions.push(h('span', {}, 'Waiting: ', h('b', {}, pending.tool), ' ', h('code', {}, short(pending.args))),
-        h('input', { id: 'by', placeholder: 'your name', value: 'operator' }),
+        h('input', { id: 'by', placeholder: 'your name', value: operator }),
         h('button', { id: 'approve', class: 'primary' }, 'Approve…'),
         h('button', { id: 'deny', class: 'danger' }, 'Deny…'));
     if (run.doubtful.length > 0 && run.status === 'running')
-      actions.push(!pending && h('input', { id: 'by', placeholder: 'your name', value: 'operator' }),
+      actions.push(!pending && h('input', { id: 'by', placeholder: 'your name', value: operator }),
         h('button', { id: 'rerun', class: 'danger' }, 'Rerun in doubt…'),
         h('span', { class: 'muted' }, 'only after checking each call at its system; or say below what each call did'));
     const lease = run.leaseExpiresAt === undefined ? '' : [', lease until ', when(run.leaseExpiresAt), ' ',
@@ -119,7 +150,11 @@ export const VIEWER_SCRIPT = String.raw`
       h('td', {}, when(c.startedAt)),
       deciding && h('td', {}, button('primary ran', c, 'It ran…', () => ran(c)), ' ',
         button('danger not-run', c, 'It did not run…', () => notRun(c))));
-    const button = (cls, c, label, onclick) => { const b = h('button', { class: cls, 'data-call': c.callId }, label); b.onclick = onclick; return b; };
+    const button = (cls, c, label, onclick) => {
+      const b = h('button', { class: cls, 'data-call': c.callId }, label);
+      b.onclick = () => { asking = true; try { onclick(); } finally { asking = false; } };
+      return b;
+    };
     const decision = (d) => h('tr', {},
       h('td', {}, d.step), h('td', {}, d.kind, d.sync && ' (sync)'),
       h('td', { class: 'mono' }, d.calls.map((id, i) => id + ' ' + (d.tools[i] ?? '') +
@@ -140,7 +175,8 @@ export const VIEWER_SCRIPT = String.raw`
       h('td', { class: 'mono' }, c.inDoubt ? h('span', { class: 'reason' }, c.inDoubt) : short(c.outcome)));
     mount(app,
       h('p', {}, h('a', { href: '#/' }, '← all runs')),
-      h('h2', { class: 'mono' }, run.runId),
+      bar(),
+      h('h2', { class: 'run-id' }, run.runId),
       h('p', {}, badges(run), ' flow ', h('b', {}, run.flow), ', step ', run.step,
         ', segment ', h('span', { class: 'mono' }, run.segment), ', owner ', h('span', { class: 'mono' }, run.owner),
         lease, ', updated ', when(run.updatedAt)),
@@ -162,13 +198,16 @@ export const VIEWER_SCRIPT = String.raw`
 
     const act = async (path, body) => {
       result.textContent = 'working…';
+      acting = true;
       try {
         const r = await post('/runs/' + encodeURIComponent(runId) + path, body);
         result.textContent = 'now ' + r.status;
-        await show(runId);
-      } catch (e) { mount(result, h('span', { class: 'error' }, messageOf(e))); }
+        await render();
+      } catch (e) { mount(result, h('span', { class: 'error' }, messageOf(e))); } finally { acting = false; }
     };
-    const on = (id, fn) => { const el = document.getElementById(id); if (el) el.onclick = fn; };
+    const on = (id, fn) => { const el = document.getElementById(id); if (el) el.onclick = () => { asking = true; try { fn(); } finally { asking = false; } }; };
+    const byInput = document.getElementById('by');
+    if (byInput) byInput.oninput = () => { operator = byInput.value; };
     const by = () => document.getElementById('by').value;
     on('approve', () => {
       if (confirm('Approve ' + pending.tool + ' ' + short(pending.args) + ' in run ' + run.runId + '? The tool runs now.'))
@@ -228,13 +267,28 @@ export const VIEWER_SCRIPT = String.raw`
     });
   }
 
+  // Each render has a number: one that a newer render (a click, a refresh) overtook mounts nothing.
+  let generation = 0;
   async function render() {
+    const mine = ++generation;
+    const current = () => mine === generation;
     const hash = location.hash.slice(1) || '/';
+    const focused = document.activeElement && document.activeElement.id;
     try {
-      if (hash.startsWith('/runs/')) await show(decodeURIComponent(hash.slice(6)));
-      else await list(new URLSearchParams(hash.split('?')[1] || ''));
-    } catch (e) { mount(app, h('p', { class: 'error' }, messageOf(e))); }
+      if (hash.startsWith('/runs/')) await show(decodeURIComponent(hash.slice(6)), current);
+      else await list(new URLSearchParams(hash.split('?')[1] || ''), current);
+    } catch (e) { if (current()) mount(app, bar(), h('p', { class: 'error' }, messageOf(e))); }
+    // The control the operator was on (a filter, the refresh button) keeps the focus.
+    const again = focused && current() ? document.getElementById(focused) : null;
+    if (again && again !== document.activeElement) again.focus();
   }
+  // Refresh without reloading: on the button, and every EVERY ms unless a question is open, a
+  // decision is being sent, the tab is hidden, or the operator is typing (in a name, a run id).
+  let asking = false;
+  let acting = false;
+  const typing = () => document.activeElement instanceof HTMLInputElement;
+  setInterval(() => { if (!asking && !acting && !document.hidden && !typing()) render(); }, EVERY);
+  app.addEventListener('click', (e) => { if (e.target instanceof Element && e.target.id === 'refresh') render(); });
   window.addEventListener('hashchange', render);
   render();
 })();

@@ -8,6 +8,7 @@ import { corruptMessage } from '../../cli/corrupt-wording';
 import { CheckpointNotFound, CheckpointStoreCorrupt } from '../../errors';
 import {
   CheckpointStore,
+  type CheckpointRecord,
   type RunHead,
   type RunStatus,
 } from '../../exec/checkpoints/checkpoint-store';
@@ -242,9 +243,7 @@ export class ViewerService {
     return {
       ...(await this.summary(
         head,
-        history.checkpoints.length > 0
-          ? new Set(history.checkpoints.map((c) => c.segment)).size > 1
-          : false,
+        this.wasRecovered(history.checkpoints),
         doubtful.length > 0,
       )),
       segment: head.segment,
@@ -266,10 +265,6 @@ export class ViewerService {
     recovered?: boolean,
     inDoubt?: boolean,
   ): Promise<ViewerRunSummary> {
-    const history =
-      recovered === undefined
-        ? await this.store.history(head.runId)
-        : undefined;
     const corrupt = this.headProblem(head);
     return {
       runId: head.runId,
@@ -280,7 +275,7 @@ export class ViewerService {
       ...(head.owner !== undefined && { owner: head.owner }),
       recovered:
         recovered ??
-        new Set(history!.checkpoints.map((c) => c.segment)).size > 1,
+        this.wasRecovered((await this.store.history(head.runId)).checkpoints),
       inDoubt:
         corrupt === undefined &&
         (inDoubt ?? (await this.doubtful(head)).length > 0),
@@ -299,9 +294,12 @@ export class ViewerService {
     }
   }
 
-  /** A recovery claimed the run at some point (a checkpoint saved with reason "claim"). */
-  private async wasRecovered(runId: string): Promise<boolean> {
-    const { checkpoints } = await this.store.history(runId);
+  /**
+   * A recovery claimed the run at some point after a worker was lost (a checkpoint saved with
+   * reason "claim"). A resume after a decision also opens a segment, but is not a recovery. The
+   * one rule for the list and the run page.
+   */
+  private wasRecovered(checkpoints: readonly CheckpointRecord[]): boolean {
     return checkpoints.some((record) => {
       try {
         return openCheckpoint(this.ring, record).reason === 'claim';
