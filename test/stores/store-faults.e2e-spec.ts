@@ -5,7 +5,9 @@
  * SQLite file locked by another process past the busy timeout, a Redis connection killed with
  * CLIENT KILL. The writer reads the head back and writes again (confirmed-write.ts): the run
  * finishes, the tool ran once, nothing becomes a decision, `runs verify` finds nothing. A lock held
- * past the retry budget stops the run with CheckpointStoreUnavailable and releases it.
+ * past the retry budget stops the run with CheckpointStoreUnavailable and releases it. On Redis,
+ * ioredis itself sends again a command lost with its connection (the scripts know their own write
+ * token); with that off, only `commandTimeout` ends the command and the writer reads back.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -315,7 +317,7 @@ describeWithService('redis', 'store faults: Redis', () => {
     const name = suiteId('aa_sfault');
     const client = new Redis(REDIS_URL, { connectionName: name });
     clients.push(client);
-    const sql = new RedisCheckpointStore(() => client, { prefix: name });
+    const redis = new RedisCheckpointStore(() => client, { prefix: name });
     let killed = 0;
     const { ran, registry, flow } = orders(async () => {
       const list = String(await admin.call('CLIENT', 'LIST'));
@@ -325,11 +327,12 @@ describeWithService('redis', 'store faults: Redis', () => {
         killed += Number(await admin.call('CLIENT', 'KILL', 'ID', id));
       }
     });
-    const runner = runnerOn(sql, registry);
+    const runner = runnerOn(redis, registry);
     const result = await runner.run(flow, {}, { runId: 'redis-killed' });
     runner.close();
     expect(killed).toBe(1);
-    await expectFinishedCleanly(sql, 'redis-killed', result, ran);
+    // ioredis reconnects and sends the queued write: the writer may never see a failure.
+    await expectFinishedCleanly(redis, 'redis-killed', result, ran);
   });
 
   it.each([
