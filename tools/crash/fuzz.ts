@@ -624,7 +624,7 @@ async function trial(ctx: TrialContext, seed: number): Promise<string[]> {
     return fault ? { ...l, fault } : l;
   };
   /** Faults of workers that went on (not killed, not fenced, not stopped by an outage). */
-  const absorbed: FaultReport[] = [];
+  const absorbed: Array<{ report: FaultReport; who: string }> = [];
   const mode = ctx.options.mode ?? 'both';
   const named = mode === 'named' || (mode === 'both' && seed % 2 === 1);
   let namedPlan: { kind: 'point'; point: Point; n: number } | undefined = named
@@ -661,7 +661,11 @@ async function trial(ctx: TrialContext, seed: number): Promise<string[]> {
         count('faults.injected', faults.injected);
         const error = 'error' in e.outcome! ? e.outcome.error : undefined;
         if (error === 'CheckpointStoreUnavailable') outage = true;
-        else if (error !== 'CheckpointConflict') absorbed.push(faults);
+        else if (error !== 'CheckpointConflict')
+          absorbed.push({
+            report: faults,
+            who: `a ${launches[i]!.mode} worker (faults ${JSON.stringify(launches[i]!.fault)}, ended ${JSON.stringify({ ...e.outcome, faults: undefined })})`,
+          });
       }
       const plan = launches[i]!.plan;
       if (e.killed) {
@@ -930,7 +934,7 @@ async function trial(ctx: TrialContext, seed: number): Promise<string[]> {
     // I6: a fault the retry absorbed lost no record: every call record of a failed write of a
     // worker that went on is stored (so no call it recorded `done` is left in doubt).
     const stored = new Map<number, Set<string>>();
-    for (const report of absorbed)
+    for (const { report, who } of absorbed)
       for (const r of report.records) {
         if (!stored.has(r.superstep))
           stored.set(
@@ -941,7 +945,7 @@ async function trial(ctx: TrialContext, seed: number): Promise<string[]> {
           );
         if (!stored.get(r.superstep)!.has(r.sealed))
           bad.push(
-            `I6 a ${r.phase} record (superstep ${r.superstep}) whose write failed transiently was never stored, though its worker went on`,
+            `I6 a ${r.phase} record (superstep ${r.superstep}) whose write failed transiently was never stored, though its worker went on: ${who}`,
           );
         else count(`faults.absorbed.${r.phase}`);
       }
