@@ -268,7 +268,7 @@ describe('store faults: SQLite locked by another process', () => {
     let locker: ChildHarness | undefined;
     // mail is idempotent here: its done record is lost to the outage, so recovery reruns it.
     const { ran, registry, flow } = orders(async () => {
-      locker = await lockFor(file, 6000);
+      locker = await lockFor(file, 6500); // the writer gives up after about 4.6 s
     }, true);
     const w1 = runnerOn(sql, registry, { workerId: 'w1', leaseMs: 60_000 });
     const error = await w1.run(flow, {}, { runId: 'sqlite-outage' }).then(
