@@ -5,6 +5,7 @@
  *
  * Memory runs in-process (simulated crashes) and is cheap; the persistent stores run worker
  * processes killed with SIGKILL, so they get fewer trials (CRASH_FUZZ_TRIALS overrides both).
+ * A quarter of the workers also get injected transient store faults (invariant I6).
  */
 import { describeWithService } from '../utils/services';
 import { fuzz, type FuzzStore } from '../../tools/crash/fuzz';
@@ -25,6 +26,8 @@ async function sample(store: FuzzStore, trials: number) {
   });
   if (summary.violations.length) throw new Error(lines.join('\n'));
   expect(summary.stats.kills).toBeGreaterThan(0);
+  // Transient store faults are part of every sample (tools/crash/store-faults.ts).
+  expect(summary.stats['faults.injected']).toBeGreaterThan(0);
   expect(
     (summary.stats['end.done'] ?? 0) + (summary.stats['end.failed'] ?? 0),
   ).toBe(trials);

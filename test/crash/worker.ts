@@ -77,6 +77,11 @@ import {
   type FuzzState,
   type KillPlan,
 } from '../../tools/crash/fuzz-flow';
+import {
+  faulty,
+  type FaultPlan,
+  type FaultReport,
+} from '../../tools/crash/store-faults';
 import { isStoreKind, openStore } from './stores';
 
 /** One ledger line: a tool's side effect is about to happen (`begin`) or has happened (`end`). */
@@ -563,8 +568,11 @@ function killing(store: CheckpointStore, kill: KillSwitch): CheckpointStore {
   });
 }
 
-/** What a fuzz job ends with: the run's result, or the library error that stopped it. */
-export type FuzzOutcome =
+/**
+ * What a fuzz job ends with: the run's result, or the library error that stopped it; and what its
+ * injected store faults hit, if it had any.
+ */
+export type FuzzOutcome = (
   | {
       status: string;
       step: number;
@@ -575,7 +583,8 @@ export type FuzzOutcome =
       error: string;
       message: string;
       calls?: ReadonlyArray<readonly [string, string]>;
-    };
+    }
+) & { faults?: FaultReport };
 
 /** One job of a fuzz-serve worker (a line of JSON on stdin). */
 export interface FuzzJob {
@@ -585,6 +594,8 @@ export interface FuzzJob {
   runId: string;
   ledger: string;
   plan?: KillPlan;
+  /** Transient store faults injected into this job's writes. */
+  fault?: FaultPlan;
   rerun?: boolean;
   decision?: { approved: boolean; reason?: string };
   /** Hold the job's first save until `go <id>` arrives (after `ARMED <id>`). */
@@ -615,8 +626,11 @@ async function fuzzJob(
   const kill = new KillSwitch(job.plan);
   const spec = generate(job.seed);
   const flow = fuzzFlow(spec);
-  const killed = killing(base, kill);
+  const report: FaultReport = { injected: 0, records: [] };
+  // Outside the kill switch: a write that fails before the store is not a write it counts.
+  const killed = faulty(killing(base, kill), job.fault, report);
   const store = job.barrier ? heldUntil(killed, go) : killed;
+  const faults = job.fault && { faults: report };
   const registry = fuzzRegistry(spec, {
     effect: (e) => appendLedger(e.tool, e.phase, e.key, e.args, job.ledger),
     after: (where) => {
@@ -664,6 +678,7 @@ async function fuzzJob(
         error: out.name,
         message: out.message,
         ...(out instanceof RecoveryNeedsDecision && { calls: out.calls }),
+        ...faults,
       }
     : {
         status: out.status,
@@ -672,6 +687,7 @@ async function fuzzJob(
           error: { name: out.error.name, message: out.error.message },
         }),
         ...(out.pending && { pending: out.pending.tool }),
+        ...faults,
       };
 }
 

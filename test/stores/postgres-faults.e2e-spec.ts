@@ -1,20 +1,22 @@
 /**
  * Postgres failing under a running worker: its backend terminated mid-write
- * (`pg_terminate_backend`), and its connection pool exhausted. The run errors cleanly, nothing is
- * half-written (the `done` record and the checkpoint commit together or not at all), and it is
- * recoverable afterwards with no finished call run twice.
+ * (`pg_terminate_backend`) on every attempt until the writer gives up, and its connection pool
+ * exhausted. The run errors cleanly, nothing is half-written (the `done` record and the checkpoint
+ * commit together or not at all), and it is recoverable afterwards with no finished call run twice.
+ * A termination the retry absorbs is in store-faults.e2e-spec.ts.
  */
 import {
+  CheckpointStoreUnavailable,
   Executor,
   Flow,
   FlowRunner,
+  RecoveryNeedsDecision,
   SQLCheckpointStore,
   ToolRegistry,
 } from 'agent-adapter';
 import { DataSource } from 'typeorm';
 import { KEY } from 'agent-adapter/testing/fixtures';
-import { verifyRun } from 'agent-adapter/cli/verify';
-import { KeyRing } from 'agent-adapter/exec/durable/key-ring';
+import { STORE_RETRY } from 'agent-adapter/exec/durable/confirmed-write';
 import { DATABASE_URL, describeWithService, suiteId } from '../utils/services';
 
 describeWithService(
@@ -76,11 +78,12 @@ describeWithService(
       return { ran, flow, executor: new Executor(registry) };
     }
 
-    it('backend terminated while the done record and the checkpoint are being written: the write is read back and written again, the run finishes, nothing runs twice', async () => {
+    it('backend terminated on every attempt at the done record and the checkpoint: CheckpointStoreUnavailable, nothing half-written, recoverable', async () => {
       const { store, app } = await storeOn();
       const runId = 'terminated-mid-write';
       // While mail runs, an admin transaction locks the run's head row, so the worker's next write
-      // (mail's done + the checkpoint, one statement) blocks; then its backend is terminated.
+      // (mail's done + the checkpoint, one statement) blocks; then its backend is terminated, each
+      // time it is written again, until the writer's retry budget is spent.
       const locker = admin.createQueryRunner();
       let killed = 0;
       let killer: Promise<void> = Promise.resolve();
@@ -94,7 +97,7 @@ describeWithService(
           );
           killer = (async () => {
             // Wait until the worker's write is blocked on the lock, then cut its connection.
-            for (let i = 0; i < 200 && !killed; i++) {
+            for (let i = 0; i < 1000 && killed < STORE_RETRY.attempts; i++) {
               const rows: Array<{ pid: number }> = await admin.query(
                 `SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'`,
                 [app],
@@ -114,22 +117,39 @@ describeWithService(
         checkpoints: store,
         checkpointKey: KEY,
       });
-      const result = await worker.run(flow, {}, { runId });
+      const failed = await worker.run(flow, {}, { runId }).then(
+        () => undefined,
+        (e: unknown) => e as Error,
+      );
       worker.close();
       await killer;
-      expect(killed).toBeGreaterThan(0);
-      // The terminated write is transient: the worker read the head back (the write had not
-      // landed), wrote it again once the lock was gone, and went on. Mail's done record was not
-      // lost, so nothing is in doubt and nothing ran twice.
-      expect(result).toMatchObject({
-        status: 'done',
-        state: { note: 'mailed' },
+      expect(killed).toBe(STORE_RETRY.attempts);
+      expect(failed).toBeInstanceOf(CheckpointStoreUnavailable);
+      expect(failed?.message).toMatch(/stayed unavailable.*terminat/s);
+
+      // Nothing half-written: the head is still at step 1 (after pay), mail's record is `started`
+      // only, so mail is in doubt — exactly as if the worker had died there.
+      await expect(store.head(runId)).resolves.toMatchObject({
+        step: 1,
+        status: 'running',
       });
-      expect(ran).toEqual(['charge', 'mail']);
-      expect(
-        (await verifyRun(store, KeyRing.from(KEY), runId))?.problems,
-      ).toEqual([]);
-    });
+      const recoverer = new FlowRunner(executor, {
+        checkpoints: store,
+        checkpointKey: KEY,
+      });
+      const doubt = await recoverer
+        .recover(flow, runId)
+        .catch((e: unknown) => e);
+      expect(doubt).toBeInstanceOf(RecoveryNeedsDecision);
+      expect((doubt as RecoveryNeedsDecision).calls).toEqual([
+        ['mail', 'started, no result recorded'],
+      ]);
+      const r = await recoverer.recover(flow, runId, { rerunInDoubt: true });
+      recoverer.close();
+      expect(r.error).toBeUndefined();
+      expect(r).toMatchObject({ status: 'done', state: { note: 'mailed' } });
+      expect(ran).toEqual(['charge', 'mail', 'mail']); // charge replayed, never rerun
+    }, 20_000);
 
     it('connection pool exhausted: the write times out cleanly, and the run recovers once connections are back', async () => {
       const { ds, store } = await storeOn({ connectionTimeoutMillis: 300 }, 1);

@@ -2,8 +2,8 @@
  * The crash fuzzer (issue 7):
  *
  *   npm run crash -- --store <memory|sqlite|postgres|redis|all> --trials N --seed S
- *     [--concurrency C] [--mode random|named|both] [--decide rerun|resolve|mixed]
- *     [--sabotage rerun-in-doubt|resolve-lies] [--quiet]
+ *     [--concurrency C] [--mode random|named|both] [--faults RATE]
+ *     [--decide rerun|resolve|mixed] [--sabotage rerun-in-doubt|resolve-lies] [--quiet]
  *
  * Trial `S+i` (i < N) is fully named by its seed: `--seed S+i --trials 1` replays it (the kill
  * points and the races are the same; a timer kill lands where the scheduler puts it).
@@ -58,6 +58,12 @@
  *  I5 no run lost: a run with a checkpoint is listed unfinished until it ends, and not after; a
  *     run with no checkpoint ran no tool; one idempotency key per identity, distinct identities
  *     distinct keys.
+ *  I6 transient store faults (store-faults.ts; `--faults RATE` of the workers, 0.25 by default,
+ *     get some: a write failing with ECONNRESET before it reaches the store or after it landed,
+ *     1-3 times, or an outage past the writer's retry budget): a worker that went on after its
+ *     faults (not killed, not fenced) lost none of the call records of its failed writes — each
+ *     is stored, so no call it recorded `done` is in doubt; only an outage may stop a worker with
+ *     CheckpointStoreUnavailable, and a worker alone in its round leaves the run released.
  *
  * `test/crash/fuzz.e2e-spec.ts` runs a short sample in `npm test` through `fuzz()`.
  */
@@ -113,6 +119,13 @@ import {
   type StoreKind,
 } from '../../test/crash/stores';
 import type { FuzzJob, FuzzOutcome } from '../../test/crash/worker';
+import {
+  faultPlan,
+  faulty,
+  isOutage,
+  type FaultPlan,
+  type FaultReport,
+} from './store-faults';
 
 export type FuzzStore = StoreKind | 'memory';
 export type FuzzMode = 'random' | 'named' | 'both';
@@ -137,6 +150,8 @@ export interface FuzzOptions {
    * resolve every call in doubt "did not run", even one that ran.
    */
   sabotage?: 'rerun-in-doubt' | 'resolve-lies';
+  /** How often a worker gets injected transient store faults (store-faults.ts). @default 0.25 */
+  faults?: number;
   log?: (line: string) => void;
 }
 
@@ -166,6 +181,7 @@ const WORKER_TIMEOUT_MS = 45_000;
 interface Launch {
   mode: 'fuzz-run' | 'fuzz-recover' | 'fuzz-resume';
   plan?: KillPlan;
+  fault?: FaultPlan;
   rerun?: boolean;
   decision?: { approved: boolean; reason?: string };
 }
@@ -282,6 +298,7 @@ class ProcessCluster implements Cluster {
       runId,
       ledger: this.ledgerFile(seed),
       ...(l.plan && { plan: l.plan }),
+      ...(l.fault && { fault: l.fault }),
       ...(l.rerun && { rerun: true }),
       ...(l.decision && { decision: l.decision }),
       ...(barrier && { barrier: true }),
@@ -375,8 +392,10 @@ class MemoryCluster implements Cluster {
               crashing.kill(`in a tool (${where})`);
           },
         });
+        const report: FaultReport = { injected: 0, records: [] };
+        const faults = l.fault && { faults: report };
         const runner = new FlowRunner(new Executor(registry), {
-          checkpoints: crashing,
+          checkpoints: faulty(crashing, l.fault, report),
           checkpointKey: KEY,
         });
         let timer: NodeJS.Timeout | undefined;
@@ -386,12 +405,15 @@ class MemoryCluster implements Cluster {
           const out = await drive(runner, flow, spec, runId, l);
           return crashing.dead
             ? { killed: true }
-            : { killed: false, outcome: outcomeOf(out) };
+            : { killed: false, outcome: { ...outcomeOf(out), ...faults } };
         } catch (error) {
           if (crashing.dead || error instanceof SimulatedCrash)
             return { killed: true };
           if (error instanceof DurableError)
-            return { killed: false, outcome: outcomeOf(error) };
+            return {
+              killed: false,
+              outcome: { ...outcomeOf(error), ...faults },
+            };
           return {
             killed: false,
             failure: String((error as Error)?.stack ?? error),
@@ -650,6 +672,15 @@ async function trial(ctx: TrialContext, seed: number): Promise<string[]> {
   count(`ref.${ref.status}`);
   if (ref.pauses) count('ref.paused');
   const rng = new Rng(seed ^ 0x5bd1e995);
+  // A stream of its own: the kill plans of a seed stay what they were before faults existed.
+  const faultRng = new Rng(seed ^ 0x2545f491);
+  const faultRate = ctx.options.faults ?? 0.25;
+  const faulting = <L extends Launch>(l: L): L => {
+    const fault = faultPlan(faultRng, ref.writes, faultRate);
+    return fault ? { ...l, fault } : l;
+  };
+  /** Faults of workers that went on (not killed, not fenced, not stopped by an outage). */
+  const absorbed: Array<{ report: FaultReport; who: string }> = [];
   const mode = ctx.options.mode ?? 'both';
   const named = mode === 'named' || (mode === 'both' && seed % 2 === 1);
   let namedPlan: { kind: 'point'; point: Point; n: number } | undefined = named
@@ -674,11 +705,24 @@ async function trial(ctx: TrialContext, seed: number): Promise<string[]> {
   );
 
   /** Runs a round; notes kills; returns the outcomes. */
-  const round = async (launches: Launch[]): Promise<FuzzOutcome[]> => {
-    count('workers', launches.length);
+  const round = async (planned: Launch[]): Promise<FuzzOutcome[]> => {
+    count('workers', planned.length);
+    const launches = planned.map(faulting);
     const ends = await cluster.race(seed, runId, launches);
     const outcomes: FuzzOutcome[] = [];
+    let outage = false;
     ends.forEach((e, i) => {
+      const faults = e.outcome?.faults;
+      if (faults) {
+        count('faults.injected', faults.injected);
+        const error = 'error' in e.outcome! ? e.outcome.error : undefined;
+        if (error === 'CheckpointStoreUnavailable') outage = true;
+        else if (error !== 'CheckpointConflict')
+          absorbed.push({
+            report: faults,
+            who: `a ${launches[i]!.mode} worker (faults ${JSON.stringify(launches[i]!.fault)}, ended ${JSON.stringify({ ...e.outcome, faults: undefined })})`,
+          });
+      }
       const plan = launches[i]!.plan;
       if (e.killed) {
         count('kills');
@@ -698,7 +742,11 @@ async function trial(ctx: TrialContext, seed: number): Promise<string[]> {
           count(`outcome.${e.outcome.error}`);
           if (
             e.outcome.error !== 'CheckpointConflict' &&
-            e.outcome.error !== 'RecoveryNeedsDecision'
+            e.outcome.error !== 'RecoveryNeedsDecision' &&
+            !(
+              e.outcome.error === 'CheckpointStoreUnavailable' &&
+              isOutage(launches[i]!.fault)
+            )
           )
             bad.push(
               `I3 ${launches[i]!.mode} ended with ${e.outcome.error}: ${'message' in e.outcome ? e.outcome.message : ''}`,
@@ -706,6 +754,14 @@ async function trial(ctx: TrialContext, seed: number): Promise<string[]> {
         }
       }
     });
+    if (outage && launches.length === 1) {
+      // I6: a worker the store stopped released the run (alone in its round: nobody else renews).
+      const head = await store.head(runId);
+      if (head?.status === 'running' && (head.leaseExpiresAt ?? 0) > Date.now())
+        bad.push(
+          'I6 a worker stopped by a store outage did not release the run (its lease is live)',
+        );
+    }
     return outcomes;
   };
 
@@ -959,6 +1015,25 @@ async function trial(ctx: TrialContext, seed: number): Promise<string[]> {
     }
     if ((await store.listUnfinished(spec.flow)).some((h) => h.runId === runId))
       bad.push('I5 the run ended but is listed unfinished');
+
+    // I6: a fault the retry absorbed lost no record: every call record of a failed write of a
+    // worker that went on is stored (so no call it recorded `done` is left in doubt).
+    const stored = new Map<number, Set<string>>();
+    for (const { report, who } of absorbed)
+      for (const r of report.records) {
+        if (!stored.has(r.superstep))
+          stored.set(
+            r.superstep,
+            new Set(
+              (await store.calls(runId, r.superstep)).map((c) => c.sealed),
+            ),
+          );
+        if (!stored.get(r.superstep)!.has(r.sealed))
+          bad.push(
+            `I6 a ${r.phase} record (superstep ${r.superstep}) whose write failed transiently was never stored, though its worker went on: ${who}`,
+          );
+        else count(`faults.absorbed.${r.phase}`);
+      }
     return bad;
   } finally {
     reader.close();
@@ -1033,6 +1108,7 @@ async function cli(): Promise<number> {
       seed: { type: 'string' },
       concurrency: { type: 'string' },
       mode: { type: 'string', default: 'both' },
+      faults: { type: 'string' },
       sabotage: { type: 'string' },
       decide: { type: 'string', default: 'mixed' },
       quiet: { type: 'boolean', default: false },
@@ -1080,6 +1156,7 @@ async function cli(): Promise<number> {
       ...(values.concurrency !== undefined && {
         concurrency: Number(values.concurrency),
       }),
+      ...(values.faults !== undefined && { faults: Number(values.faults) }),
       ...(values.sabotage !== undefined && {
         sabotage: values.sabotage,
       }),

@@ -34,6 +34,9 @@ const TRANSIENT_MESSAGES = [
   /terminating connection/i, // pg, the server's notice
   /Connection is closed/i, // ioredis
   /Stream isn't writeable/i, // ioredis, offline queue disabled
+  // ioredis `commandTimeout`: the only way a command lost with its connection ends when
+  // `autoResendUnfulfilledCommands` is off (ioredis drops it unsettled); it may have run.
+  /^Command timed out$/,
   /^(LOADING|TRYAGAIN|CLUSTERDOWN|MASTERDOWN|READONLY|BUSY)\b/, // Redis replies
 ];
 
@@ -41,17 +44,23 @@ const TRANSIENT_MESSAGES = [
 export function transientReason(error: unknown): string | undefined {
   if (error instanceof CheckpointStoreUnavailable)
     return error.transient ? error.message : undefined;
-  if (!(error instanceof Error)) return undefined;
-  const code = (error as { code?: unknown }).code;
-  const text = `${error.name}: ${error.message}`;
+  // Duck-typed, not `instanceof Error`: a socket error made by Node's core is not an instance of
+  // the Error of a vm context (jest's sandbox), and was not recognised there.
+  if (typeof error !== 'object' || error === null) return undefined;
+  const { code, name, message } = error as {
+    code?: unknown;
+    name?: unknown;
+    message?: unknown;
+  };
+  if (typeof message !== 'string') return undefined;
+  const text = `${String(name)}: ${message}`;
   if (typeof code === 'string') {
     if (PG_TRANSIENT.has(code) || /^08[0-9A-Z]{3}$/.test(code)) return text;
     if (NET_CODES.has(code)) return text;
     if (/^SQLITE_(BUSY|LOCKED)/.test(code)) return text;
   }
-  if (error.name === 'MaxRetriesPerRequestError') return text; // ioredis gave up on a command
-  if (TRANSIENT_MESSAGES.some((pattern) => pattern.test(error.message)))
-    return text;
+  if (name === 'MaxRetriesPerRequestError') return text; // ioredis gave up on a command
+  if (TRANSIENT_MESSAGES.some((pattern) => pattern.test(message))) return text;
   return undefined;
 }
 

@@ -157,4 +157,29 @@ describe('writeConfirmed (a write whose outcome a transient store failure left u
     expect(err).toBeInstanceOf(CheckpointConflict);
     expect((await inner.latest(RUN))?.segment).toBe(2);
   });
+  it("a claim that did not land while a racing claimant's identical claim did is not taken for ours (found by the crash fuzzer)", async () => {
+    const inner = new MemoryCheckpointStore();
+    await new SegmentWriter(inner, ring, RUN, 1, 1, { owner: 'w1' }).checkpoint(
+      checkpoint(0),
+    );
+    // Two recoverers claim segment 2 from the same head: the same step, segment, count, status.
+    let first = true;
+    const store = new InterceptingStore(inner, {
+      before: async () => {
+        if (!first) return;
+        first = false;
+        await new SegmentWriter(inner, ring, RUN, 2, 1, {
+          owner: 'w2',
+        }).checkpoint(checkpoint(1, 2), { expectCalls: 0 });
+        throw dropped();
+      },
+    });
+    const w3 = new SegmentWriter(store, ring, RUN, 2, 1, { owner: 'w3' });
+    const err = await w3
+      .checkpoint(checkpoint(1, 2), { expectCalls: 0 })
+      .catch((e: unknown) => e);
+    // Before the fix the head read back carried the same seal: w3 went on driving w2's run.
+    expect(err).toBeInstanceOf(CheckpointConflict);
+    expect((await inner.head(RUN))?.owner).toBe('w2');
+  });
 });

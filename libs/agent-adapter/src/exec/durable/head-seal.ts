@@ -36,8 +36,21 @@ function headCoords(h: Omit<HeadFacts, 'incarnation'>) {
   };
 }
 
-export function sealHead(ring: KeyRing, facts: HeadFacts): string {
-  return seal(ring, headCoords(facts), { incarnation: facts.incarnation });
+/**
+ * `write`: a token no other write carries (the writer's). Two workers racing for a run can leave
+ * the same facts (a claim of the same segment from the same head); with the token the seal is
+ * unique to one write, so a writer reading the head back after a failure (confirmed-write.ts)
+ * never takes a rival's write for its own.
+ */
+export function sealHead(
+  ring: KeyRing,
+  facts: HeadFacts,
+  write?: string,
+): string {
+  return seal(ring, headCoords(facts), {
+    incarnation: facts.incarnation,
+    ...(write !== undefined && { write }),
+  });
 }
 
 /**

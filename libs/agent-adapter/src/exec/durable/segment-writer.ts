@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { asError } from '../../errors';
 import { Messages } from '../../errors/messages';
 import type {
@@ -50,6 +51,9 @@ export interface CheckpointWriteOptions {
  * one round trip, not two.
  */
 export class SegmentWriter {
+  /** Write tokens for the head seal: random per writer, then counted (see `writeToken`). */
+  private readonly tokenBase = randomBytes(9).toString('base64url');
+  private writes = 0;
   private superstep = -1;
   private nextSeq = 1;
   private buffer: CallRecord[] = [];
@@ -213,12 +217,16 @@ export class SegmentWriter {
       const records = this.take();
       try {
         const head = this.headAfter(checkpoint, records);
-        const sealed = sealHead(this.ring, {
-          runId: this.runId,
-          segment: this.segment,
-          incarnation: this.incarnation,
-          ...head,
-        });
+        const sealed = sealHead(
+          this.ring,
+          {
+            runId: this.runId,
+            segment: this.segment,
+            incarnation: this.incarnation,
+            ...head,
+          },
+          this.writeToken(),
+        );
         // A store that fails transiently is read back and written again (confirmed-write.ts),
         // so a finished call's record is not lost to a dropped connection.
         const options = checkpoint
@@ -246,6 +254,11 @@ export class SegmentWriter {
    * segment's count starts from its first checkpoint: a new run's (0) or the one a claim insists
    * on (`expectCalls`, the head's count), and then counts what this segment appends.
    */
+  /** A token no other write carries: 72 random bits per writer, then its write count. */
+  private writeToken(): string {
+    return this.tokenBase + (++this.writes).toString(36);
+  }
+
   private headAfter(
     checkpoint: PendingCheckpoint | undefined,
     records: CallRecord[],

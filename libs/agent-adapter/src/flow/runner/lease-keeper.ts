@@ -1,6 +1,11 @@
 import { RunLeaseHeld } from '../../errors';
 import { Messages } from '../../errors/messages';
 import type { DurableLogger } from '../../observability/logger';
+import { transientReason } from '../../exec/checkpoints/transient-errors';
+import {
+  STORE_RETRY,
+  type StoreRetry,
+} from '../../exec/durable/confirmed-write';
 import type {
   CheckpointStore,
   RunHead,
@@ -63,15 +68,26 @@ export class LeaseKeeper {
 
   /**
    * Gives up a run this worker stopped driving (the store failed it, or a call waits for a
-   * decision): its lease is set to 0, so another worker may take it at once rather than when it
-   * runs out. Best effort (the store may still be failing): otherwise the lease runs out as usual.
+   * decision): its lease is set to
+   * 0, so another worker may take it at once rather than when it runs out. The store that
+   * just failed the run is often still failing: the release is tried again, with the writer's
+   * backoff (STORE_RETRY), while the failure may pass; if it never lands the lease runs out as usual.
    */
-  async release(runId: string): Promise<void> {
-    if (this.driving.has(runId)) return; // another drive of it goes on here
-    try {
-      await this.store.renewLeases(this.workerId, 0, [runId]);
-    } catch (error) {
-      this.logger.warn(Messages.releaseFailed(runId, this.workerId), error);
+  async release(runId: string, retry: StoreRetry = STORE_RETRY): Promise<void> {
+    let delay = retry.firstDelayMs;
+    for (let attempt = 1; ; attempt++) {
+      if (this.driving.has(runId)) return; // another drive of it goes on here
+      try {
+        await this.store.renewLeases(this.workerId, 0, [runId]);
+        return;
+      } catch (error) {
+        if (attempt >= retry.attempts || !transientReason(error)) {
+          this.logger.warn(Messages.releaseFailed(runId, this.workerId), error);
+          return;
+        }
+      }
+      await new Promise((resolve) => setTimeout(resolve, delay));
+      delay *= 2;
     }
   }
 

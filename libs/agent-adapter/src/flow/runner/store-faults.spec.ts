@@ -11,7 +11,7 @@ import {
   MemoryCheckpointStore,
   ToolRegistry,
 } from 'agent-adapter';
-import { InterceptingStore } from 'agent-adapter/testing';
+import { ForwardingStore, InterceptingStore } from 'agent-adapter/testing';
 import { runnerOn } from '../../../../../test/utils/specs';
 
 const dropped = () =>
@@ -113,5 +113,48 @@ describe('transient store faults', () => {
     expect(charged).toEqual(['o-2']);
     w1.close();
     w2.close();
+  }, 15_000);
+  it('the release is tried again while the store still fails (a lock outlasting the run, found on SQLite): the lease is cleared once the store is back', async () => {
+    const inner = new MemoryCheckpointStore();
+    const { registry, flow } = charging();
+    let down = false;
+    let refusedReleases = 0;
+    // Down for writes and for the first two releases, as a store still locked when the run gives up.
+    class Failing extends ForwardingStore {
+      override renewLeases(
+        owner: string,
+        leaseExpiresAt: number,
+        runIds: readonly string[],
+      ): Promise<number> {
+        if (down && leaseExpiresAt <= Date.now() && refusedReleases < 2) {
+          refusedReleases++;
+          if (refusedReleases === 2) down = false;
+          return Promise.reject(
+            Object.assign(new Error('database is locked'), {
+              code: 'SQLITE_BUSY',
+            }),
+          );
+        }
+        return super.renewLeases(owner, leaseExpiresAt, runIds);
+      }
+    }
+    const store = new InterceptingStore(new Failing(inner), {
+      before: () => {
+        if (down) throw dropped();
+      },
+      after: (w) => {
+        if (w.kind === 'recordCall') down = true;
+      },
+    });
+    const w1 = runnerOn(store, registry, { workerId: 'w1', leaseMs: 60_000 });
+    const err = await w1
+      .run(flow, { order: 'o-3' }, { runId: 'o-3' })
+      .catch((e: unknown) => e);
+    w1.close();
+    expect(err).toBeInstanceOf(CheckpointStoreUnavailable);
+    expect(refusedReleases).toBe(2);
+    expect((await inner.head('o-3'))!.leaseExpiresAt).toBeLessThanOrEqual(
+      Date.now(),
+    );
   }, 15_000);
 });

@@ -215,12 +215,13 @@ return {h[1], h[2], h[3], h[4], cp}
 
 /**
  * A release (a lease renewed to 0): the lease saved with the checkpoint goes to 0 too, or it
- * would still hold the run (a run's lease is the later of it and its owner's score). ARGV: owner,
- * lease ms.
+ * would still hold the run (a run's lease is the later of it and its owner's score). Only down: a
+ * saved lease already earlier stays. ARGV: owner, lease ms.
  */
 export const RELEASE_LUA = `
-local h = redis.call('HMGET', KEYS[1], 'owner', 'status')
+local h = redis.call('HMGET', KEYS[1], 'owner', 'status', 'lease')
 if h[1] ~= ARGV[1] or (h[2] ~= 'running' and h[2] ~= 'paused') then return 0 end
+if h[3] and tonumber(h[3]) <= tonumber(ARGV[2]) then return 0 end
 redis.call('HSET', KEYS[1], 'lease', ARGV[2])
 return 1
 `;
