@@ -115,6 +115,12 @@ export interface RecoverAllOptions {
   rerunInDoubt?: boolean;
   /** Also claim runs whose owner's lease has not expired (the owner may be alive). @default false */
   force?: boolean;
+  /**
+   * After the unfinished runs, check the seals of the heads of the flow's ended runs and report
+   * each that fails as `CheckpointStoreCorrupt` (a run hidden by an edit of its status column). One
+   * read per page of 100 ended runs: prune finished runs, or pass `false` to skip. @default true
+   */
+  auditEnded?: boolean;
   /** Runs recovered at the same time. @default 4 */
   concurrency?: number;
   /** The identity to recover a run with (runs that have a principal need it). */

@@ -24,7 +24,7 @@ import {
 } from './flow-runner.options';
 import { LeaseKeeper } from './lease-keeper';
 import { sweepUnfinished } from './recovery-sweep';
-import { readVerified } from './run-reader';
+import { headProblem, readVerified } from './run-reader';
 import { checkAccess, identityOf, resumePolicyAllows } from './run-access';
 import {
   claimCheckpoint,
@@ -335,6 +335,7 @@ export class FlowRunner {
         store: this.store,
         held: (head, now) => this.leases.held(head, now),
         recover: (runId) => this.recoverListed(flow, runId, options),
+        verify: (head) => headProblem(this.settings.ring, head),
       },
       flow.name,
       options,

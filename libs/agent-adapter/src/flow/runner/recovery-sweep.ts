@@ -16,6 +16,8 @@ export interface SweepPort<R> {
   held(head: RunHead, now: number): RunLeaseHeld | undefined;
   /** One listed run's recovery, as an outcome (never rejects). */
   recover(runId: string): Promise<RecoveryOutcome<R>>;
+  /** Why a head's seal does not hold (`CheckpointStoreCorrupt`), or undefined when it does. */
+  verify(head: RunHead): Error | undefined;
 }
 
 /**
@@ -31,12 +33,56 @@ export interface SweepPort<R> {
 export function sweepUnfinished<R>(
   port: SweepPort<R>,
   flow: string,
-  options: Pick<RecoverAllOptions, 'concurrency' | 'force' | 'signal'>,
+  options: Pick<
+    RecoverAllOptions,
+    'concurrency' | 'force' | 'signal' | 'auditEnded'
+  >,
 ): AsyncGenerator<RecoveryOutcome<R>, void, undefined> {
   const concurrency = options.concurrency ?? 4;
   // Checked here, not on the first pull: a TypeError for a concurrency that is not 1 or more.
   const limit = pLimit(concurrency);
-  return sweep(port, flow, options, concurrency, limit);
+  return sweepThenAudit(port, flow, options, concurrency, limit);
+}
+
+async function* sweepThenAudit<R>(
+  port: SweepPort<R>,
+  flow: string,
+  options: Pick<RecoverAllOptions, 'force' | 'signal' | 'auditEnded'>,
+  concurrency: number,
+  limit: ReturnType<typeof pLimit>,
+): AsyncGenerator<RecoveryOutcome<R>, void, undefined> {
+  yield* sweep(port, flow, options, concurrency, limit);
+  if (options.auditEnded !== false) yield* auditEnded(port, flow, options);
+}
+
+/**
+ * The flow's runs listed as ended, a page at a time, with their heads' seals checked: the store
+ * lists unfinished runs by a status column anyone with write access can edit, so a run hidden by
+ * an edit to `done` is found here and reported (its outcome is `CheckpointStoreCorrupt`), never
+ * skipped in silence. One HMAC per ended run: prune finished runs to keep the sweep short.
+ */
+async function* auditEnded<R>(
+  port: SweepPort<R>,
+  flow: string,
+  options: Pick<RecoverAllOptions, 'signal'>,
+): AsyncGenerator<RecoveryOutcome<R>, void, undefined> {
+  for (const status of ['done', 'failed'] as const) {
+    for (let before: string | undefined; ;) {
+      if (options.signal?.aborted) return;
+      const page = await port.store.list({
+        flow,
+        status,
+        limit: RECOVER_PAGE_SIZE,
+        ...(before !== undefined && { before }),
+      });
+      for (const head of page.runs) {
+        const problem = port.verify(head);
+        if (problem) yield [head.runId, problem];
+      }
+      if (page.next === undefined) break;
+      before = page.next;
+    }
+  }
 }
 
 async function* sweep<R>(

@@ -114,6 +114,20 @@ export async function readVerified(
   }
 }
 
+/** The error a head's seal gives (`CheckpointStoreCorrupt`), or undefined when it holds. */
+export function headProblem(
+  ring: KeyRing,
+  head: RunHead,
+): CheckpointStoreCorrupt | undefined {
+  try {
+    openHead(ring, head);
+    return undefined;
+  } catch (error) {
+    if (error instanceof CheckpointStoreCorrupt) return error;
+    throw error;
+  }
+}
+
 /** The cut superstep's call log, read and checked (see `readCutSuperstep`). */
 export interface CutSuperstep {
   /** The rows as stored, in (segment, seq) order. */

@@ -5,7 +5,7 @@ import {
   type Inspection,
 } from '../../cli/inspect';
 import { corruptMessage } from '../../cli/corrupt-wording';
-import { CheckpointNotFound, CheckpointStoreCorrupt } from '../../errors';
+import { CheckpointNotFound } from '../../errors';
 import {
   CheckpointStore,
   type CheckpointRecord,
@@ -13,8 +13,8 @@ import {
   type RunStatus,
 } from '../../exec/checkpoints/checkpoint-store';
 import { canonicalJson, type Json } from '../../exec/durable/canonical-json';
-import { openHead } from '../../exec/durable/head-seal';
 import type { KeyRing } from '../../exec/durable/key-ring';
+import { headProblem } from '../../flow/runner/run-reader';
 import {
   openCall,
   openCheckpoint,
@@ -265,7 +265,8 @@ export class ViewerService {
     recovered?: boolean,
     inDoubt?: boolean,
   ): Promise<ViewerRunSummary> {
-    const corrupt = this.headProblem(head);
+    const problem = headProblem(this.ring, head);
+    const corrupt = problem && corruptMessage(problem);
     return {
       runId: head.runId,
       flow: head.flow,
@@ -281,17 +282,6 @@ export class ViewerService {
         (inDoubt ?? (await this.doubtful(head)).length > 0),
       ...(corrupt !== undefined && { corrupt }),
     };
-  }
-
-  /** Why the head's seal does not hold, or undefined when it does. */
-  private headProblem(head: RunHead): string | undefined {
-    try {
-      openHead(this.ring, head);
-      return undefined;
-    } catch (error) {
-      if (!(error instanceof CheckpointStoreCorrupt)) throw error;
-      return corruptMessage(error);
-    }
   }
 
   /**

@@ -268,9 +268,16 @@ export function describeTampering(
           instanceOf(err, CheckpointStoreCorrupt);
           assert.match((err as Error).message, says);
         }
-        // The sweep does not run it either (whether or not the index still lists it).
-        await w2.recoverAll(ticketsFlow(), { rerunInDoubt: true, force: true });
+        // The sweep runs nothing of it and reports it, whether the store lists it as unfinished
+        // or (its status column edited) as ended; a deleted head lists it nowhere.
+        const swept = await w2.recoverAll(ticketsFlow(), {
+          rerunInDoubt: true,
+          force: true,
+        });
         w2.close();
+        if (name === 'the head deleted')
+          assert.strictEqual(swept.has(id), false);
+        else instanceOf(swept.get(id), CheckpointStoreCorrupt);
         assert.strictEqual(ledger.length, before);
 
         if (name !== 'the head deleted') {
