@@ -575,7 +575,10 @@ async function callLog(
 }
 
 /** The calls in doubt, by the spec: the last record of the identity is started/unrecordable/approving. */
-function inDoubt(log: Decoded[]): Map<Id, string> {
+function inDoubt(
+  log: Decoded[],
+  resolved: readonly Resolved[] = [],
+): Map<Id, string> {
   const last = new Map<Id, Decoded>();
   for (const r of log) last.set(r.id, r);
   const out = new Map<Id, string>();
@@ -583,10 +586,48 @@ function inDoubt(log: Decoded[]): Map<Id, string> {
     if (
       r.phase === 'started' ||
       r.phase === 'unrecordable' ||
-      r.phase === 'approving'
+      r.phase === 'approving' ||
+      r.phase === 'restored'
     )
       out.set(id, r.tool);
+  for (const id of settledBy(log, resolved)) out.delete(id);
   return out;
+}
+
+/**
+ * The calls the operator's resolutions settle: a resolution holds while the record it resolved is
+ * still its call's last (a call that ran again since is back to its own records).
+ */
+function settledBy(log: Decoded[], resolved: readonly Resolved[]): Set<Id> {
+  const last = new Map<Id, Decoded>();
+  for (const r of log) last.set(r.id, r);
+  const out = new Set<Id>();
+  for (const r of resolved)
+    for (const [id, d] of last)
+      if (
+        d.node === r.node &&
+        d.index === r.index &&
+        d.tool === r.tool &&
+        d.segment === r.segment &&
+        d.seq === r.seq
+      )
+        out.add(id);
+  return out;
+}
+
+/** What a resolution names (records.ts `Resolution`), read from the sealed checkpoint's body. */
+interface Resolved {
+  node: string;
+  index: number;
+  tool: string;
+  segment: number;
+  seq: number;
+}
+
+function resolutionsOf(body: Record<string, unknown>): Resolved[] {
+  return Array.isArray(body.resolutions)
+    ? (body.resolutions as Resolved[])
+    : [];
 }
 
 const ledgerId = (l: LedgerLine) =>
@@ -874,11 +915,11 @@ async function trial(ctx: TrialContext, seed: number): Promise<string[]> {
         headAfter?.step === headBefore?.step &&
         headAfter?.calls === headBefore?.calls
       ) {
-        const superstep = Number(
-          bodyOf((await store.latest(runId))!.sealed).superstep,
-        );
+        const body = bodyOf((await store.latest(runId))!.sealed);
+        const superstep = Number(body.superstep);
         const log = await callLog(store, runId, superstep);
-        const doubt = inDoubt(log);
+        const doubt = inDoubt(log, resolutionsOf(body));
+        const settled = settledBy(log, resolutionsOf(body));
         const expected = [...doubt.entries()]
           .filter(
             ([, tool]) =>
@@ -902,7 +943,8 @@ async function trial(ctx: TrialContext, seed: number): Promise<string[]> {
             l.phase === 'begin' &&
             l.args.superstep === superstep &&
             !done.has(id) &&
-            !doubt.has(id)
+            !doubt.has(id) &&
+            !settled.has(id)
           )
             bad.push(
               `I3 ${id} began (ledger) with no done record, but is not in doubt`,
