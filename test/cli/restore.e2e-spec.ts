@@ -208,3 +208,60 @@ describe('restoring the store from a backup', () => {
     await store.close();
   });
 });
+
+describe('runs list with the key', () => {
+  it('checks each head it lists: an edited status column is listed CORRUPT, not as the status it claims', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'aa-list-'));
+    try {
+      const path = join(dir, 'runs.db');
+      const store = new SQLiteCheckpointStore(path);
+      const ledger: string[] = [];
+      const { registry, flow } = shop(ledger);
+      const w = runnerOn(store, registry);
+      await w.run(flow, { order: 'a' }, { runId: 'a' });
+      await w.run(flow, { order: 'b' }, { runId: 'b' });
+      w.close();
+      await store.close();
+      const db = new Database(path);
+      db.prepare(
+        `UPDATE "aa_runs" SET status = 'failed' WHERE run_id = 'b'`,
+      ).run();
+      db.close();
+      const list = async (env: Record<string, string>) => {
+        let out = '';
+        const code = await runCli(
+          ['--store', `sqlite:${path}`, 'runs', 'list', '--json'],
+          {
+            stdout: (t) => (out += t),
+            stderr: (t) => (out += t),
+            env,
+          },
+        );
+        return {
+          code,
+          runs: (
+            JSON.parse(out) as {
+              runs: Array<{ runId: string; status: string; corrupt?: string }>;
+            }
+          ).runs,
+        };
+      };
+      const checked = await list({ CHECKPOINT_KEY: KEY });
+      expect(checked.code).toBe(0);
+      expect(
+        checked.runs.map((r) => [r.runId, r.status, r.corrupt !== undefined]),
+      ).toEqual([
+        ['b', 'failed', true],
+        ['a', 'done', false],
+      ]);
+      // Without the key the columns are listed as stored (unverified), as docs/cli.md says.
+      const unchecked = await list({});
+      expect(unchecked.runs.map((r) => r.corrupt)).toEqual([
+        undefined,
+        undefined,
+      ]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});

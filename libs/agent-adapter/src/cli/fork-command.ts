@@ -9,6 +9,8 @@ import { runIdArg } from './run-id-arg';
 export interface CommandContext {
   openStore: (cmd: Command) => CheckpointStore;
   key: () => KeyRing;
+  /** The key ring when $CHECKPOINT_KEY is set (commands that can do without it). */
+  keyIfGiven: () => KeyRing | undefined;
   out: (cmd: Command, value: unknown, human: () => string) => void;
   /** Raw output (an export bundle on stdout). */
   print: (text: string) => void;

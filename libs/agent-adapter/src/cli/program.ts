@@ -91,6 +91,7 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
   const context: CommandContext = {
     openStore,
     key,
+    keyIfGiven: () => (io.env[KEY_ENV] ? key() : undefined),
     out,
     print,
     problemsFound: () => void (exitCode = EXIT.problems),

@@ -4,7 +4,9 @@ import type { CommandContext } from './fork-command';
 import { decisionsText, inDoubtText } from './doubt-format';
 import { fields, table, time } from './format';
 import { inspectRun, type Inspection } from './inspect';
+import { headProblem } from '../flow/runner/run-reader';
 import { list, positiveInt } from './args';
+import { corruptMessage } from './corrupt-wording';
 import { showRun } from './operations';
 import { runIdArg } from './run-id-arg';
 
@@ -33,12 +35,21 @@ export function readCommands(runs: Command, c: CommandContext): void {
         },
         cmd: Command,
       ) => {
-        const page = await c.openStore(cmd).list({
+        const listed = await c.openStore(cmd).list({
           limit: o.limit,
           ...(o.flow !== undefined && { flow: o.flow }),
           ...(o.status !== undefined && { status: o.status }),
           ...(o.before !== undefined && { before: o.before }),
         });
+        // With the key, each head's seal is checked: one that fails says so instead of its status.
+        const ring = c.keyIfGiven();
+        const page = {
+          ...listed,
+          runs: listed.runs.map((r) => {
+            const problem = ring && headProblem(ring, r);
+            return problem ? { ...r, corrupt: corruptMessage(problem) } : r;
+          }),
+        };
         c.out(
           cmd,
           page,
@@ -48,7 +59,7 @@ export function readCommands(runs: Command, c: CommandContext): void {
               page.runs.map((r) => [
                 r.runId,
                 r.flow,
-                r.status,
+                'corrupt' in r ? 'CORRUPT' : r.status,
                 String(r.step),
                 time(r.updatedAt),
                 r.owner ?? '-',
