@@ -795,8 +795,10 @@ async function trial(ctx: TrialContext, seed: number): Promise<string[]> {
         }
       }
     });
-    if (outage && launches.length === 1) {
-      // I6: a worker the store stopped released the run (alone in its round: nobody else renews).
+    // I6: a worker the store stopped released the run (alone in its round: nobody else renews) —
+    // if it ever held it: an outage from its first write (the claim, the start) leaves the run as
+    // it was, under the lease of whoever held it before.
+    if (outage && launches.length === 1 && (launches[0]!.fault?.n ?? 1) > 1) {
       const head = await store.head(runId);
       if (head?.status === 'running' && (head.leaseExpiresAt ?? 0) > Date.now())
         bad.push(
