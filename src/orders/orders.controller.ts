@@ -5,6 +5,7 @@ import {
   Get,
   Headers,
   NotFoundException,
+  type PipeTransform,
   Param,
   ParseIntPipe,
   Post,
@@ -36,6 +37,17 @@ const STATUSES: readonly RunStatus[] = ['running', 'paused', 'done', 'failed'];
 
 /** A run id the library takes (see `checkRunId`): a client's key is checked before it is used. */
 const ORDER_KEY = /^[A-Za-z0-9_.:@-]{1,200}$/;
+
+/**
+ * An order id in a URL: one that no run id can be (odd characters, too long) is no order, a 404,
+ * before the runner would refuse it as a caller's bug (a TypeError, so a 500).
+ */
+const orderId: PipeTransform<string, string> = {
+  transform(id: string): string {
+    if (!ORDER_KEY.test(id)) throw new NotFoundException(`no order ${id}`);
+    return id;
+  },
+};
 
 /** What `place` needs of (Express's) response to answer 202 with a `Location`. */
 interface Accepted {
@@ -155,7 +167,7 @@ export class OrdersController {
    * run of another flow on the same store (a support conversation), is no order: 404.
    */
   @Get(':id')
-  async get(@Param('id') id: string): Promise<RunResult<Order>> {
+  async get(@Param('id', orderId) id: string): Promise<RunResult<Order>> {
     try {
       return await this.runner.get<Order>(id, { flow: TicketsFlow });
     } catch (error) {
@@ -173,7 +185,7 @@ export class OrdersController {
    */
   @Post(':id/recover')
   recover(
-    @Param('id') id: string,
+    @Param('id', orderId) id: string,
     @Body()
     body: { rerunInDoubt?: unknown; by?: unknown; reason?: unknown } = {},
   ): Promise<RunResult<Order>> {
@@ -209,7 +221,7 @@ export class OrdersController {
    */
   @Post(':id/resolve')
   async resolve(
-    @Param('id') id: string,
+    @Param('id', orderId) id: string,
     @Body(RESOLVE_BODY) body: ResolveBody,
   ): Promise<RunResult<Order>> {
     await this.get(id); // 404 unless it is an order

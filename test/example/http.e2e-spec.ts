@@ -215,6 +215,14 @@ function httpSuite(
         runId,
       ]);
       await request(server).get('/orders/no-such-order').expect(404);
+      // An id no run can have (odd characters, too long): no order either, not a 500.
+      for (const odd of ['%7Bodd%7D', 'x'.repeat(201), 'a%20b']) {
+        await request(server).get(`/orders/${odd}`).expect(404);
+        await request(server)
+          .post(`/orders/${odd}/recover`)
+          .send({})
+          .expect(404);
+      }
       await request(server).get('/orders?status=lost').expect(400);
       expect(ledgerLines(ledger(config), 'hold_seats')).toHaveLength(1);
     });
