@@ -88,16 +88,7 @@ export async function forkRun(
     idemKid: ring.current.id,
   });
   try {
-    await new SegmentWriter(
-      store,
-      ring,
-      newRunId,
-      fork.segment,
-      fork.incarnation,
-      {
-        owner: by,
-      },
-    ).checkpoint(fork);
+    await SegmentWriter.writeAlone(store, ring, fork, { owner: by });
   } catch (error) {
     const why =
       error instanceof CheckpointConflict

@@ -239,16 +239,13 @@ export async function cancelRun(
     );
     try {
       // The operator writes the new segment: the worker on the old one is fenced.
-      await new SegmentWriter(
+      await SegmentWriter.writeAlone(
         store,
         ring,
-        runId,
-        next.segment,
-        next.incarnation,
-        {
-          owner: by,
-        },
-      ).checkpoint(next, { expectCalls: head.calls });
+        next,
+        { owner: by },
+        { expectCalls: head.calls },
+      );
       return {
         runId,
         was: cp.status,

@@ -54,16 +54,13 @@ export async function markRestored(
           const { head, cp } = await readVerified(store, ring, runId);
           if (cp.status === 'done' || cp.status === 'failed') continue;
           const next = restoreCheckpoint(cp, mark);
-          await new SegmentWriter(
+          await SegmentWriter.writeAlone(
             store,
             ring,
-            runId,
-            next.segment,
-            next.incarnation,
-            {
-              owner: by,
-            },
-          ).checkpoint(next, { expectCalls: head.calls });
+            next,
+            { owner: by },
+            { expectCalls: head.calls },
+          );
           result.marked.push(runId);
         } catch (error) {
           if (error instanceof CheckpointStoreCorrupt)

@@ -83,6 +83,27 @@ export class SegmentWriter {
     private readonly writer: SegmentOwner,
   ) {}
 
+  /**
+   * Writes `cp` as the one write of its own segment (an operator's transition: a cancel, a fork, a
+   * resolve, a restore mark), with the store's compare-and-set; resolves once it is stored.
+   */
+  static writeAlone(
+    store: CheckpointStore,
+    ring: KeyRing,
+    cp: Checkpoint,
+    writer: SegmentOwner,
+    options: Omit<CheckpointWriteOptions, 'deferred' | 'calls'> = {},
+  ): Promise<void> {
+    return new SegmentWriter(
+      store,
+      ring,
+      cp.runId,
+      cp.segment,
+      cp.incarnation,
+      writer,
+    ).checkpoint(cp, options);
+  }
+
   /** How many records this segment numbered for `superstep` (stored or still buffered). */
   count(superstep: number): number {
     return superstep === this.superstep ? this.nextSeq - 1 : 0;

@@ -90,14 +90,9 @@ export async function storeResolution(
     };
   });
   const next = resolveCheckpoint(cp, resolutions);
-  await new SegmentWriter(
-    on.store,
-    on.ring,
-    runId,
-    next.segment,
-    next.incarnation,
-    writer,
-  ).checkpoint(next, { expectCalls: head.calls });
+  await SegmentWriter.writeAlone(on.store, on.ring, next, writer, {
+    expectCalls: head.calls,
+  });
   return next;
 }
 
