@@ -18,6 +18,7 @@ import {
   type Call,
   type Checkpoint,
 } from '../exec/durable/records';
+import { listAll } from '../exec/checkpoints/list-all';
 import { SegmentWriter } from '../exec/durable/segment-writer';
 import { openLatest, readHeadAndLatest } from '../flow/runner/run-reader';
 import { cancelCheckpoint } from '../flow/runner/run-transitions';
@@ -289,42 +290,37 @@ export async function pruneRuns(
   let scanned = 0;
   const corrupt: PruneResult['corrupt'] = [];
   for (const status of ['done', 'failed'] as const) {
-    for (let cursor: string | undefined; ;) {
-      const page = await store.list({
-        status,
-        limit: pageSize,
-        ...(options.flow !== undefined && { flow: options.flow }),
-        ...(cursor !== undefined && { before: cursor }),
-      });
-      for (const listed of page.runs) {
-        scanned++;
-        if (listed.updatedAt >= before) continue;
-        let ended: boolean;
-        try {
-          const { head, record } = await readHeadAndLatest(store, listed.runId);
-          const cp = openLatest(ring, head, record);
-          ended =
-            (cp.status === 'done' || cp.status === 'failed') &&
-            head.updatedAt < before;
-        } catch (error) {
-          if (error instanceof CheckpointStoreCorrupt) {
-            corrupt.push({
-              runId: listed.runId,
-              detail: corruptMessage(error),
-            });
-          } else if (
-            !(error instanceof CheckpointNotFound) &&
-            !(error instanceof CheckpointConflict)
-          ) {
-            throw error;
-          }
-          continue; // gone, or moving: not a finished run
+    const query = {
+      status,
+      limit: pageSize,
+      ...(options.flow !== undefined && { flow: options.flow }),
+    };
+    for await (const listed of listAll(store, query)) {
+      scanned++;
+      if (listed.updatedAt >= before) continue;
+      let ended: boolean;
+      try {
+        const { head, record } = await readHeadAndLatest(store, listed.runId);
+        const cp = openLatest(ring, head, record);
+        ended =
+          (cp.status === 'done' || cp.status === 'failed') &&
+          head.updatedAt < before;
+      } catch (error) {
+        if (error instanceof CheckpointStoreCorrupt) {
+          corrupt.push({
+            runId: listed.runId,
+            detail: corruptMessage(error),
+          });
+        } else if (
+          !(error instanceof CheckpointNotFound) &&
+          !(error instanceof CheckpointConflict)
+        ) {
+          throw error;
         }
-        if (!ended) continue;
-        if (options.dryRun || (await store.delete(listed.runId))) deleted++;
+        continue; // gone, or moving: not a finished run
       }
-      if (page.next === undefined) break;
-      cursor = page.next;
+      if (!ended) continue;
+      if (options.dryRun || (await store.delete(listed.runId))) deleted++;
     }
   }
   return { deleted, scanned, dryRun: options.dryRun === true, corrupt };

@@ -5,6 +5,7 @@ import {
   CheckpointStoreCorrupt,
 } from '../errors';
 import type { CheckpointStore } from '../exec/checkpoints/checkpoint-store';
+import { listAll } from '../exec/checkpoints/list-all';
 import type { KeyRing } from '../exec/durable/key-ring';
 import { SegmentWriter } from '../exec/durable/segment-writer';
 import { readVerified } from '../flow/runner/run-reader';
@@ -42,39 +43,34 @@ export async function markRestored(
   };
   const result: RestoreResult = { marked: [], skipped: [] };
   for (const status of ['running', 'paused'] as const) {
-    for (let before: string | undefined; ;) {
-      const page = await store.list({
-        status,
-        limit: 100,
-        ...(options.flow !== undefined && { flow: options.flow }),
-        ...(before !== undefined && { before }),
-      });
-      for (const { runId } of page.runs) {
-        try {
-          const { head, cp } = await readVerified(store, ring, runId);
-          if (cp.status === 'done' || cp.status === 'failed') continue;
-          const next = restoreCheckpoint(cp, mark);
-          await SegmentWriter.writeAlone(
-            store,
-            ring,
-            next,
-            { owner: by },
-            { expectCalls: head.calls },
-          );
-          result.marked.push(runId);
-        } catch (error) {
-          if (error instanceof CheckpointStoreCorrupt)
-            result.skipped.push({ runId, why: corruptMessage(error) });
-          else if (
-            error instanceof CheckpointConflict ||
-            error instanceof CheckpointNotFound
-          )
-            result.skipped.push({ runId, why: error.message });
-          else throw error;
-        }
+    const query = {
+      status,
+      limit: 100,
+      ...(options.flow !== undefined && { flow: options.flow }),
+    };
+    for await (const { runId } of listAll(store, query)) {
+      try {
+        const { head, cp } = await readVerified(store, ring, runId);
+        if (cp.status === 'done' || cp.status === 'failed') continue;
+        const next = restoreCheckpoint(cp, mark);
+        await SegmentWriter.writeAlone(
+          store,
+          ring,
+          next,
+          { owner: by },
+          { expectCalls: head.calls },
+        );
+        result.marked.push(runId);
+      } catch (error) {
+        if (error instanceof CheckpointStoreCorrupt)
+          result.skipped.push({ runId, why: corruptMessage(error) });
+        else if (
+          error instanceof CheckpointConflict ||
+          error instanceof CheckpointNotFound
+        )
+          result.skipped.push({ runId, why: error.message });
+        else throw error;
       }
-      if (page.next === undefined) break;
-      before = page.next;
     }
   }
   return result;

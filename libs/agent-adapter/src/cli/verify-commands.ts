@@ -8,6 +8,7 @@ import type { CommandContext } from './fork-command';
 import { readJson } from './args';
 import { runIdArg } from './run-id-arg';
 import { exportRun, verifyBundle } from './audit-bundle';
+import { listAll } from '../exec/checkpoints/list-all';
 import { verifyRun, type RunVerification } from './verify';
 
 /** `runs verify` and `runs export`: every seal checked, and a run's rows as a signed bundle. */
@@ -57,17 +58,9 @@ export function verifyCommands(runs: Command, c: CommandContext): void {
         } else {
           results = [];
           const s = c.openStore(cmd);
-          for (let before: string | undefined; ;) {
-            const page = await s.list({
-              limit: 100,
-              ...(before !== undefined && { before }),
-            });
-            for (const head of page.runs) {
-              const checked = await verifyRun(s, c.key(), head.runId);
-              if (checked) results.push(checked);
-            }
-            if (page.next === undefined) break;
-            before = page.next;
+          for await (const head of listAll(s, { limit: 100 })) {
+            const checked = await verifyRun(s, c.key(), head.runId);
+            if (checked) results.push(checked);
           }
         }
         const bad = results.filter((r) => r.problems.length > 0);

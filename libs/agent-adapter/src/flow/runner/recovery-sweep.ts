@@ -4,6 +4,7 @@ import type {
   CheckpointStore,
   RunHead,
 } from '../../exec/checkpoints/checkpoint-store';
+import { listAll } from '../../exec/checkpoints/list-all';
 import type { RecoverAllOptions, RecoveryOutcome } from '../flow.interfaces';
 
 /** Unfinished runs listed per store read. */
@@ -67,20 +68,11 @@ async function* auditEnded<R>(
   options: Pick<RecoverAllOptions, 'signal'>,
 ): AsyncGenerator<RecoveryOutcome<R>, void, undefined> {
   for (const status of ['done', 'failed'] as const) {
-    for (let before: string | undefined; ;) {
+    const query = { flow, status, limit: RECOVER_PAGE_SIZE };
+    for await (const head of listAll(port.store, query)) {
       if (options.signal?.aborted) return;
-      const page = await port.store.list({
-        flow,
-        status,
-        limit: RECOVER_PAGE_SIZE,
-        ...(before !== undefined && { before }),
-      });
-      for (const head of page.runs) {
-        const problem = port.verify(head);
-        if (problem) yield [head.runId, problem];
-      }
-      if (page.next === undefined) break;
-      before = page.next;
+      const problem = port.verify(head);
+      if (problem) yield [head.runId, problem];
     }
   }
 }
