@@ -118,6 +118,8 @@ interface Backend {
     records: CallRecord[],
     headCalls: number,
   ) => Promise<void>;
+  /** Deletes the run's head row alone, its checkpoints and call records left. */
+  deleteHead: (runId: string) => Promise<void>;
   cleanup: () => Promise<void>;
 }
 
@@ -227,6 +229,38 @@ function cliSuite(backend: () => Backend): void {
       report.runs.filter((r) => r.problems.length).map((r) => r.runId),
     ).toEqual(['tampered-1']);
     expect(report.runs).toHaveLength(4);
+  });
+
+  it('runs verify: a run whose head row alone was deleted is found by --all and reported by id, exit 1', async () => {
+    const id = 'headless-1';
+    try {
+      const w = worker(store, { dieIn: 'email_tickets' });
+      await w
+        .run(ticketsFlow(), { show: 'Hamlet', seats: 2 }, { runId: id })
+        .catch(() => undefined);
+      w.close();
+      await settle();
+      await b.deleteHead(id);
+      expect(await store.head(id)).toBeUndefined();
+
+      const one = await run('runs', 'verify', id);
+      expect([one.code, one.stdout]).toEqual([
+        1,
+        expect.stringMatching(/CORRUPT\s+headless-1/),
+      ]);
+      expect(one.stdout).toMatch(/stored but the run has no head/);
+      const all = await run('runs', 'verify', '--all', '--json');
+      expect(all.code).toBe(1);
+      const report = JSON.parse(all.stdout) as {
+        runs: Array<{ runId: string; problems: Array<{ where: string }> }>;
+      };
+      expect(report.runs.find((r) => r.runId === id)?.problems).toEqual(
+        expect.arrayContaining([expect.objectContaining({ where: 'head' })]),
+      );
+    } finally {
+      await store.delete(id);
+    }
+    expect((await store.history(id)).checkpoints).toEqual([]);
   });
 
   it('runs verify and runs inspect: call records of an earlier run with the same id, copied in, are reported with exit 1', async () => {
@@ -866,6 +900,13 @@ describe('agent-adapter CLI on SQLite', () => {
           runId,
         ]);
       },
+      deleteHead: async (runId) => {
+        ds ??= await new DataSource({
+          type: 'better-sqlite3',
+          database: file,
+        }).initialize();
+        await ds.query('DELETE FROM t_runs WHERE run_id = ?', [runId]);
+      },
       cleanup: async () => {
         await ds?.destroy();
         rmSync(dir, { recursive: true, force: true });
@@ -908,6 +949,12 @@ describeWithService('postgres', 'agent-adapter CLI on Postgres', () => {
           [headCalls, runId],
         );
       },
+      deleteHead: async (runId) => {
+        if (!ds.isInitialized) await ds.initialize();
+        await ds.query(`DELETE FROM "${schema}"."aa_runs" WHERE run_id = $1`, [
+          runId,
+        ]);
+      },
       cleanup: async () => {
         if (!ds.isInitialized) await ds.initialize();
         await ds.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
@@ -940,6 +987,11 @@ describeWithService('redis', 'agent-adapter CLI on Redis', () => {
           () => admin,
           () => `{${prefix}:${runId}}`,
         ).insertCalls(undefined as never, runId, records, headCalls),
+      deleteHead: (runId) =>
+        redisRaw(
+          () => admin,
+          () => `{${prefix}:${runId}}`,
+        ).deleteHead(undefined as never, runId),
       cleanup: async () => {
         await dropPrefix(admin, prefix);
         await admin.quit();

@@ -3,6 +3,8 @@ import {
   type CallRecord,
   type CheckpointRecord,
   type CheckpointStore,
+  type HeadlessPage,
+  type HeadlessQuery,
   type ListQuery,
   type ListUnfinishedOptions,
   type RunHead,
@@ -32,6 +34,17 @@ class RawMemoryStore extends MemoryCheckpointStore {
   }
   override async head(runId: string): Promise<RunHead | undefined> {
     return this.headless.has(runId) ? undefined : super.head(runId);
+  }
+  override async listHeadless(
+    query: HeadlessQuery = {},
+  ): Promise<HeadlessPage> {
+    const { cursor = '', limit = 100 } = query;
+    const after = [...this.headless].sort().filter((id) => id > cursor);
+    const runIds = after.slice(0, limit);
+    return {
+      runIds,
+      ...(after.length > limit && { next: runIds[runIds.length - 1] }),
+    };
   }
   override async list(query?: ListQuery): Promise<RunPage> {
     const page = await super.list(query);

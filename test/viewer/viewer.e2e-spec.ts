@@ -230,6 +230,42 @@ describeInChromium('run viewer (headless Chromium)', () => {
     await shot('denied');
   });
 
+  it('a run whose head row alone was deleted (below the store): "Find runs without a head" lists it as corrupt, and its page says corrupt, not "no run"', async () => {
+    await page.goto(url);
+    await page.waitForSelector('#audit');
+    await page.click('#audit');
+    await page.waitForSelector('#headless-none');
+    const { status } = await app
+      .get(FlowRunner)
+      .start('refund', { order: 'order-4' }, { runId: 'refund-headless' });
+    expect(status).toBe('paused');
+    const db = new Database(join(dir, 'runs.db'));
+    db.prepare(`DELETE FROM "aa_runs" WHERE run_id = 'refund-headless'`).run();
+    db.close();
+    await page.goto(url);
+    await page.waitForSelector('#runs tbody tr[data-run]');
+    expect(
+      await page.locator('#runs tr[data-run="refund-headless"]').count(),
+    ).toBe(0);
+    await page.click('#audit');
+    const row = page.locator('#headless-runs tr[data-run="refund-headless"]');
+    await row.waitFor();
+    expect(await row.locator('[data-badge]').allTextContents()).toEqual([
+      'corrupt',
+    ]);
+    expect(await row.innerText()).toMatch(
+      /refund[\s\S]*stored but the run has no head/,
+    );
+    // The answer stays across the list's refresh.
+    await page.click('#refresh');
+    await page.waitForTimeout(300);
+    expect(await row.count()).toBe(1);
+    await page.goto(`${url}#/runs/refund-headless`);
+    await page.waitForSelector('#app > p.error');
+    expect(await page.locator('#app > p.error').innerText()).toMatch(/no head/);
+    expect(await page.locator('#approve, #deny').count()).toBe(0);
+  });
+
   it('a paused run whose head status was edited to done (below the store) shows as corrupt, with nothing to act on', async () => {
     const { status } = await app
       .get(FlowRunner)

@@ -78,6 +78,8 @@ export type {
   ListUnfinishedOptions,
   ListQuery,
   RunPage,
+  HeadlessPage,
+  HeadlessQuery,
   HistoryPage,
 } from './exec/checkpoints';
 export { RedisCheckpointStore } from './exec/checkpoints';

@@ -8,7 +8,7 @@ import type { CommandContext } from './fork-command';
 import { readJson } from './args';
 import { runIdArg } from './run-id-arg';
 import { exportRun, verifyBundle } from './audit-bundle';
-import { listAll } from '../exec/checkpoints/list-all';
+import { listAll, listAllHeadless } from '../exec/checkpoints/list-all';
 import { verifyRun, type RunVerification } from './verify';
 
 /** `runs verify` and `runs export`: every seal checked, and a run's rows as a signed bundle. */
@@ -60,6 +60,11 @@ export function verifyCommands(runs: Command, c: CommandContext): void {
           const s = c.openStore(cmd);
           for await (const head of listAll(s, { limit: 100 })) {
             const checked = await verifyRun(s, c.key(), head.runId);
+            if (checked) results.push(checked);
+          }
+          // Runs no head lists: their head was deleted below the store.
+          for await (const runId of listAllHeadless(s)) {
+            const checked = await verifyRun(s, c.key(), runId);
             if (checked) results.push(checked);
           }
         }

@@ -231,7 +231,7 @@ export async function verifyRun(
 ): Promise<RunVerification | undefined> {
   for (let attempt = 1; ; attempt++) {
     const read = await readTwice(store, runId);
-    if (!read) return undefined;
+    if (!read) return verifyHeadless(store, ring, runId);
     const { head, history, again } = read;
     if (!sameHead(head, again) && attempt < 5) continue;
     const problems = verifyHistory(ring, runId, history, again);
@@ -246,6 +246,30 @@ export async function verifyRun(
       problems,
     };
   }
+}
+
+/**
+ * A run with rows but no head (deleted below the store): its rows checked, and the missing head
+ * reported. Undefined when the run has no rows either.
+ */
+async function verifyHeadless(
+  store: CheckpointStore,
+  ring: KeyRing,
+  runId: string,
+): Promise<RunVerification | undefined> {
+  const history = await store.history(runId);
+  const last = history.checkpoints[history.checkpoints.length - 1];
+  if (!last) return undefined;
+  return {
+    runId,
+    flow: last.flow,
+    checkpoints: history.checkpoints.length,
+    calls: history.calls.length,
+    problems: [
+      { where: 'head', detail: Messages.corruptHeadMissing(runId, last.step) },
+      ...verifyHistory(ring, runId, history),
+    ],
+  };
 }
 
 /**

@@ -116,9 +116,11 @@ export interface RecoverAllOptions {
   /** Also claim runs whose owner's lease has not expired (the owner may be alive). @default false */
   force?: boolean;
   /**
-   * After the unfinished runs, check the seals of the heads of the flow's ended runs and report
-   * each that fails as `CheckpointStoreCorrupt` (a run hidden by an edit of its status column). One
-   * read per page of 100 ended runs: prune finished runs, or pass `false` to skip. @default true
+   * After the unfinished runs, check the seals of the heads of the flow's ended runs, and look for
+   * runs whose checkpoints are stored without a head (`CheckpointStore.listHeadless`); report each
+   * as `CheckpointStoreCorrupt` (a run hidden by an edit of its status column, or by deleting its
+   * head). One read per page of 100 ended runs and one walk of the run ids: prune finished runs,
+   * or pass `false` to skip. @default true
    */
   auditEnded?: boolean;
   /** Runs recovered at the same time. @default 4 */

@@ -2,6 +2,8 @@ import type {
   CallRecord,
   CheckpointRecord,
   CheckpointStore,
+  HeadlessPage,
+  HeadlessQuery,
   HistoryPage,
   ListQuery,
   ListUnfinishedOptions,
@@ -123,6 +125,10 @@ export class CrashingStore extends ForwardingStore {
   override async list(query?: ListQuery): Promise<RunPage> {
     this.alive();
     return super.list(query);
+  }
+  override async listHeadless(query?: HeadlessQuery): Promise<HeadlessPage> {
+    this.alive();
+    return super.listHeadless(query);
   }
   override async history(runId: string): Promise<HistoryPage> {
     this.alive();

@@ -2,6 +2,8 @@ import {
   CheckpointStore,
   type CallRecord,
   type CheckpointRecord,
+  type HeadlessPage,
+  type HeadlessQuery,
   type HistoryPage,
   type ListQuery,
   type ListUnfinishedOptions,
@@ -51,6 +53,9 @@ export class ForwardingStore extends CheckpointStore {
   }
   list(query?: ListQuery): Promise<RunPage> {
     return this.inner.list(query);
+  }
+  listHeadless(query?: HeadlessQuery): Promise<HeadlessPage> {
+    return this.inner.listHeadless(query);
   }
   history(runId: string): Promise<HistoryPage> {
     return this.inner.history(runId);

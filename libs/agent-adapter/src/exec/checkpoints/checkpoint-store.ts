@@ -112,6 +112,19 @@ export interface RunPage {
   next?: string;
 }
 
+export interface HeadlessQuery {
+  /** Paging cursor from a previous page's `next`. */
+  cursor?: string;
+  /** Page size (default 100). */
+  limit?: number;
+}
+
+export interface HeadlessPage {
+  runIds: string[];
+  /** Pass as `cursor` to get the next page; absent on the last page. */
+  next?: string;
+}
+
 export interface HistoryPage {
   checkpoints: CheckpointRecord[];
   calls: CallRecord[];
@@ -164,6 +177,14 @@ export abstract class CheckpointStore {
 
   /** Run heads for operators, newest first, one page at a time. */
   abstract list(query?: ListQuery): Promise<RunPage>;
+
+  /**
+   * Ids of runs whose checkpoints are stored but whose head is not: a head deleted below the
+   * store, since every write keeps both. The other listings read heads and so cannot see such a
+   * run; the sweep and `runs verify` ask here and report each as `CheckpointStoreCorrupt`. Paged
+   * in an order of the store's choosing; reads every run once, so it is an audit, not a hot path.
+   */
+  abstract listHeadless(query?: HeadlessQuery): Promise<HeadlessPage>;
 
   /** Every checkpoint (by step) and call record (by segment, superstep, seq) of a run. */
   abstract history(runId: string): Promise<HistoryPage>;

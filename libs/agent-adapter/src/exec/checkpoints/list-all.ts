@@ -19,3 +19,18 @@ export async function* listAll(
     before = page.next;
   }
 }
+
+/** Every run id `listHeadless` finds, page after page (the sweep's audit, `verify --all`). */
+export async function* listAllHeadless(
+  store: CheckpointStore,
+): AsyncGenerator<string, void, undefined> {
+  for (let cursor: string | undefined; ;) {
+    const page = await store.listHeadless({
+      limit: 100,
+      ...(cursor !== undefined && { cursor }),
+    });
+    yield* page.runIds;
+    if (page.next === undefined) return;
+    cursor = page.next;
+  }
+}

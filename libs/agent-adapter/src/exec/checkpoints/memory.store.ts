@@ -7,6 +7,7 @@ import {
   UNFINISHED,
   type CallRecord,
   type CheckpointRecord,
+  type HeadlessPage,
   type HistoryPage,
   type ListQuery,
   type ListUnfinishedOptions,
@@ -192,6 +193,11 @@ export class MemoryCheckpointStore extends CheckpointStore {
       runs: runs.map((r) => ({ ...r.head })),
       ...(more && last && { next: String(last.created) }),
     };
+  }
+
+  /** Never any: this store keeps a run's rows under its head, and nothing edits them below it. */
+  async listHeadless(): Promise<HeadlessPage> {
+    return { runIds: [] };
   }
 
   async history(runId: string): Promise<HistoryPage> {

@@ -24,7 +24,7 @@ import {
 } from './flow-runner.options';
 import { LeaseKeeper } from './lease-keeper';
 import { sweepUnfinished } from './recovery-sweep';
-import { headProblem, readVerified } from './run-reader';
+import { headProblem, readHeadless, readVerified } from './run-reader';
 import { checkAccess, identityOf, resumePolicyAllows } from './run-access';
 import {
   claimCheckpoint,
@@ -336,6 +336,8 @@ export class FlowRunner {
         held: (head, now) => this.leases.held(head, now),
         recover: (runId) => this.recoverListed(flow, runId, options),
         verify: (head) => headProblem(this.settings.ring, head),
+        headless: (runId) =>
+          readHeadless(this.store, this.settings.ring, runId),
       },
       flow.name,
       options,

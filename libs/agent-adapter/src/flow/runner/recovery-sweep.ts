@@ -4,7 +4,7 @@ import type {
   CheckpointStore,
   RunHead,
 } from '../../exec/checkpoints/checkpoint-store';
-import { listAll } from '../../exec/checkpoints/list-all';
+import { listAll, listAllHeadless } from '../../exec/checkpoints/list-all';
 import type { RecoverAllOptions, RecoveryOutcome } from '../flow.interfaces';
 
 /** Unfinished runs listed per store read. */
@@ -19,6 +19,13 @@ export interface SweepPort<R> {
   recover(runId: string): Promise<RecoveryOutcome<R>>;
   /** Why a head's seal does not hold (`CheckpointStoreCorrupt`), or undefined when it does. */
   verify(head: RunHead): Error | undefined;
+  /**
+   * A run listed as headless, read again: the flow its verified latest checkpoint names (none when
+   * it cannot be told) and its corruption; undefined when it is not headless after all.
+   */
+  headless(
+    runId: string,
+  ): Promise<{ flow?: string; problem: Error } | undefined>;
 }
 
 /**
@@ -53,7 +60,9 @@ async function* sweepThenAudit<R>(
   limit: ReturnType<typeof pLimit>,
 ): AsyncGenerator<RecoveryOutcome<R>, void, undefined> {
   yield* sweep(port, flow, options, concurrency, limit);
-  if (options.auditEnded !== false) yield* auditEnded(port, flow, options);
+  if (options.auditEnded === false) return;
+  yield* auditEnded(port, flow, options);
+  yield* auditHeadless(port, flow, options);
 }
 
 /**
@@ -74,6 +83,24 @@ async function* auditEnded<R>(
       const problem = port.verify(head);
       if (problem) yield [head.runId, problem];
     }
+  }
+}
+
+/**
+ * Runs whose checkpoints are stored without a head (a head row deleted below the store, which
+ * hides the run from every listing of heads), reported as `CheckpointStoreCorrupt` by the sweep of
+ * the flow they belong to, or by every sweep when their rows cannot say which.
+ */
+async function* auditHeadless<R>(
+  port: SweepPort<R>,
+  flow: string,
+  options: Pick<RecoverAllOptions, 'signal'>,
+): AsyncGenerator<RecoveryOutcome<R>, void, undefined> {
+  for await (const runId of listAllHeadless(port.store)) {
+    if (options.signal?.aborted) return;
+    const found = await port.headless(runId);
+    if (found && (found.flow === undefined || found.flow === flow))
+      yield [runId, found.problem];
   }
 }
 

@@ -114,6 +114,32 @@ export async function readVerified(
   }
 }
 
+/**
+ * A run `listHeadless` found, read again by id: the corruption recovery would report, with the
+ * flow its latest checkpoint names when that checkpoint's seal holds (a forged row names no flow,
+ * so every flow's sweep reports it). Undefined when it has a head by now or no rows at all.
+ */
+export async function readHeadless(
+  store: CheckpointStore,
+  ring: KeyRing,
+  runId: string,
+): Promise<{ flow?: string; problem: CheckpointStoreCorrupt } | undefined> {
+  if (await store.head(runId)) return undefined;
+  const { checkpoints } = await store.history(runId);
+  const last = checkpoints[checkpoints.length - 1];
+  if (!last) return undefined;
+  const problem = new CheckpointStoreCorrupt(
+    Messages.corruptHeadMissing(runId, last.step),
+    runId,
+  );
+  try {
+    return { flow: openCheckpoint(ring, last).flow, problem };
+  } catch (error) {
+    if (error instanceof CheckpointStoreCorrupt) return { problem };
+    throw error;
+  }
+}
+
 /** The error a head's seal gives (`CheckpointStoreCorrupt`), or undefined when it holds. */
 export function headProblem(
   ring: KeyRing,

@@ -94,6 +94,11 @@ export function createViewerController(config: ViewerConfig): Type<unknown> {
       });
     }
 
+    @Get('api/headless')
+    headless(@Query('cursor') cursor?: string) {
+      return this.viewer.headless(cursor || undefined);
+    }
+
     @Get('api/runs/:id')
     run(@Param('id') id: string) {
       return this.viewer.run(id);

@@ -85,6 +85,10 @@ export const VIEWER_SCRIPT = String.raw`
     h('button', { id: 'refresh' }, 'Refresh'),
     h('span', { class: 'muted', id: 'refreshed' }, 'updated ' + when(Date.now()) + ', every ' + EVERY / 1000 + ' s'));
 
+  /** The last "runs without a head" answer (nodes), shown under the list until the page reloads. */
+  let audit;
+  const showAudit = () => { const out = document.getElementById('headless'); if (out && audit) mount(out, audit); };
+
   async function list(params, current) {
     const [meta, page] = await Promise.all([api('/meta'), api('/runs?' + params.toString())]);
     if (!current()) return;
@@ -98,11 +102,31 @@ export const VIEWER_SCRIPT = String.raw`
       bar(h('input', { id: 'search', placeholder: 'run id', value: searched }), h('button', { id: 'open' }, 'Open run')),
       h('div', { class: 'filters' },
         'Flow ', select('flow', [...meta.flows, ...meta.loops], params.get('flow')),
-        'Status ', select('status', STATUSES, params.get('status'))),
+        'Status ', select('status', STATUSES, params.get('status')),
+        h('button', { id: 'audit' }, 'Find runs without a head')),
       h('table', { id: 'runs' }, headRow('Run', 'Flow', 'Status', 'Step', 'Updated', 'Owner'),
         h('tbody', {}, page.runs.length > 0 ? page.runs.map(row) : h('tr', {}, h('td', { colspan: 6, class: 'muted' }, 'No runs.')))),
       page.next !== undefined && h('p', {},
-        h('a', { id: 'older', href: '#/?' + new URLSearchParams({ ...Object.fromEntries(params), before: page.next }) }, 'Older runs →')));
+        h('a', { id: 'older', href: '#/?' + new URLSearchParams({ ...Object.fromEntries(params), before: page.next }) }, 'Older runs →')),
+      h('div', { id: 'headless' }));
+    // On request (it reads every run once): runs whose head was deleted below the store, which no
+    // list of heads can show. The answer stays on the list across refreshes.
+    document.getElementById('audit').onclick = async () => {
+      audit = h('p', { class: 'muted' }, 'Checking…');
+      showAudit();
+      try {
+        const found = await api('/headless');
+        audit = [found.runs.length === 0
+          ? h('p', { class: 'muted', id: 'headless-none' }, 'No run has checkpoints without a head.')
+          : h('table', { id: 'headless-runs' }, headRow('Run without a head', 'Flow', 'Status', 'Why'),
+            h('tbody', {}, found.runs.map((r) => h('tr', { 'data-run': r.runId },
+              h('td', { class: 'mono' }, r.runId), h('td', {}, r.flow), h('td', {}, badge('failed', 'corrupt')),
+              h('td', { class: 'error' }, r.corrupt))))),
+          found.next !== undefined && h('p', { class: 'muted' }, 'More: run agent-adapter runs verify --all.')];
+      } catch (e) { audit = h('p', { class: 'error' }, messageOf(e)); }
+      showAudit();
+    };
+    showAudit();
     for (const id of ['flow', 'status']) {
       document.getElementById(id).onchange = () => {
         const p = new URLSearchParams();

@@ -14,7 +14,7 @@ import {
 } from '../../exec/checkpoints/checkpoint-store';
 import { canonicalJson, type Json } from '../../exec/durable/canonical-json';
 import type { KeyRing } from '../../exec/durable/key-ring';
-import { headProblem } from '../../flow/runner/run-reader';
+import { headProblem, readHeadless } from '../../flow/runner/run-reader';
 import {
   openCall,
   openCheckpoint,
@@ -27,6 +27,14 @@ import type { RecordedDecision } from '../../flow/flow.interfaces';
 import { DurableFlowRunner } from '../durable-flow.runner';
 import { FlowRegistry } from '../flow.registry';
 import { ToolLoopRunner } from '../tool-loop.runner';
+
+/** A run whose checkpoints are stored without a head. */
+export interface ViewerHeadless {
+  runId: string;
+  /** The flow its latest checkpoint names, when that checkpoint verifies. */
+  flow?: string;
+  corrupt: string;
+}
 
 /** One run in the list. */
 export interface ViewerRunSummary {
@@ -135,9 +143,37 @@ export class ViewerService {
     return { runs, ...(page.next !== undefined && { next: page.next }) };
   }
 
+  /**
+   * Runs whose checkpoints are stored without a head (deleted below the store), which no list of
+   * heads shows; a page at a time, on the operator's request (it reads every run once).
+   */
+  async headless(
+    cursor?: string,
+  ): Promise<{ runs: ViewerHeadless[]; next?: string }> {
+    const page = await this.store.listHeadless({
+      limit: 20,
+      ...(cursor !== undefined && { cursor }),
+    });
+    const runs: ViewerHeadless[] = [];
+    for (const runId of page.runIds) {
+      const found = await readHeadless(this.store, this.ring, runId);
+      if (found)
+        runs.push({
+          runId,
+          ...(found.flow !== undefined && { flow: found.flow }),
+          corrupt: corruptMessage(found.problem),
+        });
+    }
+    return { runs, ...(page.next !== undefined && { next: page.next }) };
+  }
+
   async run(runId: string): Promise<ViewerRun> {
     const head = await this.store.head(runId);
-    if (!head) throw new CheckpointNotFound(runId);
+    if (!head) {
+      // No head: no run, or one whose head was deleted below the store (corrupt, never "no run").
+      const found = await readHeadless(this.store, this.ring, runId);
+      throw found?.problem ?? new CheckpointNotFound(runId);
+    }
     const history = await this.store.history(runId);
     const inspection = await this.inspect(head.runId);
     const doubtful = head.status === 'running' ? inspection.inDoubt : [];

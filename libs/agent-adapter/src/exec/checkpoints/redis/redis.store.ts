@@ -4,6 +4,8 @@ import {
   UNFINISHED,
   type CallRecord,
   type CheckpointRecord,
+  type HeadlessPage,
+  type HeadlessQuery,
   type HistoryPage,
   type ListQuery,
   type ListUnfinishedOptions,
@@ -16,25 +18,22 @@ import {
   CALL_FIELD,
   CHECKPOINT_FIELD,
   COLUMNS_FIELD,
-  HEAD_FIELDS,
   RedisKeys,
 } from './redis.layout';
 import {
   connectWithScripts,
   quitOrDrop,
-  runScript,
   type RedisClient,
 } from './redis.client';
-import { guarded } from '../transient-errors';
+import { HALF_CREATE_WINDOW, RedisRunIndex, storeScript } from './redis.index';
 import type { RedisClientLike } from './redis.client-like';
-import { renewOwnedRuns, withOwnerLeases } from './redis.leases';
+import { renewOwnedRuns } from './redis.leases';
 import {
   byCallKey,
   checkpointFromHash,
   pairs,
   toCalls,
   toCheckpoint,
-  toHead,
 } from './redis.rows';
 import {
   pushCalls,
@@ -52,18 +51,6 @@ export interface RedisCheckpointStoreOptions {
   prefix?: string;
 }
 
-/** What an index scan returns: server time (ms), run ids (or id/score pairs), their born times. */
-type Scan = [number, string[], Array<string | null>];
-
-/**
- * A step-0 save must follow its index entry within half of this; index readers clean an entry
- * whose head is missing only once the entry is older than this (see `listUnfinished`).
- */
-const STORE = 'RedisCheckpointStore';
-const CREATE_WINDOW_MS = 60_000;
-/** How late a step-0 save may land after its index entry (the save script's ARGV[14]). */
-const HALF_CREATE_WINDOW = String(CREATE_WINDOW_MS / 2);
-
 /**
  * Runs in Redis (one server or a Cluster), shared by any number of workers. Every write is one Lua
  * script on one run's keys (redis.scripts.ts); the key layout is in redis.layout.ts.
@@ -75,6 +62,7 @@ export class RedisCheckpointStore extends CheckpointStore {
   private readonly client: RedisClient;
   private readonly ttl: number;
   private readonly keys: RedisKeys;
+  private readonly index: RedisRunIndex;
   /** Write tokens: random per store instance, then counted (see `token`). */
   private readonly tokenBase = randomBytes(9).toString('base64');
   private writes = 0;
@@ -88,6 +76,7 @@ export class RedisCheckpointStore extends CheckpointStore {
     this.prefix = this.keys.prefix;
     this.ttl = Math.ceil(options.ttlSeconds ?? 0);
     this.client = connectWithScripts(connect);
+    this.index = new RedisRunIndex(this.client, this.keys);
   }
 
   async save(
@@ -103,7 +92,7 @@ export class RedisCheckpointStore extends CheckpointStore {
       // Index first: a crash right after leaves an entry without a head (dropped by readers),
       // never a run that recovery cannot find.
       const [intent, created] =
-        step === 0 ? await this.announce(runId, flow) : ['', ''];
+        step === 0 ? await this.index.announce(runId, flow) : ['', ''];
       // One flat array of strings, built in place: this runs once per superstep, and spreads,
       // flatMap and ioredis's own number-to-string pass showed up in its CPU profile.
       // prettier-ignore
@@ -122,7 +111,7 @@ export class RedisCheckpointStore extends CheckpointStore {
     }
     if (!UNFINISHED.includes(status)) {
       // Only once the run has ended; a crash before this leaves an entry that readers clean.
-      await this.drop([this.keys.unfinished(flow)], false, [runId, '*']);
+      await this.index.drop([this.keys.unfinished(flow)], false, [runId, '*']);
     }
   }
 
@@ -163,9 +152,9 @@ export class RedisCheckpointStore extends CheckpointStore {
   }
 
   async head(runId: string): Promise<RunHead | undefined> {
-    const [head] = await this.readHeadFields([runId]);
+    const [head] = await this.index.readHeadFields([runId]);
     // A second round trip only for an owned, unfinished run: its owner's lease key may be later.
-    return head && (await this.withLeases([head]))[0];
+    return head && (await this.index.withLeases([head]))[0];
   }
 
   async calls(runId: string, superstep: number): Promise<CallRecord[]> {
@@ -206,98 +195,8 @@ export class RedisCheckpointStore extends CheckpointStore {
     if (!deleted) return false;
     const sets = [this.keys.runs];
     if (flow != null) sets.push(this.keys.unfinished(String(flow)));
-    await this.drop(sets, true, [runId, '*']);
+    await this.index.drop(sets, true, [runId, '*']);
     return true;
-  }
-
-  /**
-   * Pages through the flow's index by run id. Entries whose head has ended or is another flow's
-   * are skipped and removed. So are entries whose head is missing (expired, or a crash between
-   * the index write and the step-0 script), but those are removed only once older than
-   * CREATE_WINDOW_MS: a younger one may be a creation in flight, and the save script refuses a
-   * creation that late, so removing an old one can never hide a run from recovery.
-   */
-  async listUnfinished(
-    flow: string,
-    options: ListUnfinishedOptions = {},
-  ): Promise<RunHead[]> {
-    const { leaseExpiredBefore, after, limit = 100 } = options;
-    const chunk = Math.min(Math.max(limit, 32), 500);
-    const unfinished = this.keys.unfinished(flow);
-    const out: RunHead[] = [];
-    for (let cursor = after; out.length < limit;) {
-      const min = cursor === undefined ? '-' : `(${cursor}`;
-      const scan = (await this.script(
-        'aaScanUnfinished',
-        [unfinished, this.keys.born],
-        [min, chunk],
-      )) as Scan;
-      const ids = scan[1];
-      if (ids.length === 0) break;
-      const { heads, gone } = await this.readHeads(scan, ids);
-      const live: RunHead[] = [];
-      const ended: string[] = [];
-      heads.forEach((head, i) => {
-        if (head?.flow === flow && UNFINISHED.includes(head.status))
-          live.push(head);
-        else if (head) ended.push(ids[i]!, scan[2][i] ?? '');
-      });
-      await Promise.all([
-        this.drop([unfinished], false, ended),
-        this.drop([unfinished, this.keys.runs], true, gone),
-      ]);
-      for (const head of await this.withLeases(live)) {
-        const lease = head.leaseExpiresAt;
-        const expired =
-          leaseExpiredBefore === undefined ||
-          lease === undefined ||
-          lease < leaseExpiredBefore;
-        if (expired && out.length < limit) out.push(head);
-      }
-      if (ids.length < chunk) break;
-      cursor = ids[ids.length - 1];
-    }
-    return out;
-  }
-
-  /** Newest first by creation sequence; filters read the heads, so a page may span index chunks. */
-  async list(query: ListQuery = {}): Promise<RunPage> {
-    const { flow, status, before, limit = 50 } = query;
-    const chunk = Math.min(Math.max(limit + 1, 32), 500);
-    const runs = this.keys.runs;
-    const found: Array<{ head: RunHead; score: string }> = [];
-    for (
-      let max = before === undefined ? '+inf' : `(${before}`;
-      found.length <= limit;
-    ) {
-      const scan = (await this.script(
-        'aaScanRuns',
-        [runs, this.keys.born],
-        [max, chunk],
-      )) as Scan;
-      const page = scan[1];
-      const ids = page.filter((_, i) => i % 2 === 0);
-      if (ids.length === 0) break;
-      const { heads, gone } = await this.readHeads(scan, ids);
-      heads.forEach((head, i) => {
-        if (
-          head &&
-          (flow === undefined || head.flow === flow) &&
-          (status === undefined || head.status === status)
-        ) {
-          found.push({ head, score: page[2 * i + 1]! });
-        }
-      });
-      await this.drop([runs], true, gone);
-      if (ids.length < chunk) break;
-      max = `(${page[page.length - 1]}`;
-    }
-    const shown = found.slice(0, limit);
-    const last = shown[shown.length - 1];
-    return {
-      runs: await this.withLeases(shown.map((f) => f.head)),
-      ...(found.length > limit && last && { next: last.score }),
-    };
   }
 
   /**
@@ -345,75 +244,26 @@ export class RedisCheckpointStore extends CheckpointStore {
     return quitOrDrop(this.client);
   }
 
+  listUnfinished(
+    flow: string,
+    options?: ListUnfinishedOptions,
+  ): Promise<RunHead[]> {
+    return this.index.unfinished(flow, options);
+  }
+
+  list(query?: ListQuery): Promise<RunPage> {
+    return this.index.list(query);
+  }
+
+  listHeadless(query?: HeadlessQuery): Promise<HeadlessPage> {
+    return this.index.headless(query);
+  }
+
   private script(
     name: keyof typeof REDIS_SCRIPTS,
     keys: readonly string[],
     args: Array<string | number>,
   ): Promise<unknown> {
-    return guarded(STORE, undefined, () =>
-      runScript(this.client, name, keys, args),
-    );
-  }
-
-  /** Adds the run to the flow's unfinished index and the list; returns [server ms, created]. */
-  private async announce(
-    runId: string,
-    flow: string,
-  ): Promise<[string, string]> {
-    const keys = this.keys.announce(flow);
-    const [at, created] = (await this.script('aaIndexCreate', keys, [
-      runId,
-    ])) as Reply;
-    return [String(at), String(created)];
-  }
-
-  /** Removes (runId, born seen) entries from index sets; `forget` also drops their born time. */
-  private async drop(
-    sets: string[],
-    forget: boolean,
-    entries: string[],
-  ): Promise<void> {
-    if (entries.length === 0) return;
-    await this.script(
-      'aaIndexDrop',
-      [this.keys.born, ...sets],
-      [forget ? '1' : '0', ...entries],
-    );
-  }
-
-  /**
-   * Heads of a scanned index chunk, sent together (one round trip, across Cluster nodes too), and
-   * the (runId, born) entries whose head is missing and old enough to remove.
-   */
-  private async readHeads([now, , born]: Scan, ids: string[]) {
-    const heads = await this.readHeadFields(ids);
-    const gone = ids.flatMap((id, i) => {
-      const at = born[i];
-      const old = at == null || now - Number(at) >= CREATE_WINDOW_MS;
-      return heads[i] === undefined && old ? [id, at ?? ''] : [];
-    });
-    return { heads, gone };
-  }
-
-  /**
-   * The heads of `ids`, sent together (one round trip, across Cluster nodes too): only the head's
-   * fields of each run hash, which also holds the run's checkpoints and call records.
-   */
-  private async readHeadFields(
-    ids: readonly string[],
-  ): Promise<Array<RunHead | undefined>> {
-    const raw = await guarded(STORE, undefined, () =>
-      Promise.all(
-        ids.map((id) =>
-          this.client.hmget(this.keys.runHash(id), ...HEAD_FIELDS),
-        ),
-      ),
-    );
-    return raw.map((values, i) => toHead(ids[i]!, values));
-  }
-
-  /** The heads with their owners' renewed leases (see redis.leases.ts). */
-  private withLeases(heads: RunHead[]): Promise<RunHead[]> {
-    return withOwnerLeases(this.client, this.keys, heads);
+    return storeScript(this.client, name, keys, args);
   }
 }

@@ -10,6 +10,8 @@ import {
   CheckpointStore,
   type CallRecord,
   type CheckpointRecord,
+  type HeadlessPage,
+  type HeadlessQuery,
   type HistoryPage,
   type ListQuery,
   type ListUnfinishedOptions,
@@ -305,6 +307,35 @@ export class SQLCheckpointStore extends CheckpointStore {
       runs: page.map(toHead),
       ...(rows.length > limit && last && { next: String(last.id) }),
     };
+  }
+
+  /**
+   * Walks the checkpoints' distinct run ids by their key (one index probe each, a loose index
+   * scan: not every checkpoint row) and keeps those with no head row.
+   */
+  listHeadless(query: HeadlessQuery = {}): Promise<HeadlessPage> {
+    return guarded(STORE, undefined, async () => {
+      const { engine, names } = await this.open();
+      const limit = query.limit ?? 100;
+      const next = (from: string) =>
+        `SELECT c.run_id FROM ${names.checkpoints} c WHERE c.run_id > ${from} ORDER BY c.run_id LIMIT 1`;
+      const rows = await engine.all<{ run_id: string }>(
+        `WITH RECURSIVE ids(run_id) AS (
+          SELECT (${next('$1')})
+          UNION ALL
+          SELECT (${next('ids.run_id')}) FROM ids WHERE ids.run_id IS NOT NULL
+        )
+        SELECT run_id FROM ids WHERE run_id IS NOT NULL
+          AND NOT EXISTS (SELECT 1 FROM ${names.runs} r WHERE r.run_id = ids.run_id)
+        LIMIT $2`,
+        [query.cursor ?? '', limit + 1],
+      );
+      const runIds = rows.slice(0, limit).map((r) => r.run_id);
+      return {
+        runIds,
+        ...(rows.length > limit && { next: runIds[runIds.length - 1] }),
+      };
+    });
   }
 
   async history(runId: string): Promise<HistoryPage> {

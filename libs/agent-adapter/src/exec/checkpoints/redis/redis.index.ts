@@ -1,0 +1,251 @@
+import {
+  UNFINISHED,
+  type HeadlessPage,
+  type HeadlessQuery,
+  type ListQuery,
+  type ListUnfinishedOptions,
+  type RunHead,
+  type RunPage,
+} from '../checkpoint-store';
+import { guarded } from '../transient-errors';
+import { runScript, type RedisClient } from './redis.client';
+import { HEAD_FIELDS, type RedisKeys } from './redis.layout';
+import { withOwnerLeases } from './redis.leases';
+import { toHead } from './redis.rows';
+import type { REDIS_SCRIPTS, Reply } from './redis.scripts';
+
+/** What an index scan returns: server time (ms), run ids (or id/score pairs), their born times. */
+type Scan = [number, string[], Array<string | null>];
+
+export const STORE = 'RedisCheckpointStore';
+/**
+ * A step-0 save must follow its index entry within half of this; index readers clean an entry
+ * whose head is missing only once the entry is older than this (see `unfinished`).
+ */
+const CREATE_WINDOW_MS = 60_000;
+/** How late a step-0 save may land after its index entry (the save script's ARGV[14]). */
+export const HALF_CREATE_WINDOW = String(CREATE_WINDOW_MS / 2);
+
+/** One of the store's scripts, its failures as the store's (`guarded`). */
+export function storeScript(
+  client: RedisClient,
+  name: keyof typeof REDIS_SCRIPTS,
+  keys: readonly string[],
+  args: Array<string | number>,
+): Promise<unknown> {
+  return guarded(STORE, undefined, () => runScript(client, name, keys, args));
+}
+
+/**
+ * The Redis store's indexes of runs (the flows' unfinished sets, the list of every run, their born
+ * times) and the reads that page through them, checking each entry against its run's head.
+ */
+export class RedisRunIndex {
+  constructor(
+    private readonly client: RedisClient,
+    private readonly keys: RedisKeys,
+  ) {}
+
+  /**
+   * Pages through the flow's index by run id. Entries whose head has ended or is another flow's
+   * are skipped and removed. So are entries whose head is missing (expired, or a crash between
+   * the index write and the step-0 script), but those are removed only once older than
+   * CREATE_WINDOW_MS: a younger one may be a creation in flight, and the save script refuses a
+   * creation that late, so removing an old one can never hide a run from recovery.
+   */
+  async unfinished(
+    flow: string,
+    options: ListUnfinishedOptions = {},
+  ): Promise<RunHead[]> {
+    const { leaseExpiredBefore, after, limit = 100 } = options;
+    const chunk = Math.min(Math.max(limit, 32), 500);
+    const unfinished = this.keys.unfinished(flow);
+    const out: RunHead[] = [];
+    for (let cursor = after; out.length < limit;) {
+      const min = cursor === undefined ? '-' : `(${cursor}`;
+      const scan = (await storeScript(
+        this.client,
+        'aaScanUnfinished',
+        [unfinished, this.keys.born],
+        [min, chunk],
+      )) as Scan;
+      const ids = scan[1];
+      if (ids.length === 0) break;
+      const { heads, gone } = await this.readHeads(scan, ids);
+      const live: RunHead[] = [];
+      const ended: string[] = [];
+      heads.forEach((head, i) => {
+        if (head?.flow === flow && UNFINISHED.includes(head.status))
+          live.push(head);
+        else if (head) ended.push(ids[i]!, scan[2][i] ?? '');
+      });
+      await Promise.all([
+        this.drop([unfinished], false, ended),
+        this.drop([unfinished, this.keys.runs], true, gone),
+      ]);
+      for (const head of await this.withLeases(live)) {
+        const lease = head.leaseExpiresAt;
+        const expired =
+          leaseExpiredBefore === undefined ||
+          lease === undefined ||
+          lease < leaseExpiredBefore;
+        if (expired && out.length < limit) out.push(head);
+      }
+      if (ids.length < chunk) break;
+      cursor = ids[ids.length - 1];
+    }
+    return out;
+  }
+
+  /** Newest first by creation sequence; filters read the heads, so a page may span index chunks. */
+  async list(query: ListQuery = {}): Promise<RunPage> {
+    const { flow, status, before, limit = 50 } = query;
+    const chunk = Math.min(Math.max(limit + 1, 32), 500);
+    const runs = this.keys.runs;
+    const found: Array<{ head: RunHead; score: string }> = [];
+    for (
+      let max = before === undefined ? '+inf' : `(${before}`;
+      found.length <= limit;
+    ) {
+      const scan = (await storeScript(
+        this.client,
+        'aaScanRuns',
+        [runs, this.keys.born],
+        [max, chunk],
+      )) as Scan;
+      const page = scan[1];
+      const ids = page.filter((_, i) => i % 2 === 0);
+      if (ids.length === 0) break;
+      const { heads, gone } = await this.readHeads(scan, ids);
+      heads.forEach((head, i) => {
+        if (
+          head &&
+          (flow === undefined || head.flow === flow) &&
+          (status === undefined || head.status === status)
+        ) {
+          found.push({ head, score: page[2 * i + 1]! });
+        }
+      });
+      await this.drop([runs], true, gone);
+      if (ids.length < chunk) break;
+      max = `(${page[page.length - 1]}`;
+    }
+    const shown = found.slice(0, limit);
+    const last = shown[shown.length - 1];
+    return {
+      runs: await this.withLeases(shown.map((f) => f.head)),
+      ...(found.length > limit && last && { next: last.score }),
+    };
+  }
+
+  /**
+   * Walks the list of every run (`{P}:runs`, newest first) and keeps the runs whose hash holds
+   * rows but no head: head fields deleted below the store. (A hash deleted whole leaves nothing to
+   * find: that is deleting every row of a run.)
+   */
+  async headless(query: HeadlessQuery = {}): Promise<HeadlessPage> {
+    const limit = query.limit ?? 100;
+    const chunk = Math.min(Math.max(limit, 32), 500);
+    const runIds: string[] = [];
+    let max = query.cursor === undefined ? '+inf' : `(${query.cursor}`;
+    for (;;) {
+      const scan = (await storeScript(
+        this.client,
+        'aaScanRuns',
+        [this.keys.runs, this.keys.born],
+        [max, chunk],
+      )) as Scan;
+      const page = scan[1];
+      const ids = page.filter((_, i) => i % 2 === 0);
+      const heads = await this.readHeadFields(ids);
+      const missing = ids.filter((_, i) => heads[i] === undefined);
+      const rows = await this.holdRows(missing);
+      for (let i = 0; i < ids.length; i++) {
+        const at = missing.indexOf(ids[i]!);
+        if (at < 0 || !rows[at]) continue;
+        runIds.push(ids[i]!);
+        if (runIds.length === limit) return { runIds, next: page[2 * i + 1]! };
+      }
+      if (ids.length < chunk) return { runIds };
+      max = `(${page[page.length - 1]}`;
+    }
+  }
+
+  /** Adds the run to the flow's unfinished index and the list; returns [server ms, created]. */
+  async announce(runId: string, flow: string): Promise<[string, string]> {
+    const keys = this.keys.announce(flow);
+    const [at, created] = (await storeScript(
+      this.client,
+      'aaIndexCreate',
+      keys,
+      [runId],
+    )) as Reply;
+    return [String(at), String(created)];
+  }
+
+  /** Removes (runId, born seen) entries from index sets; `forget` also drops their born time. */
+  async drop(
+    sets: string[],
+    forget: boolean,
+    entries: string[],
+  ): Promise<void> {
+    if (entries.length === 0) return;
+    await storeScript(
+      this.client,
+      'aaIndexDrop',
+      [this.keys.born, ...sets],
+      [forget ? '1' : '0', ...entries],
+    );
+  }
+
+  /**
+   * Heads of a scanned index chunk, sent together (one round trip, across Cluster nodes too), and
+   * the (runId, born) entries whose head is missing and old enough to remove.
+   */
+  private async readHeads([now, , born]: Scan, ids: string[]) {
+    const heads = await this.readHeadFields(ids);
+    const old = ids.filter((_, i) => {
+      const at = born[i];
+      const aged = at == null || now - Number(at) >= CREATE_WINDOW_MS;
+      return heads[i] === undefined && aged;
+    });
+    // A hash that still holds rows lost its head below the store: its entry stays, for
+    // listHeadless to report; only a hash that is gone whole (expired) leaves the index.
+    const rows = await this.holdRows(old);
+    const gone = old.flatMap((id, j) =>
+      rows[j] ? [] : [id, born[ids.indexOf(id)] ?? ''],
+    );
+    return { heads, gone };
+  }
+
+  /** Whether each run's hash still holds any field (sent together). */
+  private async holdRows(ids: readonly string[]): Promise<boolean[]> {
+    if (ids.length === 0) return [];
+    const lengths = await guarded(STORE, undefined, () =>
+      Promise.all(ids.map((id) => this.client.hlen(this.keys.runHash(id)))),
+    );
+    return lengths.map((n) => n > 0);
+  }
+
+  /**
+   * The heads of `ids`, sent together (one round trip, across Cluster nodes too): only the head's
+   * fields of each run hash, which also holds the run's checkpoints and call records.
+   */
+  async readHeadFields(
+    ids: readonly string[],
+  ): Promise<Array<RunHead | undefined>> {
+    const raw = await guarded(STORE, undefined, () =>
+      Promise.all(
+        ids.map((id) =>
+          this.client.hmget(this.keys.runHash(id), ...HEAD_FIELDS),
+        ),
+      ),
+    );
+    return raw.map((values, i) => toHead(ids[i]!, values));
+  }
+
+  /** The heads with their owners' renewed leases (see redis.leases.ts). */
+  withLeases(heads: RunHead[]): Promise<RunHead[]> {
+    return withOwnerLeases(this.client, this.keys, heads);
+  }
+}
