@@ -257,6 +257,21 @@ function cliSuite(backend: () => Backend): void {
       expect(report.runs.find((r) => r.runId === id)?.problems).toEqual(
         expect.arrayContaining([expect.objectContaining({ where: 'head' })]),
       );
+      // Nor is it forked: the source is read verified, and corrupt is not "not found".
+      const fork = await run(
+        'runs',
+        'fork',
+        id,
+        '--from-step',
+        '1',
+        '--run-id',
+        'headless-fork',
+      );
+      expect([fork.code, fork.stderr]).toEqual([
+        3,
+        expect.stringMatching(/no head/),
+      ]);
+      expect(await store.head('headless-fork')).toBeUndefined();
     } finally {
       await store.delete(id);
     }

@@ -1,4 +1,4 @@
-import type Redis from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
 import type { CheckpointStore } from 'agent-adapter';
 import type { RawStoreAccess } from 'agent-adapter/testing';
 import { HEAD_FIELDS } from 'agent-adapter/exec/checkpoints/redis/redis.layout';
@@ -9,7 +9,7 @@ import { HEAD_FIELDS } from 'agent-adapter/exec/checkpoints/redis/redis.layout';
  * call index, through `client()` (read when used). `tag` gives a run's hash tag, `{prefix:runId}`.
  */
 export function redisRaw(
-  client: () => Redis,
+  client: () => Redis | Cluster,
   tag: (store: CheckpointStore, runId: string) => string,
 ): RawStoreAccess {
   const admin = {

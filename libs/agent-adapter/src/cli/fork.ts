@@ -8,6 +8,7 @@ import type { KeyRing } from '../exec/durable/key-ring';
 import { openCheckpoint } from '../exec/durable/records';
 import { SegmentWriter } from '../exec/durable/segment-writer';
 import { forkCheckpoint, newIncarnation } from '../flow/runner/run-transitions';
+import { readVerified } from '../flow/runner/run-reader';
 import { CliError } from './cli.error';
 import { CliMessages } from './cli.messages';
 import { cancelRun, operatorId, type CancelResult } from './operations';
@@ -122,13 +123,9 @@ async function sourceState(
   ring: KeyRing,
   runId: string,
 ): Promise<{ status: RunStatus; step: number; ended: boolean }> {
-  const head = await store.head(runId);
-  const record = await store.latest(runId);
-  if (!head || !record) throw new CheckpointNotFound(runId);
-  const sealed = openCheckpoint(ring, record).status;
-  const ended =
-    record.step === head.step &&
-    sealed === head.status &&
-    (sealed === 'done' || sealed === 'failed');
-  return { status: head.status, step: head.step, ended };
+  // Both verified (the head's seal and the latest checkpoint against it): a fork of a run whose
+  // rows were edited is refused as corrupt, never taken at an edited status.
+  const { cp } = await readVerified(store, ring, runId);
+  const ended = cp.status === 'done' || cp.status === 'failed';
+  return { status: cp.status, step: cp.step, ended };
 }
