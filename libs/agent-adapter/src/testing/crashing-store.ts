@@ -2,6 +2,7 @@ import type {
   CallRecord,
   CheckpointRecord,
   CheckpointStore,
+  DueQuery,
   HeadlessPage,
   HeadlessQuery,
   HistoryPage,
@@ -110,6 +111,10 @@ export class CrashingStore extends ForwardingStore {
   ): Promise<RunHead[]> {
     this.alive();
     return super.listUnfinished(flow, options);
+  }
+  override async listDue(query: DueQuery): Promise<RunHead[]> {
+    this.alive();
+    return super.listDue(query);
   }
   override async delete(runId: string): Promise<boolean> {
     this.alive();

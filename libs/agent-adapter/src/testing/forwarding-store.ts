@@ -2,6 +2,7 @@ import {
   CheckpointStore,
   type CallRecord,
   type CheckpointRecord,
+  type DueQuery,
   type HeadlessPage,
   type HeadlessQuery,
   type HistoryPage,
@@ -36,6 +37,9 @@ export class ForwardingStore extends CheckpointStore {
     options?: ListUnfinishedOptions,
   ): Promise<RunHead[]> {
     return this.inner.listUnfinished(flow, options);
+  }
+  listDue(query: DueQuery): Promise<RunHead[]> {
+    return this.inner.listDue(query);
   }
   delete(runId: string): Promise<boolean> {
     return this.inner.delete(runId);

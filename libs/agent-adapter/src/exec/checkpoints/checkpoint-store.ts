@@ -98,6 +98,15 @@ export interface ListUnfinishedOptions {
   limit?: number;
 }
 
+export interface DueQuery {
+  /** Epoch ms: work due at or before it. */
+  now: number;
+  /** Only runs of these flows. @default every flow */
+  flows?: readonly string[];
+  /** Page size (default 100). */
+  limit?: number;
+}
+
 export interface ListQuery {
   flow?: string;
   status?: RunStatus;
@@ -155,6 +164,14 @@ export abstract class CheckpointStore {
     flow: string,
     options?: ListUnfinishedOptions,
   ): Promise<RunHead[]>;
+
+  /**
+   * Due work: heads of `running` runs whose lease expired before `now` or was never set (their
+   * owner is gone, released them, or an operator's write left them to a worker), most overdue
+   * first. Found through an index by due time, so a look costs O(runs due), never O(runs): workers
+   * look often. A run listed here is only a candidate; taking it is the claim's compare-and-set.
+   */
+  abstract listDue(query: DueQuery): Promise<RunHead[]>;
 
   /** Removes the run, its checkpoints and its call log. True if anything was removed. */
   abstract delete(runId: string): Promise<boolean>;

@@ -7,6 +7,7 @@ import {
   UNFINISHED,
   type CallRecord,
   type CheckpointRecord,
+  type DueQuery,
   type HeadlessPage,
   type HistoryPage,
   type ListQuery,
@@ -193,6 +194,24 @@ export class MemoryCheckpointStore extends CheckpointStore {
       runs: runs.map((r) => ({ ...r.head })),
       ...(more && last && { next: String(last.created) }),
     };
+  }
+
+  async listDue(query: DueQuery): Promise<RunHead[]> {
+    const { now, flows, limit = 100 } = query;
+    const due = (h: RunHead) =>
+      h.status === 'running' &&
+      (h.leaseExpiresAt === undefined || h.leaseExpiresAt < now) &&
+      (flows === undefined || flows.includes(h.flow));
+    return [...this.runs.values()]
+      .map((r) => r.head)
+      .filter(due)
+      .sort(
+        (a, b) =>
+          (a.leaseExpiresAt ?? -Infinity) - (b.leaseExpiresAt ?? -Infinity) ||
+          (a.runId < b.runId ? -1 : a.runId > b.runId ? 1 : 0),
+      )
+      .slice(0, limit)
+      .map((h) => ({ ...h }));
   }
 
   /** Never any: this store keeps a run's rows under its head, and nothing edits them below it. */

@@ -1,5 +1,6 @@
 import type { CheckpointStore } from '../../index';
 import { describeFencedCallLog } from './call-log';
+import { describeDueWork } from './due-work';
 import type { CheckpointStoreFixture } from './context';
 import { resolveFramework, type TestFramework } from './framework';
 import { describeListingLeasesDelete } from './listing';
@@ -11,7 +12,7 @@ export type { TestFramework } from './framework';
 
 /**
  * Declares the CheckpointStore conformance suite for one store: compare-and-set saves, the fenced
- * call log, listing, leases, deletion, namespaces, then the durable protocol (crash recovery,
+ * call log, listing, leases, due work, deletion, namespaces, then the durable protocol (crash recovery,
  * approvals, racing recoverers) run on it, and, with `fixture.raw`, tampered rows. Every store of
  * this library passes it; a store of your own should too.
  *
@@ -53,6 +54,7 @@ export function describeCheckpointStoreConformance(
     describeCompareAndSetSave(suite);
     describeFencedCallLog(suite);
     describeListingLeasesDelete(suite);
+    describeDueWork(suite);
     describeDurableProtocol(suite, fixture.raw);
   });
 }

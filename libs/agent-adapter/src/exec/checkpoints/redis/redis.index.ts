@@ -1,5 +1,6 @@
 import {
   UNFINISHED,
+  type DueQuery,
   type HeadlessPage,
   type HeadlessQuery,
   type ListQuery,
@@ -172,13 +173,89 @@ export class RedisRunIndex {
   }
 
   /** Adds the run to the flow's unfinished index and the list; returns [server ms, created]. */
-  async announce(runId: string, flow: string): Promise<[string, string]> {
+  /**
+   * Due work (`CheckpointStore.listDue`): `{P}:due` read by score up to `now`, each candidate
+   * checked against its head and its owner's lease. What is not due leaves the range, so the next
+   * look does not read it again: an ended or paused run leaves the index (a resume enters it again,
+   * `becomesDue`), a run whose lease was renewed moves to its lease expiry.
+   */
+  async due(query: DueQuery): Promise<RunHead[]> {
+    const { now, flows, limit = 100 } = query;
+    if (flows?.length === 0) return [];
+    const chunk = Math.min(Math.max(limit, 32), 500);
+    const out: RunHead[] = [];
+    for (let offset = 0; out.length < limit;) {
+      const scan = (await storeScript(
+        this.client,
+        'aaScanDue',
+        [this.keys.due, this.keys.born],
+        [Math.floor(now), offset, chunk],
+      )) as Scan;
+      const ids = scan[1];
+      if (ids.length === 0) break;
+      const { heads, gone } = await this.readHeads(scan, ids);
+      const running = await this.withLeases(
+        heads.filter((h): h is RunHead => h?.status === 'running'),
+      );
+      const leased = new Map(running.map((h) => [h.runId, h]));
+      const leave: string[] = [];
+      const later: Array<string | number> = [];
+      ids.forEach((id, i) => {
+        const head = heads[i];
+        // No head yet (a creation in flight) stays; an old one is in `gone`.
+        if (!head) return;
+        const run = leased.get(id);
+        if (!run) return void leave.push(id, '*');
+        const lease = run.leaseExpiresAt;
+        if (lease !== undefined && lease >= now)
+          return void later.push(lease, id);
+        if (out.length < limit && (!flows || flows.includes(run.flow)))
+          out.push(run);
+      });
+      await Promise.all([
+        this.drop([this.keys.due], false, [...leave, ...gone]),
+        later.length && this.client.zadd(this.keys.due, 'XX', ...later),
+      ]);
+      if (ids.length < chunk) break;
+      // What stayed in the range (due runs, creations in flight) is skipped by offset.
+      offset +=
+        ids.length - leave.length / 2 - gone.length / 2 - later.length / 2;
+    }
+    return out;
+  }
+
+  /** Puts a run in the due index at `at` (a segment taken over: before its save). */
+  async becomesDue(runId: string, at: number): Promise<void> {
+    await guarded(STORE, runId, () =>
+      this.client.zadd(this.keys.due, at, runId),
+    );
+  }
+
+  /**
+   * Moves runs a worker renews to their new lease expiry (only runs still in the index); a release
+   * (0) makes them due at once.
+   */
+  async renewDue(runIds: readonly string[], at: number): Promise<void> {
+    if (runIds.length === 0) return;
+    const members = runIds.flatMap((id) => [at, id]);
+    await guarded(STORE, undefined, () =>
+      at === 0
+        ? this.client.zadd(this.keys.due, 'XX', ...members)
+        : this.client.zadd(this.keys.due, 'XX', 'GT', ...members),
+    );
+  }
+
+  async announce(
+    runId: string,
+    flow: string,
+    dueAt: number,
+  ): Promise<[string, string]> {
     const keys = this.keys.announce(flow);
     const [at, created] = (await storeScript(
       this.client,
       'aaIndexCreate',
       keys,
-      [runId],
+      [runId, dueAt],
     )) as Reply;
     return [String(at), String(created)];
   }

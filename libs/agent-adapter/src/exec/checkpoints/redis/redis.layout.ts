@@ -12,7 +12,8 @@
  *     superstep's records are a range read. Two keys however long the run: a TTL refresh is O(1).
  * - Index keys, tagged `{P}` so one script updates them together: `{P}:unfinished:<flow>` sorted
  *   set (score 0, paged by run id), `{P}:runs` sorted set (by a creation sequence, `{P}:seq`),
- *   `{P}:born` hash (run id → when its step 0 was announced).
+ *   `{P}:born` hash (run id → when its step 0 was announced), `{P}:due` sorted set (each
+ *   unfinished run → when it may be due: its lease expiry as last renewed; see listDue).
  * - `{P:owner:<owner>}:leases` sorted set (run id → lease expiry ms) of the runs an owner drives:
  *   one write renews them all, and several runners of one worker id add to it side by side.
  */
@@ -52,6 +53,8 @@ export class RedisKeys {
   readonly runs: string;
   readonly born: string;
   readonly seq: string;
+  /** Due work: every unfinished run by when it may be due (its lease expiry, as last renewed). */
+  readonly due: string;
 
   constructor(readonly prefix: string) {
     if (!/^[^{}:]+$/.test(prefix)) {
@@ -60,6 +63,7 @@ export class RedisKeys {
     this.runs = `{${prefix}}:runs`;
     this.born = `{${prefix}}:born`;
     this.seq = `{${prefix}}:seq`;
+    this.due = `{${prefix}}:due`;
   }
 
   /** The KEYS of a run script: both of the run's keys, in one slot. */
@@ -81,9 +85,9 @@ export class RedisKeys {
     return `{${this.prefix}:owner:${owner}}:leases`;
   }
 
-  /** The KEYS of the step-0 announcement (INDEX_CREATE_LUA): unfinished(flow), born, runs, seq. */
+  /** The KEYS of the step-0 announcement (INDEX_CREATE_LUA): unfinished(flow), born, runs, seq, due. */
   announce(flow: string): string[] {
-    return [this.unfinished(flow), this.born, this.runs, this.seq];
+    return [this.unfinished(flow), this.born, this.runs, this.seq, this.due];
   }
 
   private tag(runId: string): string {

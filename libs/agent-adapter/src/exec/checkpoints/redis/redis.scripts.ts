@@ -238,11 +238,13 @@ return {delete_run(), h[1], h[2]}
 `;
 
 /**
- * Before a step-0 save. KEYS: unfinished(flow), born, runs, seq; ARGV: runId.
+ * Before a step-0 save. KEYS: unfinished(flow), born, runs, seq, due; ARGV: runId, when it may be
+ * due (its lease expiry ms, 0 for none).
  * Returns {now ms, created}: an existing list entry keeps its place.
  */
 export const INDEX_CREATE_LUA = `${NOW}
 redis.call('ZADD', KEYS[1], 'NX', 0, ARGV[1])
+redis.call('ZADD', KEYS[5], ARGV[2], ARGV[1])
 local t = now_ms()
 redis.call('HSET', KEYS[2], ARGV[1], t)
 local created = redis.call('ZSCORE', KEYS[3], ARGV[1])
@@ -277,6 +279,17 @@ return {now_ms(), page, born}
  * creation time is still the one the caller saw ('' = none, '*' = any), so a run created again
  * meanwhile keeps its entry.
  */
+/**
+ * Due candidates: run ids of {P}:due (KEYS[1]) due before ARGV[1] ms, from offset ARGV[2], at most
+ * ARGV[3], with their born times (KEYS[2]).
+ */
+export const SCAN_DUE_LUA = `${NOW}
+local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. ARGV[1], 'LIMIT', tonumber(ARGV[2]), tonumber(ARGV[3]))
+local born = {}
+if #ids > 0 then born = redis.call('HMGET', KEYS[2], unpack(ids)) end
+return {now_ms(), ids, born}
+`;
+
 export const INDEX_DROP_LUA = `
 for i = 2, #ARGV, 2 do
   local id, expected = ARGV[i], ARGV[i + 1]
@@ -302,6 +315,7 @@ export const REDIS_SCRIPTS = {
   aaScanUnfinished: SCAN_UNFINISHED_LUA,
   aaScanRuns: SCAN_RUNS_LUA,
   aaIndexDrop: INDEX_DROP_LUA,
+  aaScanDue: SCAN_DUE_LUA,
 } as const;
 
 /** A script's reply: `{'ok'}`, or a refusal code and its details. */

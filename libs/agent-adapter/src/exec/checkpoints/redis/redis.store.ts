@@ -4,6 +4,7 @@ import {
   UNFINISHED,
   type CallRecord,
   type CheckpointRecord,
+  type DueQuery,
   type HeadlessPage,
   type HeadlessQuery,
   type HistoryPage,
@@ -88,11 +89,17 @@ export class RedisCheckpointStore extends CheckpointStore {
     const keys = this.keys.run(runId);
     // Identifies this write, so a resend after a lost reply is recognised as already applied.
     const token = this.token();
+    // A segment taken over (a claim, a resume, an operator's decision) enters the due index first:
+    // a crash right after leaves a candidate that is not due, never a run no worker would find.
+    if (step > 0 && options.expectCalls !== undefined)
+      await this.index.becomesDue(runId, lease ?? 0);
     for (let attempt = 1; ; attempt++) {
       // Index first: a crash right after leaves an entry without a head (dropped by readers),
       // never a run that recovery cannot find.
       const [intent, created] =
-        step === 0 ? await this.index.announce(runId, flow) : ['', ''];
+        step === 0
+          ? await this.index.announce(runId, flow, lease ?? 0)
+          : ['', ''];
       // One flat array of strings, built in place: this runs once per superstep, and spreads,
       // flatMap and ioredis's own number-to-string pass showed up in its CPU profile.
       // prettier-ignore
@@ -111,7 +118,11 @@ export class RedisCheckpointStore extends CheckpointStore {
     }
     if (!UNFINISHED.includes(status)) {
       // Only once the run has ended; a crash before this leaves an entry that readers clean.
-      await this.index.drop([this.keys.unfinished(flow)], false, [runId, '*']);
+      await this.index.drop(
+        [this.keys.unfinished(flow), this.keys.due],
+        false,
+        [runId, '*'],
+      );
     }
   }
 
@@ -193,7 +204,7 @@ export class RedisCheckpointStore extends CheckpointStore {
       [],
     )) as Reply;
     if (!deleted) return false;
-    const sets = [this.keys.runs];
+    const sets = [this.keys.runs, this.keys.due];
     if (flow != null) sets.push(this.keys.unfinished(String(flow)));
     await this.index.drop(sets, true, [runId, '*']);
     return true;
@@ -212,8 +223,9 @@ export class RedisCheckpointStore extends CheckpointStore {
     leaseExpiresAt: number,
     runIds: readonly string[],
   ): Promise<number> {
-    const [, heads] = await Promise.all([
+    const [, , heads] = await Promise.all([
       renewOwnedRuns(this.client, this.keys, owner, leaseExpiresAt, runIds),
+      this.index.renewDue(runIds, leaseExpiresAt),
       Promise.all(
         runIds.map((id) =>
           this.client.hmget(this.keys.runHash(id), 'owner', 'status'),
@@ -253,6 +265,10 @@ export class RedisCheckpointStore extends CheckpointStore {
 
   list(query?: ListQuery): Promise<RunPage> {
     return this.index.list(query);
+  }
+
+  listDue(query: DueQuery): Promise<RunHead[]> {
+    return this.index.due(query);
   }
 
   listHeadless(query?: HeadlessQuery): Promise<HeadlessPage> {

@@ -1,7 +1,12 @@
 // Exported only by 'agent-adapter/typeorm' (src/typeorm), never by the core entry: loading this file
 // loads typeorm.
 import { EntitySchema, type EntitySchemaColumnOptions } from 'typeorm';
-import { sqlNames, type SqlDialect, type SqlTableOptions } from './sql.schema';
+import {
+  DUE_SQL,
+  sqlNames,
+  type SqlDialect,
+  type SqlTableOptions,
+} from './sql.schema';
 
 /** @publicApi */
 export interface AgentAdapterEntitiesOptions extends SqlTableOptions {
@@ -138,6 +143,11 @@ export function agentAdapterEntities(
         where: unfinished,
       },
       { name: index('runs_owner'), columns: ['owner'], where: unfinished },
+      {
+        name: index('runs_due'),
+        columns: ['lease_expires_at'],
+        where: DUE_SQL,
+      },
       { name: index('runs_flow_id'), columns: ['flow', 'id'] },
       { name: index('runs_status_id'), columns: ['status', 'id'] },
       { name: index('runs_flow_status_id'), columns: ['flow', 'status', 'id'] },

@@ -8,10 +8,11 @@ import { Messages } from '../../../errors/messages';
 export type SqlDialect = 'postgres' | 'sqlite';
 
 /** The schema version these tables have; stored in the meta table. */
-export const SCHEMA_VERSION = 2;
+export const SCHEMA_VERSION = 3;
 /** Earlier versions, refused by name (development builds; nothing migrates). */
 export const RETIRED_SCHEMA_VERSIONS: ReadonlyMap<string, string> = new Map([
   ['1', 'run heads without a seal'],
+  ['2', 'no index of due work (running runs by lease expiry)'],
 ]);
 
 /** @publicApi */
@@ -61,6 +62,9 @@ export function sqlNames(
   };
 }
 
+/** The runs whose lease is due work (see `runs_due`). */
+export const DUE_SQL = `status = 'running'`;
+
 /** Statements that create every table and index if missing (idempotent). */
 export function createStatements(dialect: SqlDialect, n: SqlNames): string[] {
   const pg = dialect === 'postgres';
@@ -91,6 +95,8 @@ export function createStatements(dialect: SqlDialect, n: SqlNames): string[] {
     // listUnfinished and renewLeases only ever look at unfinished runs: partial indexes stay small.
     `CREATE INDEX IF NOT EXISTS ${idx('runs_unfinished')} ON ${n.runs} (flow, run_id) WHERE ${unfinished}`,
     `CREATE INDEX IF NOT EXISTS ${idx('runs_owner')} ON ${n.runs} (owner) WHERE ${unfinished}`,
+    // Due work (listDue): running runs by lease expiry, so a look reads only what is due.
+    `CREATE INDEX IF NOT EXISTS ${idx('runs_due')} ON ${n.runs} (lease_expires_at) WHERE ${DUE_SQL}`,
     `CREATE INDEX IF NOT EXISTS ${idx('runs_flow_id')} ON ${n.runs} (flow, id)`,
     // Operators list by status (failed, paused...), with or without a flow.
     `CREATE INDEX IF NOT EXISTS ${idx('runs_status_id')} ON ${n.runs} (status, id)`,

@@ -10,6 +10,7 @@ import {
   CheckpointStore,
   type CallRecord,
   type CheckpointRecord,
+  type DueQuery,
   type HeadlessPage,
   type HeadlessQuery,
   type HistoryPage,
@@ -52,6 +53,12 @@ import {
   type SqlTableOptions,
 } from './sql.schema';
 import { prepareTables } from './sql.tables';
+import {
+  dueHeads,
+  headPage,
+  headlessRuns,
+  unfinishedHeads,
+} from './sql.listings';
 import { guarded } from '../transient-errors';
 import { SqliteEngine } from './sqlite.engine';
 
@@ -256,18 +263,14 @@ export class SQLCheckpointStore extends CheckpointStore {
     options: ListUnfinishedOptions = {},
   ): Promise<RunHead[]> {
     const { engine, names } = await this.open();
-    const params: unknown[] = [flow];
-    let where = `flow = $1 AND ${UNFINISHED_SQL}`;
-    if (options.after !== undefined)
-      where += ` AND run_id > $${params.push(options.after)}`;
-    if (options.leaseExpiredBefore !== undefined) {
-      where += ` AND (lease_expires_at IS NULL OR lease_expires_at < $${params.push(options.leaseExpiredBefore)})`;
-    }
-    const rows = await engine.all<RunRow>(
-      `SELECT ${HEAD_COLUMNS} FROM ${names.runs} WHERE ${where} ORDER BY run_id LIMIT $${params.push(options.limit ?? 100)}`,
-      params,
-    );
-    return rows.map(toHead);
+    return unfinishedHeads(engine, names, flow, options);
+  }
+
+  listDue(query: DueQuery): Promise<RunHead[]> {
+    return guarded(STORE, undefined, async () => {
+      const { engine, names } = await this.open();
+      return dueHeads(engine, names, query);
+    });
   }
 
   async delete(runId: string): Promise<boolean> {
@@ -288,53 +291,13 @@ export class SQLCheckpointStore extends CheckpointStore {
 
   async list(query: ListQuery = {}): Promise<RunPage> {
     const { engine, names } = await this.open();
-    const limit = query.limit ?? 50;
-    const params: unknown[] = [];
-    const where: string[] = [];
-    if (query.flow !== undefined)
-      where.push(`flow = $${params.push(query.flow)}`);
-    if (query.status !== undefined)
-      where.push(`status = $${params.push(query.status)}`);
-    if (query.before !== undefined)
-      where.push(`id < $${params.push(Number(query.before))}`);
-    const rows = await engine.all<RunRow>(
-      `SELECT id, ${HEAD_COLUMNS} FROM ${names.runs}${where.length ? ` WHERE ${where.join(' AND ')}` : ''} ORDER BY id DESC LIMIT $${params.push(limit + 1)}`,
-      params,
-    );
-    const page = rows.slice(0, limit);
-    const last = page[page.length - 1];
-    return {
-      runs: page.map(toHead),
-      ...(rows.length > limit && last && { next: String(last.id) }),
-    };
+    return headPage(engine, names, query);
   }
 
-  /**
-   * Walks the checkpoints' distinct run ids by their key (one index probe each, a loose index
-   * scan: not every checkpoint row) and keeps those with no head row.
-   */
   listHeadless(query: HeadlessQuery = {}): Promise<HeadlessPage> {
     return guarded(STORE, undefined, async () => {
       const { engine, names } = await this.open();
-      const limit = query.limit ?? 100;
-      const next = (from: string) =>
-        `SELECT c.run_id FROM ${names.checkpoints} c WHERE c.run_id > ${from} ORDER BY c.run_id LIMIT 1`;
-      const rows = await engine.all<{ run_id: string }>(
-        `WITH RECURSIVE ids(run_id) AS (
-          SELECT (${next('$1')})
-          UNION ALL
-          SELECT (${next('ids.run_id')}) FROM ids WHERE ids.run_id IS NOT NULL
-        )
-        SELECT run_id FROM ids WHERE run_id IS NOT NULL
-          AND NOT EXISTS (SELECT 1 FROM ${names.runs} r WHERE r.run_id = ids.run_id)
-        LIMIT $2`,
-        [query.cursor ?? '', limit + 1],
-      );
-      const runIds = rows.slice(0, limit).map((r) => r.run_id);
-      return {
-        runIds,
-        ...(rows.length > limit && { next: runIds[runIds.length - 1] }),
-      };
+      return headlessRuns(engine, names, query);
     });
   }
 

@@ -1,0 +1,116 @@
+import type {
+  DueQuery,
+  HeadlessPage,
+  HeadlessQuery,
+  ListQuery,
+  ListUnfinishedOptions,
+  RunHead,
+  RunPage,
+} from '../checkpoint-store';
+import { UNFINISHED_SQL, type Engine } from './sql.engine';
+import { HEAD_COLUMNS, toHead, type RunRow } from './sql.rows';
+import { DUE_SQL, type SqlNames } from './sql.schema';
+
+/**
+ * The SQL store's listings of run heads, one statement each, every one an index range: the flow's
+ * unfinished runs by run id (recovery's sweep), due work by lease expiry, the operators' pages
+ * newest first, and the runs whose head is missing.
+ */
+
+/** `CheckpointStore.listUnfinished`: through `runs_unfinished` (flow, run_id). */
+export async function unfinishedHeads(
+  engine: Engine,
+  names: SqlNames,
+  flow: string,
+  options: ListUnfinishedOptions,
+): Promise<RunHead[]> {
+  const params: unknown[] = [flow];
+  let where = `flow = $1 AND ${UNFINISHED_SQL}`;
+  if (options.after !== undefined)
+    where += ` AND run_id > $${params.push(options.after)}`;
+  if (options.leaseExpiredBefore !== undefined) {
+    where += ` AND (lease_expires_at IS NULL OR lease_expires_at < $${params.push(options.leaseExpiredBefore)})`;
+  }
+  const rows = await engine.all<RunRow>(
+    `SELECT ${HEAD_COLUMNS} FROM ${names.runs} WHERE ${where} ORDER BY run_id LIMIT $${params.push(options.limit ?? 100)}`,
+    params,
+  );
+  return rows.map(toHead);
+}
+
+/** `CheckpointStore.listDue`: through `runs_due` (lease_expires_at of running runs). */
+export async function dueHeads(
+  engine: Engine,
+  names: SqlNames,
+  query: DueQuery,
+): Promise<RunHead[]> {
+  const params: unknown[] = [Math.floor(query.now)];
+  let where = `${DUE_SQL} AND (lease_expires_at IS NULL OR lease_expires_at < $1)`;
+  if (query.flows !== undefined) {
+    if (query.flows.length === 0) return [];
+    const flows = query.flows.map((f) => `$${params.push(f)}`);
+    where += ` AND flow IN (${flows.join(', ')})`;
+  }
+  const rows = await engine.all<RunRow>(
+    `SELECT ${HEAD_COLUMNS} FROM ${names.runs} WHERE ${where} ORDER BY lease_expires_at NULLS FIRST, run_id LIMIT $${params.push(query.limit ?? 100)}`,
+    params,
+  );
+  return rows.map(toHead);
+}
+
+/** `CheckpointStore.list`: newest first by the row id, with the flow and status filters. */
+export async function headPage(
+  engine: Engine,
+  names: SqlNames,
+  query: ListQuery,
+): Promise<RunPage> {
+  const limit = query.limit ?? 50;
+  const params: unknown[] = [];
+  const where: string[] = [];
+  if (query.flow !== undefined)
+    where.push(`flow = $${params.push(query.flow)}`);
+  if (query.status !== undefined)
+    where.push(`status = $${params.push(query.status)}`);
+  if (query.before !== undefined)
+    where.push(`id < $${params.push(Number(query.before))}`);
+  const rows = await engine.all<RunRow>(
+    `SELECT id, ${HEAD_COLUMNS} FROM ${names.runs}${where.length ? ` WHERE ${where.join(' AND ')}` : ''} ORDER BY id DESC LIMIT $${params.push(limit + 1)}`,
+    params,
+  );
+  const page = rows.slice(0, limit);
+  const last = page[page.length - 1];
+  return {
+    runs: page.map(toHead),
+    ...(rows.length > limit && last && { next: String(last.id) }),
+  };
+}
+
+/**
+ * `CheckpointStore.listHeadless`: walks the checkpoints' distinct run ids by their key (one index
+ * probe each, a loose index scan: not every checkpoint row) and keeps those with no head row.
+ */
+export async function headlessRuns(
+  engine: Engine,
+  names: SqlNames,
+  query: HeadlessQuery,
+): Promise<HeadlessPage> {
+  const limit = query.limit ?? 100;
+  const next = (from: string) =>
+    `SELECT c.run_id FROM ${names.checkpoints} c WHERE c.run_id > ${from} ORDER BY c.run_id LIMIT 1`;
+  const rows = await engine.all<{ run_id: string }>(
+    `WITH RECURSIVE ids(run_id) AS (
+      SELECT (${next('$1')})
+      UNION ALL
+      SELECT (${next('ids.run_id')}) FROM ids WHERE ids.run_id IS NOT NULL
+    )
+    SELECT run_id FROM ids WHERE run_id IS NOT NULL
+      AND NOT EXISTS (SELECT 1 FROM ${names.runs} r WHERE r.run_id = ids.run_id)
+    LIMIT $2`,
+    [query.cursor ?? '', limit + 1],
+  );
+  const runIds = rows.slice(0, limit).map((r) => r.run_id);
+  return {
+    runIds,
+    ...(rows.length > limit && { next: runIds[runIds.length - 1] }),
+  };
+}
