@@ -28,6 +28,8 @@ export type {
   RecordedDecision,
 } from './flow/flow.interfaces';
 export type { CallFinding, ResolveRequest } from './flow/runner/resolve';
+export { Takeover } from './flow/runner/takeover';
+export type { TakeoverOptions } from './flow/runner/takeover';
 
 export { Executor } from './exec/executor';
 export { ToolRegistry } from './exec/tool.registry';
@@ -78,6 +80,7 @@ export type {
   ListUnfinishedOptions,
   ListQuery,
   RunPage,
+  DueQuery,
   HeadlessPage,
   HeadlessQuery,
   HistoryPage,
@@ -123,10 +126,7 @@ export {
 } from './errors';
 export type { StateViolation } from './errors';
 
-export {
-  ToolLoop,
-  DEFAULT_MAX_STEPS,
-} from './loop/tool-loop';
+export { ToolLoop, DEFAULT_MAX_STEPS } from './loop/tool-loop';
 export type {
   ToolLoopOptions,
   ToolLoopRunOptions,

@@ -24,6 +24,11 @@ import {
 } from './flow-runner.options';
 import { LeaseKeeper } from './lease-keeper';
 import { sweepUnfinished } from './recovery-sweep';
+import {
+  Takeover,
+  type TakeoverOptions,
+  type TakeoverSource,
+} from './takeover';
 import { headProblem, readHeadless, readVerified } from './run-reader';
 import { checkAccess, identityOf, resumePolicyAllows } from './run-access';
 import {
@@ -342,6 +347,37 @@ export class FlowRunner {
       flow.name,
       options,
     );
+  }
+
+  /**
+   * Continuous takeover for a fleet: looks for due work every `everyMs` (jittered) and recovers
+   * each run of `flows` whose owner's lease expired, so a run whose worker died is finished by
+   * this one within the lease plus one look, with no restart. `stop()` it on shutdown. The Nest
+   * module runs one for every flow and tool loop. docs/fleet.md.
+   */
+  takeOver(
+    flows: ReadonlyArray<Flow<object>>,
+    options: TakeoverOptions &
+      Pick<RecoverAllOptions, 'rerunInDoubt' | 'ctxFor'> = {},
+  ): Takeover {
+    const sources = flows.map((flow) => this.takeoverSource(flow, options));
+    return new Takeover(
+      this.store,
+      sources,
+      { ...options, leaseMs: this.settings.leaseMs },
+      this.settings.logger,
+    ).start();
+  }
+
+  /** A flow's due runs recovered by this runner (lease checked), for a `Takeover`. @internal */
+  takeoverSource<S extends object>(
+    flow: Flow<S>,
+    options: Pick<RecoverAllOptions, 'rerunInDoubt' | 'ctxFor'> = {},
+  ): TakeoverSource {
+    return {
+      flow: flow.name,
+      recover: (runId) => this.recoverListed(flow, runId, options),
+    };
   }
 
   /** One listed run's recovery, as an outcome (never rejects). */

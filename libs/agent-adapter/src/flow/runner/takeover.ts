@@ -1,0 +1,160 @@
+import {
+  CheckpointConflict,
+  RecoveryNeedsDecision,
+  RunLeaseHeld,
+} from '../../errors';
+import { Messages } from '../../errors/messages';
+import type { CheckpointStore } from '../../exec/checkpoints/checkpoint-store';
+import type { DurableLogger } from '../../observability/logger';
+import type { RecoveryOutcome } from '../flow.interfaces';
+import { integerOption } from './flow-runner.options';
+
+/** One flow whose due runs a takeover recovers, and how (the runner's lease-checked recovery). */
+export interface TakeoverSource {
+  flow: string;
+  recover(runId: string): Promise<RecoveryOutcome<unknown>>;
+}
+
+/** For `FlowRunner.takeOver`. @publicApi */
+export interface TakeoverOptions {
+  /**
+   * How often this worker looks for due work; each wait is drawn between half and one and a half
+   * times this, so a fleet's workers look at different moments and one of them takes a run while
+   * the others find it no longer due. @default a fifth of the lease, at most 1000 ms
+   */
+  everyMs?: number;
+  /** Runs taken over at the same time. @default 4 */
+  concurrency?: number;
+  /** Each settled takeover (a recovered run, or why not), for logs and metrics. */
+  onOutcome?: (flow: string, outcome: RecoveryOutcome<unknown>) => void;
+}
+
+/** Due runs listed per look, beyond those known to wait for a decision. */
+const PAGE = 100;
+/** Runs waiting for a decision remembered per worker (each is looked at again once it changes). */
+const MAX_UNDECIDED = 10_000;
+
+/**
+ * Continuous takeover: every `everyMs` (jittered), asks the store for due work (`listDue`: running
+ * runs whose owner's lease expired, O(due)) and recovers each due run of its flows through the
+ * runner's lease-checked recovery, so a run whose worker died is finished by a live worker within
+ * the lease plus one look, with no restart. The claim is the store's compare-and-set: workers that
+ * race for a run cannot both take it. A run that needs a decision is not retried until its head
+ * changes (an operator's decision writes a checkpoint).
+ */
+export class Takeover {
+  private timer?: NodeJS.Timeout;
+  private stopped = false;
+  private looking?: Promise<void>;
+  private readonly inFlight = new Map<string, Promise<void>>();
+  /** Run id → the head seal it needed a decision at. */
+  private readonly undecided = new Map<string, string>();
+  private readonly everyMs: number;
+  private readonly concurrency: number;
+  private readonly sources: Map<string, TakeoverSource>;
+
+  constructor(
+    private readonly store: CheckpointStore,
+    sources: readonly TakeoverSource[],
+    options: TakeoverOptions & { leaseMs: number },
+    private readonly logger: DurableLogger,
+  ) {
+    this.everyMs = integerOption(
+      'everyMs',
+      options.everyMs,
+      Math.max(50, Math.min(1000, Math.floor(options.leaseMs / 5))),
+      10,
+    );
+    this.concurrency = integerOption('concurrency', options.concurrency, 4, 1);
+    this.sources = new Map(sources.map((s) => [s.flow, s]));
+    this.onOutcome = options.onOutcome;
+  }
+
+  private readonly onOutcome?: TakeoverOptions['onOutcome'];
+
+  /** Starts looking (the first look after one wait). */
+  start(): this {
+    if (!this.stopped && !this.timer) this.schedule();
+    return this;
+  }
+
+  /**
+   * Looks once now: lists due work and starts recovering what it can take (up to `concurrency` in
+   * flight). Resolves with the number of runs started; their recoveries go on.
+   */
+  async lookNow(): Promise<number> {
+    if (this.stopped || this.sources.size === 0) return 0;
+    const heads = await this.store.listDue({
+      now: Date.now(),
+      flows: [...this.sources.keys()],
+      limit: PAGE + this.undecided.size,
+    });
+    if (heads.length < PAGE + this.undecided.size) {
+      // Every due run was listed: forget decisions no longer due (decided, ended).
+      const due = new Set(heads.map((h) => h.runId));
+      for (const id of this.undecided.keys())
+        if (!due.has(id)) this.undecided.delete(id);
+    }
+    let started = 0;
+    for (const head of heads) {
+      if (this.stopped || this.inFlight.size >= this.concurrency) break;
+      const source = this.sources.get(head.flow);
+      if (!source || this.inFlight.has(head.runId)) continue;
+      if (this.undecided.get(head.runId) === head.sealed) continue;
+      const task = source
+        .recover(head.runId)
+        .then((outcome) => this.settled(source.flow, head.sealed, outcome))
+        .catch((error: unknown) =>
+          this.logger.error(Messages.takeoverFailed(String(error))),
+        )
+        .finally(() => this.inFlight.delete(head.runId));
+      this.inFlight.set(head.runId, task);
+      started++;
+    }
+    return started;
+  }
+
+  /** Stops looking and waits for the takeovers in flight to settle. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = undefined;
+    await this.looking;
+    await Promise.all(this.inFlight.values());
+  }
+
+  private schedule(): void {
+    const wait = Math.round(this.everyMs * (0.5 + Math.random()));
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      this.looking = this.lookNow()
+        .then(
+          () => undefined,
+          // A store that fails a look (down, a failover) is looked at again next time.
+          (error: unknown) =>
+            this.logger.warn(Messages.takeoverLookFailed(String(error))),
+        )
+        .finally(() => {
+          this.looking = undefined;
+          if (!this.stopped) this.schedule();
+        });
+    }, wait);
+    this.timer.unref();
+  }
+
+  private settled(
+    flow: string,
+    sealed: string,
+    outcome: RecoveryOutcome<unknown>,
+  ): void {
+    const [runId, result] = outcome;
+    if (result instanceof RecoveryNeedsDecision) {
+      if (this.undecided.size < MAX_UNDECIDED)
+        this.undecided.set(runId, sealed);
+    } else this.undecided.delete(runId);
+    // Races are not news: another worker took the run first, or renewed it since the listing.
+    if (result instanceof CheckpointConflict || result instanceof RunLeaseHeld)
+      return;
+    this.onOutcome?.(flow, outcome);
+  }
+}
