@@ -342,6 +342,11 @@ describe('the example app, crashed and recovered (child processes, SQLite file)'
     );
     expect(inFlight.status).toBe('running');
     expect(inFlight.needsDecision).toBeUndefined();
+    // B goes on looking for due work (its takeover) past worker-a's first lease (1 s), the gate
+    // still shut: worker-a renews its lease, so B takes nothing.
+    await b.waitFor(/Takeover: looking for due runs/, 10_000);
+    await new Promise((r) => setTimeout(r, 1_500));
+    expect(b.lines.join('\n')).not.toMatch(/recovered: /);
     writeFileSync(gate, '');
 
     const response = await placed;
@@ -349,9 +354,8 @@ describe('the example app, crashed and recovered (child processes, SQLite file)'
     const run = (await response.json()) as RunView;
     expect(run).toMatchObject({ status: 'done', step: 3 });
 
-    // B looked once more after worker-a's lease would have expired: worker-a had renewed it.
-    // One boot summary; the re-sweep's is its own, labelled line.
-    await b.waitFor(/Lease re-sweep \(runs held at bootstrap\) done/, 10_000);
+    // One boot summary, and no re-sweep: the takeover is it.
+    expect(b.lines.join('\n')).not.toMatch(/re-sweep/);
     expect(
       b.lines.filter((l) => l.includes('Bootstrap recovery done')),
     ).toHaveLength(1);

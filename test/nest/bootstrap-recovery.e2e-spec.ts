@@ -104,6 +104,7 @@ describe('bootstrap recovery (e2e, SQLite)', () => {
       ...options
     }: Worker & {
       recoverOnBoot?: boolean;
+      takeover?: false;
       logger?: CaptureLogger;
       events?: (e: DurableEvents) => void;
       imports?: ModuleMetadata['imports'];
@@ -225,7 +226,7 @@ describe('bootstrap recovery (e2e, SQLite)', () => {
     expect(fresh.status).toBe('done');
   });
 
-  it('looks again once a crashed worker’s lease expires (one unref’d re-sweep)', async () => {
+  it('with the takeover off, looks again once a crashed worker’s lease expires (one unref’d re-sweep)', async () => {
     const { runId, path, ledger } = await crashIn('email_tickets', {
       workerId: 'worker-dead',
       leaseMs: 400,
@@ -236,6 +237,7 @@ describe('bootstrap recovery (e2e, SQLite)', () => {
     const app = await restart(path, ledger, {
       workerId: 'worker-2',
       leaseMs: 400,
+      takeover: false,
       logger,
       events: (e) => e.on('run.recovered', done),
     });
@@ -264,6 +266,36 @@ describe('bootstrap recovery (e2e, SQLite)', () => {
     ).toEqual([
       'log: Bootstrap recovery done: 1 unfinished run(s) in 1 flow(s): 1 held by another worker.',
       'log: Lease re-sweep (runs held at bootstrap) done: 1 unfinished run(s) in 1 flow(s): 1 recovered.',
+    ]);
+  });
+
+  it('with the takeover on (the default), a run held at boot is taken over once its lease expires, with no re-sweep', async () => {
+    const { runId, path, ledger } = await crashIn('email_tickets', {
+      workerId: 'worker-dead',
+      leaseMs: 400,
+    });
+    const logger = new CaptureLogger();
+    const app = await restart(path, ledger, {
+      workerId: 'worker-2',
+      leaseMs: 400,
+      logger,
+    });
+    const booted = Date.now();
+    const runner = app.get(FlowRunner);
+    for (let i = 0; i < 100; i++) {
+      if ((await runner.get(runId)).status === 'done') break;
+      await new Promise((r) => setTimeout(r, 25));
+    }
+    expect((await runner.get(runId)).status).toBe('done');
+    expect(Date.now() - booted).toBeLessThan(400 + 2_000);
+    expect(ledger.count('charge_card')).toBe(1);
+    const lines = logger.of('DurableRecovery');
+    expect(lines.join('\n')).toMatch(
+      `Run "${runId}" of flow "tickets" recovered: done at step 4`,
+    );
+    expect(lines.join('\n')).not.toMatch(/re-sweep|looking again at/);
+    expect(logger.of('DurableTakeover')).toEqual([
+      expect.stringMatching(/^log: Takeover: looking for due runs of 1 flow/),
     ]);
   });
 

@@ -116,6 +116,8 @@ export const NestMessages = {
     `DurableModule: viewer.path ${JSON.stringify(path)} is not a URL path (letters, digits, "/", ".", "_", "~", "-").`,
   viewerUnguarded: () =>
     'DurableModule: the run viewer can approve, deny and rerun calls, and NODE_ENV is "production" but it has no guard. Give viewer.guard (a CanActivate), or viewer.privateNetwork: true if the app is only reachable from a private network.',
+  takeoverStarted: (sources: number, everyMs: number) =>
+    `Takeover: looking for due runs of ${sources} flow(s) and tool loop(s) every ~${everyMs} ms (runs whose worker's lease expired are finished here).`,
   shutdown: () =>
     'Shutting down: lease renewal stopped; runs in flight here are recovered by another worker once their leases expire.',
   listenerThrew: (event: string) => `A "${event}" listener threw`,

@@ -9,6 +9,7 @@ import {
   type FlowRunnerOptions,
   type OptionNames,
 } from '../flow/runner/flow-runner.options';
+import { takeoverSettings } from '../flow/runner/takeover';
 import { createCheckpointStore } from './create-store';
 import {
   DEFAULT_RECOVERY_CONCURRENCY,
@@ -32,6 +33,8 @@ export interface ResolvedDurableOptions {
    */
   runner: Omit<FlowRunnerOptions, 'events'>;
   recoveryConcurrency: number;
+  /** Continuous takeover's settings (checked), or false when it is off. */
+  takeover: false | { everyMs: number; concurrency: number; leaseMs: number };
 }
 
 /** The module's option names in messages (`store`, `key`, `DurableModule: ...`). */
@@ -71,13 +74,20 @@ export function resolveDurableOptions(
       maxRecoveryAttempts: given.maxRecoveryAttempts,
     }),
   };
+  let takeover: ResolvedDurableOptions['takeover'] = false;
   try {
-    normalizeRunnerOptions(runner, MODULE_NAMES);
+    const { leaseMs } = normalizeRunnerOptions(runner, MODULE_NAMES);
+    if (given.takeover !== false) {
+      const settings = takeoverSettings(given.takeover ?? {}, leaseMs, {
+        owner: 'DurableModule: takeover',
+      });
+      takeover = { ...settings, leaseMs };
+    }
   } catch (error) {
     if (owned) void store.close().catch(() => undefined);
     throw error;
   }
-  return { store, ownsStore: owned, runner, recoveryConcurrency };
+  return { store, ownsStore: owned, runner, recoveryConcurrency, takeover };
 }
 
 /** The framework-free objects the module wires together, built by pure functions. @internal */

@@ -181,7 +181,7 @@ describe('RecoveryOrchestrator.sweep', () => {
 
   it('starts no more recoveries once the application shuts down, and reports those already started', async () => {
     const { sweep, each } = outcomes(500, (i) => {
-      if (i === 10) o.beforeApplicationShutdown();
+      if (i === 10) void o.beforeApplicationShutdown();
       return done(i);
     });
     const o = orchestrator(each);
@@ -223,7 +223,7 @@ describe('RecoveryOrchestrator: log lines an operator can trust (issue 15 item 7
     const { each } = outcomes(1, () => new RunLeaseHeld('run-0', 'w-2', until));
     const first = orchestrator(each);
     await first.sweep({ resweep: true });
-    first.beforeApplicationShutdown(); // clears the re-sweep it scheduled
+    await first.beforeApplicationShutdown(); // clears the re-sweep it scheduled
     expect(lines[0]).toBe(
       `log: Run "run-0" of flow "tickets": worker "w-2" holds its lease until ${iso} (it may be alive), so it was not taken; retrying then.`,
     );
@@ -261,7 +261,7 @@ describe('RecoveryOrchestrator: log lines an operator can trust (issue 15 item 7
       'log: Bootstrap recovery done: 2 unfinished run(s) in 1 flow(s): 1 recovered, 1 held by another worker.',
       'log: Lease re-sweep (runs held at bootstrap) done: 1 unfinished run(s) in 1 flow(s): 1 recovered.',
     ]);
-    o.beforeApplicationShutdown();
+    await o.beforeApplicationShutdown();
   });
 
   it('names the calls replayed and the calls run again (from run.recovered)', async () => {

@@ -29,6 +29,8 @@ import type { ResolvedDurableOptions } from './durable.providers';
 import type { DurableModuleExtras } from './interfaces/durable-module-options.interface';
 import { FlowRegistry } from './flow.registry';
 import { RecoveredCalls, describeCalls } from './recovery.log';
+import { nestDurableLogger } from './nest-logger';
+import { Takeover } from '../flow/runner/takeover';
 
 /** The outcomes a recovery sweep tells apart. @publicApi */
 export type RecoveryOutcomeKind =
@@ -80,6 +82,7 @@ export class RecoveryOrchestrator
   private readonly logger = new Logger('DurableRecovery');
   private boot: Promise<void> = Promise.resolve();
   private resweepTimer?: NodeJS.Timeout;
+  private takeover?: Takeover;
   /** Aborted on shutdown: the sweep starts no more recoveries. */
   private readonly stop = new AbortController();
 
@@ -96,16 +99,52 @@ export class RecoveryOrchestrator
   ) {}
 
   onApplicationBootstrap(): void {
-    if (!this.extras.recoverOnBoot) return;
-    // After @OnEvent() listeners are attached, so they see the recoveries.
+    // After @OnEvent() listeners are attached, so they see the recoveries; the takeover starts
+    // once the boot sweep is done.
     this.boot = this.bridge
       .ready()
-      .then(() => this.run('bootstrap'))
+      .then(() =>
+        this.extras.recoverOnBoot ? this.run('bootstrap') : undefined,
+      )
       .then(
-        () => undefined,
+        () => this.startTakeover(),
         // sweep() catches per flow and per run; this is the last line of defence.
         (error: unknown) => this.logger.error(String(error)),
       );
+  }
+
+  /**
+   * Continuous takeover of every flow's and tool loop's due runs (the module's `takeover`), one
+   * log line per run taken over, as the boot sweep logs them.
+   */
+  private startTakeover(): void {
+    const settings = this.options.takeover;
+    if (!settings || this.stop.signal.aborted || this.takeover) return;
+    const sources = [
+      ...this.flows
+        .all()
+        .map(({ flow }) => this.runner.core.takeoverSource(flow)),
+      ...this.loops
+        .all()
+        .map((loop) => loop.core.runner.takeoverSource(loop.core.flow)),
+    ];
+    const calls = new RecoveredCalls(undefined);
+    this.takeover = new Takeover(
+      this.options.store,
+      sources,
+      {
+        ...settings,
+        onOutcome: (flow, [runId, outcome]) =>
+          void this.report(flow, runId, outcome as Outcome | Error, {
+            calls,
+            retry: false,
+          }),
+      },
+      nestDurableLogger('DurableTakeover'),
+    ).start();
+    new Logger('DurableTakeover').log(
+      NestMessages.takeoverStarted(sources.length, settings.everyMs),
+    );
   }
 
   /** Resolves when the boot sweep has finished (at once with `recoverOnBoot: false`). Never rejects. */
@@ -193,7 +232,13 @@ export class RecoveryOrchestrator
         summary.counts,
       ),
     );
-    if (resweep && summary.counts.held && !this.stop.signal.aborted) {
+    // With the takeover on, held runs are taken when they fall due; without it, one more look.
+    if (
+      resweep &&
+      summary.counts.held &&
+      !this.stop.signal.aborted &&
+      !this.options.takeover
+    ) {
       this.scheduleResweep(
         latestLease + RESWEEP_MARGIN_MS,
         summary.counts.held,
@@ -202,10 +247,12 @@ export class RecoveryOrchestrator
     return summary;
   }
 
-  beforeApplicationShutdown(): void {
+  async beforeApplicationShutdown(): Promise<void> {
     this.stop.abort();
     if (this.resweepTimer) clearTimeout(this.resweepTimer);
     this.resweepTimer = undefined;
+    // No more takeovers; those in flight finish (their runs' leases are renewed until then).
+    await this.takeover?.stop();
     this.runner.close();
     this.loops.close();
     this.logger.log(NestMessages.shutdown());

@@ -7,7 +7,7 @@ import { Messages } from '../../errors/messages';
 import type { CheckpointStore } from '../../exec/checkpoints/checkpoint-store';
 import type { DurableLogger } from '../../observability/logger';
 import type { RecoveryOutcome } from '../flow.interfaces';
-import { integerOption } from './flow-runner.options';
+import { integerOption, type OptionNames } from './flow-runner.options';
 
 /** One flow whose due runs a takeover recovers, and how (the runner's lease-checked recovery). */
 export interface TakeoverSource {
@@ -27,6 +27,22 @@ export interface TakeoverOptions {
   concurrency?: number;
   /** Each settled takeover (a recovered run, or why not), for logs and metrics. */
   onOutcome?: (flow: string, outcome: RecoveryOutcome<unknown>) => void;
+}
+
+/**
+ * The one check of a takeover's options, with their defaults (the Nest module checks its
+ * `takeover` option with it at startup).
+ */
+export function takeoverSettings(
+  options: TakeoverOptions,
+  leaseMs: number,
+  names?: Pick<OptionNames, 'owner'>,
+): { everyMs: number; concurrency: number } {
+  const fifth = Math.max(50, Math.min(1000, Math.floor(leaseMs / 5)));
+  return {
+    everyMs: integerOption('everyMs', options.everyMs, fifth, 10, names),
+    concurrency: integerOption('concurrency', options.concurrency, 4, 1, names),
+  };
 }
 
 /** Due runs listed per look, beyond those known to wait for a decision. */
@@ -59,13 +75,9 @@ export class Takeover {
     options: TakeoverOptions & { leaseMs: number },
     private readonly logger: DurableLogger,
   ) {
-    this.everyMs = integerOption(
-      'everyMs',
-      options.everyMs,
-      Math.max(50, Math.min(1000, Math.floor(options.leaseMs / 5))),
-      10,
-    );
-    this.concurrency = integerOption('concurrency', options.concurrency, 4, 1);
+    const settings = takeoverSettings(options, options.leaseMs);
+    this.everyMs = settings.everyMs;
+    this.concurrency = settings.concurrency;
     this.sources = new Map(sources.map((s) => [s.flow, s]));
     this.onOutcome = options.onOutcome;
   }

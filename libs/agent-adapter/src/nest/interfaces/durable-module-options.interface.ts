@@ -1,6 +1,7 @@
 import type { CanActivate, Type } from '@nestjs/common';
 import type { CheckpointStore } from '../../exec/checkpoints/checkpoint-store';
 import type { FlowRunnerOptions } from '../../flow/runner/flow-runner.options';
+import type { TakeoverOptions } from '../../flow/runner/takeover';
 
 // One definition of the store descriptors, shared with the operator CLI's store URLs: the module
 // creates the store a descriptor names (and closes it on shutdown). With `@nestjs/typeorm`, give
@@ -55,6 +56,14 @@ export interface DurableModuleOptions extends Omit<
   key?: FlowRunnerOptions['checkpointKey'];
   /** Runs recovered at the same time on bootstrap. @default 4 */
   recoveryConcurrency?: number;
+  /**
+   * Continuous takeover: after the boot sweep, this worker keeps looking for due work (runs of the
+   * application's flows and tool loops whose owner's lease expired) and finishes it, so a fleet
+   * heals when a worker dies without waiting for one to boot. `everyMs` (jittered) and
+   * `concurrency` as in `FlowRunner.takeOver`; `false` turns it off. docs/fleet.md.
+   * @default on, every fifth of the lease (at most 1000 ms), 4 at a time
+   */
+  takeover?: false | Pick<TakeoverOptions, 'everyMs' | 'concurrency'>;
 }
 
 /**
