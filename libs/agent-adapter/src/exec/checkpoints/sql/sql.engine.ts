@@ -6,18 +6,31 @@ import type {
   SaveOptions,
 } from '../checkpoint-store';
 import type { SqlDialect, SqlNames } from './sql.schema';
+import { appendParams, saveParams } from './sql.writes';
 
-/** Does one statement (or one transaction): the dialect-specific part of the store. */
-export interface Engine {
-  readonly dialect: SqlDialect;
-  all<T>(sql: string, params: unknown[]): Promise<T[]>;
-  /** Compare-and-set save; resolves to whether the head matched (else nothing was written). */
+/**
+ * Does one statement (or one transaction): the dialect-specific part of the store. A save and an
+ * append bind their parameters here, once, in the numbering `sql.writes` gives them; each engine
+ * makes the writes atomic its own way (`writeSave`, `writeAppend`).
+ */
+export abstract class Engine {
+  abstract readonly dialect: SqlDialect;
+  abstract all<T>(sql: string, params: unknown[]): Promise<T[]>;
+
+  /**
+   * Compare-and-set save; resolves to whether the head matched (else nothing was written). Not
+   * async: the engine's write is the one promise of the call (the store awaits it in a try that
+   * also catches a throw from binding).
+   */
   save(
     n: SqlNames,
     cp: CheckpointRecord,
     o: SaveOptions,
     now: number,
-  ): Promise<boolean>;
+  ): Promise<boolean> {
+    return this.writeSave(n, cp, o.calls ?? [], saveParams(cp, o, now));
+  }
+
   /** Fenced append; resolves to whether the head matched (else nothing was written). */
   recordCall(
     n: SqlNames,
@@ -26,19 +39,39 @@ export interface Engine {
     calls: CallRecord[],
     /** The head seal (RunHead.sealed) the append leaves. */
     head: string | undefined,
+  ): Promise<boolean> {
+    return this.writeAppend(
+      n,
+      calls,
+      appendParams(runId, segment, calls, head),
+    );
+  }
+
+  /** The head write over `saveParams`, the checkpoint and `calls`: all or nothing. */
+  protected abstract writeSave(
+    n: SqlNames,
+    cp: CheckpointRecord,
+    calls: readonly CallRecord[],
+    params: unknown[],
   ): Promise<boolean>;
+
+  /** The head write over `appendParams` and `calls`: all or nothing. */
+  protected abstract writeAppend(
+    n: SqlNames,
+    calls: readonly CallRecord[],
+    params: unknown[],
+  ): Promise<boolean>;
+
   /** A write of one statement; resolves to the rows it changed. */
-  change(sql: string, params: unknown[]): Promise<number>;
+  abstract change(sql: string, params: unknown[]): Promise<number>;
   /** Removes the run, its checkpoints and calls atomically; whether anything existed. */
-  deleteRun(n: SqlNames, runId: string): Promise<boolean>;
+  abstract deleteRun(n: SqlNames, runId: string): Promise<boolean>;
   /**
    * Runs the DDL under a lock that serialises creators. Refuses (before creating anything) when
    * the runs table exists without the meta table: tables of the same name made by something else.
    */
-  ddl(n: SqlNames, statements: string[]): Promise<void>;
+  abstract ddl(n: SqlNames, statements: string[]): Promise<void>;
 }
-
-export const UNFINISHED_SQL = `status IN ('running', 'paused')`;
 
 /** The refusal of tables that agent-adapter did not make (or the DDL's own error, unchanged). */
 export function foreignTables(n: SqlNames, cause?: Error): Error {

@@ -1,7 +1,12 @@
 // Exported only by 'agent-adapter/typeorm' (src/typeorm), never by the core entry: loading this file
 // loads typeorm.
 import { EntitySchema, type EntitySchemaColumnOptions } from 'typeorm';
-import { sqlNames, type SqlDialect, type SqlTableOptions } from './sql.schema';
+import {
+  sqlNames,
+  UNFINISHED_SQL,
+  type SqlDialect,
+  type SqlTableOptions,
+} from './sql.schema';
 
 /** @publicApi */
 export interface AgentAdapterEntitiesOptions extends SqlTableOptions {
@@ -94,7 +99,6 @@ export function agentAdapterEntities(
   // them as unchanged: Postgres names a primary key "<table>_pkey".
   const primaryKey = (name: string) =>
     pg ? { primaryKeyConstraintName: `${prefix}${name}_pkey` } : {};
-  const unfinished = `status IN ('running', 'paused')`;
 
   type ColumnExtras = Omit<EntitySchemaColumnOptions, 'type'>;
   const varchar = (length: number, extra: ColumnExtras = {}) =>
@@ -135,9 +139,9 @@ export function agentAdapterEntities(
       {
         name: index('runs_unfinished'),
         columns: ['flow', 'run_id'],
-        where: unfinished,
+        where: UNFINISHED_SQL,
       },
-      { name: index('runs_owner'), columns: ['owner'], where: unfinished },
+      { name: index('runs_owner'), columns: ['owner'], where: UNFINISHED_SQL },
       { name: index('runs_flow_id'), columns: ['flow', 'id'] },
       { name: index('runs_status_id'), columns: ['status', 'id'] },
       { name: index('runs_flow_status_id'), columns: ['flow', 'status', 'id'] },

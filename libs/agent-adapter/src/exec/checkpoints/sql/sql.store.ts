@@ -27,7 +27,7 @@ import {
   type DataSourceLike,
   type SqlConnectionOptions,
 } from './sql.driver';
-import { UNFINISHED_SQL, type Engine } from './sql.engine';
+import type { Engine } from './sql.engine';
 import {
   checkBatch,
   duplicateOr,
@@ -47,6 +47,7 @@ import {
 } from './sql.rows';
 import {
   sqlNames,
+  UNFINISHED_SQL,
   type SqlDialect,
   type SqlNames,
   type SqlTableOptions,

@@ -1,21 +1,11 @@
 import { Messages } from '../../../errors/messages';
 import { CheckpointStoreUnavailable } from '../../../errors';
-import type {
-  CallRecord,
-  CheckpointRecord,
-  SaveOptions,
-} from '../checkpoint-store';
+import type { CallRecord, CheckpointRecord } from '../checkpoint-store';
 import type { DataSourceLike } from './sql.driver';
-import { foreignTables, type Engine } from './sql.engine';
+import { Engine, foreignTables } from './sql.engine';
 import { CALL_COLUMNS } from './sql.rows';
 import type { SqlNames } from './sql.schema';
-import {
-  appendHeadSql,
-  appendParams,
-  insertCheckpointSql,
-  saveHeadSql,
-  saveParams,
-} from './sql.writes';
+import { appendHeadSql, insertCheckpointSql, saveHeadSql } from './sql.writes';
 
 /** The synchronous better-sqlite3 connection TypeORM holds. */
 interface SqliteStatement {
@@ -37,8 +27,8 @@ interface SqliteDb {
  */
 /* eslint-disable @typescript-eslint/require-await -- better-sqlite3 is synchronous; async keeps the
    Engine contract and turns its throws into rejections. */
-export class SqliteEngine implements Engine {
-  readonly dialect = 'sqlite' as const;
+export class SqliteEngine extends Engine {
+  override readonly dialect = 'sqlite' as const;
   /** SQL text → the prepared statement and the order its `$n` parameters bind in. */
   private readonly statements = new Map<
     string,
@@ -50,6 +40,7 @@ export class SqliteEngine implements Engine {
   private readonly immediate: (work: () => boolean) => boolean;
 
   constructor(ds: DataSourceLike) {
+    super();
     this.db = (
       ds.driver as { databaseConnection: SqliteDb }
     ).databaseConnection;
@@ -66,7 +57,7 @@ export class SqliteEngine implements Engine {
     };
   }
 
-  async deleteRun(n: SqlNames, runId: string): Promise<boolean> {
+  override async deleteRun(n: SqlNames, runId: string): Promise<boolean> {
     return this.immediate(() => {
       let removed = 0;
       for (const table of [n.calls, n.checkpoints, n.runs]) {
@@ -93,23 +84,22 @@ export class SqliteEngine implements Engine {
     return { stmt: s.stmt, args: s.order.map((i) => params[i]) };
   }
 
-  async all<T>(sql: string, params: unknown[]): Promise<T[]> {
+  override async all<T>(sql: string, params: unknown[]): Promise<T[]> {
     const { stmt, args } = this.prepare(sql, params);
     return stmt.all(...args) as T[];
   }
 
-  async change(sql: string, params: unknown[]): Promise<number> {
+  override async change(sql: string, params: unknown[]): Promise<number> {
     return this.run(sql, params);
   }
 
   /** The shared head write, then the checkpoint and the calls, in one immediate transaction. */
-  async save(
+  protected override async writeSave(
     n: SqlNames,
     cp: CheckpointRecord,
-    o: SaveOptions,
-    now: number,
+    calls: readonly CallRecord[],
+    params: unknown[],
   ): Promise<boolean> {
-    const params = saveParams(cp, o, now);
     return this.immediate(() => {
       if (
         !this.sameTenure(n, cp, params) &&
@@ -121,7 +111,7 @@ export class SqliteEngine implements Engine {
         `${insertCheckpointSql(n)} VALUES ($1, $2, $8, $3, $4, $10)`,
         params,
       );
-      this.insertCalls(n, o.calls ?? []);
+      this.insertCalls(n, calls);
       return true;
     });
   }
@@ -145,14 +135,12 @@ export class SqliteEngine implements Engine {
     return this.run(narrow, params) === 1;
   }
 
-  async recordCall(
+  /** The head write, then the calls, in one immediate transaction. */
+  protected override async writeAppend(
     n: SqlNames,
-    runId: string,
-    segment: number,
-    calls: CallRecord[],
-    head: string | undefined,
+    calls: readonly CallRecord[],
+    params: unknown[],
   ): Promise<boolean> {
-    const params = appendParams(runId, segment, calls, head);
     return this.immediate(() => {
       if (this.run(appendHeadSql(n), params) !== 1) return false;
       this.insertCalls(n, calls);
@@ -175,7 +163,7 @@ export class SqliteEngine implements Engine {
     }
   }
 
-  async ddl(n: SqlNames, statements: string[]): Promise<void> {
+  override async ddl(n: SqlNames, statements: string[]): Promise<void> {
     const unquoted = (table: string) => table.replace(/"/g, '');
     this.db
       .transaction(() => {
