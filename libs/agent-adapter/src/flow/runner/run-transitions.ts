@@ -23,6 +23,14 @@ import type {
  */
 
 /**
+ * The next step in a new segment: the step and segment of every transition that fences whoever
+ * wrote the old one (claim, resolve, restore, park, resume, cancel).
+ */
+function newSegment(cp: Checkpoint): Pick<Checkpoint, 'step' | 'segment'> {
+  return { step: cp.step + 1, segment: cp.segment + 1 };
+}
+
+/**
  * A run's first segment: random, so a run id deleted and used again starts an unrelated range of
  * segments (a worker of the old run is fenced from the new one) and new idempotency keys.
  */
@@ -77,8 +85,7 @@ export function claimCheckpoint(
   return {
     ...cp,
     identity: by.identity,
-    step: cp.step + 1,
-    segment: cp.segment + 1,
+    ...newSegment(cp),
     reason: 'claim',
     digest: by.digest,
     recoveries: (cp.recoveries ?? 0) + 1,
@@ -96,16 +103,15 @@ export function resolveCheckpoint(
   cp: Checkpoint,
   resolutions: Array<Omit<Resolution, 'step'>>,
 ): Checkpoint {
-  const step = cp.step + 1;
+  const next = newSegment(cp);
   return {
     ...cp,
-    step,
-    segment: cp.segment + 1,
+    ...next,
     reason: 'resolve',
     rerun: undefined,
     resolutions: [
       ...(cp.resolutions ?? []),
-      ...resolutions.map((r) => ({ ...r, step })),
+      ...resolutions.map((r) => ({ ...r, step: next.step })),
     ],
   };
 }
@@ -122,8 +128,7 @@ export function restoreCheckpoint(
 ): Checkpoint {
   return {
     ...cp,
-    step: cp.step + 1,
-    segment: cp.segment + 1,
+    ...newSegment(cp),
     reason: 'restore',
     rerun: undefined,
     restored: mark,
@@ -134,8 +139,7 @@ export function restoreCheckpoint(
 export function parkCheckpoint(cp: Checkpoint, error: SealedError): Checkpoint {
   return {
     ...cp,
-    step: cp.step + 1,
-    segment: cp.segment + 1,
+    ...newSegment(cp),
     status: 'failed',
     reason: 'parked',
     error,
@@ -181,8 +185,7 @@ export function resumeCheckpoint(
   return {
     ...cp,
     identity: by.identity,
-    step: cp.step + 1,
-    segment: cp.segment + 1,
+    ...newSegment(cp),
     status: 'running',
     reason: 'resume',
     pending: undefined,
@@ -238,8 +241,7 @@ export function cancelCheckpoint(
 ): Checkpoint {
   return {
     ...cp,
-    step: cp.step + 1,
-    segment: cp.segment + 1,
+    ...newSegment(cp),
     status: 'failed',
     reason: 'cancel',
     pending: undefined,
