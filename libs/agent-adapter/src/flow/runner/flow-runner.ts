@@ -1,12 +1,20 @@
 import { randomBytes } from 'node:crypto';
-import { asError, CheckpointConflict, RunAccessDenied } from '../../errors';
+import { CheckpointConflict, RunAccessDenied } from '../../errors';
 import { Messages } from '../../errors/messages';
 import type { DurableEvents } from '../../events/durable.events';
-import type { CheckpointStore } from '../../exec/checkpoints/checkpoint-store';
+import type {
+  CheckpointStore,
+  RunHead,
+} from '../../exec/checkpoints/checkpoint-store';
 import type { KeyRing } from '../../exec/durable/key-ring';
-import type { RunIdentity } from '../../exec/durable/records';
+import type {
+  CallIdentity,
+  Checkpoint,
+  RunIdentity,
+} from '../../exec/durable/records';
 import type { Executor } from '../../exec/executor';
 import type { Flow } from '../flow.builder';
+import type { CompiledFlow } from '../flow.graph';
 import type {
   RecoverAllOptions,
   RecoverOptions,
@@ -25,7 +33,7 @@ import {
 import { LeaseKeeper } from './lease-keeper';
 import { sweepUnfinished } from './recovery-sweep';
 import { headProblem, readHeadless, readVerified } from './run-reader';
-import { checkAccess, identityOf, resumePolicyAllows } from './run-access';
+import { identityOf, resumePolicyAllows } from './run-access';
 import {
   claimCheckpoint,
   newIncarnation,
@@ -34,9 +42,10 @@ import {
 } from './run-transitions';
 import { resultOf, SegmentDriver } from './segment-driver';
 import { needsDecision } from './in-doubt';
-import { decisionOf, rerunDecision } from './decisions';
+import { rerunDecision } from './decisions';
 import { storeResolution, type ResolveRequest } from './resolve';
 import {
+  checkOwnRun,
   readCutDecided,
   readLatest,
   startedAlready,
@@ -162,27 +171,48 @@ export class FlowRunner {
     const max = this.settings.maxRecoveryAttempts;
     if (max !== undefined && recoveries >= max)
       return this.driver.park(compiled, cp, head.calls);
+    // The claim: one racing recoverer wins this step, the other gets CheckpointConflict here.
+    // (A forked run adopts this graph here: readLatest let its digest differ.) A rerun of calls in
+    // doubt is sealed with it: who, when, why, which calls.
+    return this.takeOverCut(
+      compiled,
+      runId,
+      { head, cp },
+      { rerunInDoubt: options.rerunInDoubt, recovered: true },
+      (undecided) =>
+        claimCheckpoint(cp, {
+          identity,
+          digest: compiled.digest,
+          ...(undecided.length > 0 && {
+            rerun: rerunDecision(undecided, options),
+          }),
+        }),
+    );
+  }
+
+  /**
+   * The end of a recovery or a resume: reads the cut superstep (calls in doubt stop the run here
+   * unless `rerunInDoubt`), then writes the transition `next` makes of the calls it decided to run
+   * again, and drives the new segment on what it replays.
+   */
+  private async takeOverCut<S extends object>(
+    compiled: CompiledFlow<S>,
+    runId: string,
+    { head, cp }: { head: RunHead; cp: Checkpoint },
+    how: { rerunInDoubt: boolean | undefined; recovered: boolean },
+    next: (undecided: CallIdentity[]) => Checkpoint,
+  ): Promise<RunResult<S>> {
     const { calls, book, undecided } = await readCutDecided(
       this.sources,
       runId,
       cp,
       head,
-      options.rerunInDoubt,
+      how.rerunInDoubt,
     );
-    // The claim: one racing recoverer wins this step, the other gets CheckpointConflict here.
-    // (A forked run adopts this graph here: readLatest let its digest differ.) A rerun of calls in
-    // doubt is sealed with it: who, when, why, which calls.
-    const claim = claimCheckpoint(cp, {
-      identity,
-      digest: compiled.digest,
-      ...(undecided.length > 0 && {
-        rerun: rerunDecision(undecided, options),
-      }),
-    });
-    return this.driver.takeOver(compiled, claim, head.calls, {
+    return this.driver.takeOver(compiled, next(undecided), head.calls, {
       book,
       seen: calls.length,
-      recovered: true,
+      recovered: how.recovered,
     });
   }
 
@@ -199,30 +229,15 @@ export class FlowRunner {
     options: { ctx?: RunIdentity } = {},
   ): Promise<RunResult<S>> {
     checkRunId(runId);
-    const { leaseMs, events } = this.settings;
+    const { leaseMs } = this.settings;
     const stored = await storeResolution(
       this.sources,
       runId,
       request,
       { owner: this.workerId, leaseMs },
-      (cp) => {
-        checkAccess(cp, options.ctx);
-        if (cp.flow !== flow.name)
-          throw new CheckpointConflict(
-            Messages.otherFlow(runId, cp.flow, flow.name),
-            runId,
-          );
-      },
+      (cp) => checkOwnRun(cp, runId, flow.name, options.ctx),
     );
-    const decision = decisionOf(stored);
-    if (decision)
-      events.emit('run.decided', {
-        kind: stored.kind,
-        runId,
-        flow: stored.flow,
-        step: stored.step,
-        decision,
-      });
+    this.driver.announceDecision(stored);
     return this.recover(flow, runId, options.ctx ? { ctx: options.ctx } : {});
   }
 
@@ -265,30 +280,26 @@ export class FlowRunner {
     if (cp.status !== 'paused' || !cp.pending) {
       throw new CheckpointConflict(Messages.notPaused(runId, cp.status), runId);
     }
-    const { calls, book } = await readCutDecided(
-      this.sources,
+    const pending = cp.pending;
+    return this.takeOverCut(
+      compiled,
       runId,
-      cp,
-      head,
-      options.rerunInDoubt,
+      { head, cp },
+      { rerunInDoubt: options.rerunInDoubt, recovered: false },
+      () =>
+        resumeCheckpoint(
+          { ...cp, pending },
+          {
+            identity,
+            approved: decision.approved,
+            ...(decision.by !== undefined && { by: String(decision.by) }),
+            ...(decision.reason !== undefined && {
+              reason: String(decision.reason),
+            }),
+            at: Date.now(),
+          },
+        ),
     );
-    const next = resumeCheckpoint(
-      { ...cp, pending: cp.pending },
-      {
-        identity,
-        approved: decision.approved,
-        ...(decision.by !== undefined && { by: String(decision.by) }),
-        ...(decision.reason !== undefined && {
-          reason: String(decision.reason),
-        }),
-        at: Date.now(),
-      },
-    );
-    return this.driver.takeOver(compiled, next, head.calls, {
-      book,
-      seen: calls.length,
-      recovered: false,
-    });
   }
 
   /**
@@ -334,7 +345,8 @@ export class FlowRunner {
       {
         store: this.store,
         held: (head, now) => this.leases.held(head, now),
-        recover: (runId) => this.recoverListed(flow, runId, options),
+        recover: (runId, recoverOptions, unlessHeld) =>
+          this.recoverRun(flow, runId, recoverOptions, unlessHeld),
         verify: (head) => headProblem(this.settings.ring, head),
         headless: (runId) =>
           readHeadless(this.store, this.settings.ring, runId),
@@ -342,31 +354,6 @@ export class FlowRunner {
       flow.name,
       options,
     );
-  }
-
-  /** One listed run's recovery, as an outcome (never rejects). */
-  private async recoverListed<S extends object>(
-    flow: Flow<S>,
-    runId: string,
-    options: RecoverAllOptions,
-  ): Promise<RecoveryOutcome<RunResult<S>>> {
-    try {
-      const ctx = options.ctxFor?.(runId);
-      // The lease is judged again on the head read just before the claim: a worker that took the
-      // run since it was listed (another worker's sweep, an operator's recover) is not fenced.
-      const result = await this.recoverRun(
-        flow,
-        runId,
-        {
-          ...(ctx && { ctx }),
-          ...(options.rerunInDoubt && { rerunInDoubt: true }),
-        },
-        !options.force,
-      );
-      return [runId, result];
-    } catch (error) {
-      return [runId, asError(error)];
-    }
   }
 
   /**
@@ -382,12 +369,7 @@ export class FlowRunner {
     checkRunId(runId);
     const read = await readVerified(this.store, this.settings.ring, runId);
     const { cp } = read;
-    checkAccess(cp, options.ctx); // first: a stranger learns nothing of the run, not its flow
-    if (cp.flow !== flow.name)
-      throw new CheckpointConflict(
-        Messages.otherFlow(runId, cp.flow, flow.name),
-        runId,
-      );
+    checkOwnRun(cp, runId, flow.name, options.ctx);
     const result = resultOf(flow.compile(), cp);
     // A running run read `running` like one in progress: say when it is stuck on calls in doubt.
     const stuck = await needsDecision(this.sources, read, (head, now) =>

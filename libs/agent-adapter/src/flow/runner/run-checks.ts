@@ -42,6 +42,29 @@ export interface RunSources {
 }
 
 /**
+ * The requester may act on the run (`checkAccess`), and it is `flow`'s run: in that order, so a
+ * stranger learns nothing of the run, not even its flow.
+ */
+export function checkOwnRun(
+  cp: Checkpoint,
+  runId: string,
+  flow: string,
+  ctx: RunIdentity | undefined,
+): void {
+  checkAccess(cp, ctx);
+  checkFlow(cp, runId, flow);
+}
+
+/** The run is `flow`'s; a run of another flow is a conflict that names both. */
+function checkFlow(cp: Checkpoint, runId: string, flow: string): void {
+  if (cp.flow !== flow)
+    throw new CheckpointConflict(
+      Messages.otherFlow(runId, cp.flow, flow),
+      runId,
+    );
+}
+
+/**
  * A start whose run id exists: that run's latest result if it is this flow's run, for this
  * identity, started from this input; a conflict that says so if it started from another.
  */
@@ -58,12 +81,7 @@ export async function startedAlready<S extends object>(
   // A stranger learns nothing of the run, not even its flow; without a ctx, only a run without one.
   if (!ctx && Object.keys(cp.identity).length)
     throw new RunAccessDenied(runId, Messages.restartNeedsCtx());
-  checkAccess(cp, ctx);
-  if (cp.flow !== compiled.name)
-    throw new CheckpointConflict(
-      Messages.otherFlow(runId, cp.flow, compiled.name),
-      runId,
-    );
+  checkOwnRun(cp, runId, compiled.name, ctx);
   if (cp.startedFrom === undefined || cp.startedFrom !== start.startedFrom)
     throw new CheckpointConflict(Messages.startedWithOtherInput(runId), runId);
   return resultOf(compiled, cp);
@@ -84,12 +102,7 @@ export async function readLatest<S>(
   const cp = openLatest(on.ring, head, record);
   // Identity before anything else: a stranger learns nothing of the run, not even its flow.
   const identity = await accessAs(cp, ctx, allow);
-  if (cp.flow !== compiled.name) {
-    throw new CheckpointConflict(
-      Messages.otherFlow(runId, cp.flow, compiled.name),
-      runId,
-    );
-  }
+  checkFlow(cp, runId, compiled.name);
   if (cp.status === 'done' || cp.status === 'failed') {
     throw new CheckpointConflict(Messages.ended(runId, cp.status), runId);
   }
