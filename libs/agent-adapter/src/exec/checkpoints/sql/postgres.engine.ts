@@ -43,16 +43,18 @@ export class PostgresEngine extends Engine {
 
   constructor(
     private readonly ds: DataSourceLike,
+    tables: SqlNames,
     private readonly prepared: boolean,
   ) {
-    super();
+    super(tables);
     // TypeORM's pg pool (the primary's, with replication): named statements are parsed and
     // planned once per connection instead of on every write.
     const master = (ds.driver as { master?: unknown }).master;
     if (isPgPool(master)) this.pool = master;
   }
 
-  override async deleteRun(n: SqlNames, runId: string): Promise<boolean> {
+  override async deleteRun(runId: string): Promise<boolean> {
+    const n = this.tables;
     const sql = [
       // The head's row lock first: a save in flight finishes before, and the deletes that follow
       // (each with a fresh snapshot) see what it wrote; a later save finds no head.
@@ -104,11 +106,11 @@ export class PostgresEngine extends Engine {
 
   /** The shared head write, the checkpoint and the calls as one statement: all or nothing. */
   protected override async writeSave(
-    n: SqlNames,
     cp: CheckpointRecord,
     calls: readonly CallRecord[],
     params: unknown[],
   ): Promise<boolean> {
+    const n = this.tables;
     // The batch as one array per column, bound after the shared parameters.
     const at = params.length;
     params.push(
@@ -132,10 +134,10 @@ export class PostgresEngine extends Engine {
 
   /** The head write and the calls as one statement: all or nothing. */
   protected override async writeAppend(
-    n: SqlNames,
     calls: readonly CallRecord[],
     params: unknown[],
   ): Promise<boolean> {
+    const n = this.tables;
     params.push(
       calls.map((c) => c.superstep),
       calls.map((c) => c.seq),
@@ -152,7 +154,8 @@ export class PostgresEngine extends Engine {
     return (row?.n ?? 0) === 1;
   }
 
-  override async ddl(n: SqlNames, statements: string[]): Promise<void> {
+  override async ddl(statements: string[]): Promise<void> {
+    const n = this.tables;
     // Several workers may start at once: an advisory lock keeps their CREATE IF NOT EXISTS apart,
     // and the foreign-table check runs under it, so a concurrent creator cannot trip it.
     await this.ds

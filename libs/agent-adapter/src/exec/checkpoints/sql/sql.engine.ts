@@ -15,6 +15,10 @@ import { appendParams, saveParams } from './sql.writes';
  */
 export abstract class Engine {
   abstract readonly dialect: SqlDialect;
+
+  /** The tables this engine writes: one store's (its schema and prefix). */
+  constructor(readonly tables: SqlNames) {}
+
   abstract all<T>(sql: string, params: unknown[]): Promise<T[]>;
 
   /**
@@ -22,34 +26,23 @@ export abstract class Engine {
    * async: the engine's write is the one promise of the call (the store awaits it in a try that
    * also catches a throw from binding).
    */
-  save(
-    n: SqlNames,
-    cp: CheckpointRecord,
-    o: SaveOptions,
-    now: number,
-  ): Promise<boolean> {
-    return this.writeSave(n, cp, o.calls ?? [], saveParams(cp, o, now));
+  save(cp: CheckpointRecord, o: SaveOptions, now: number): Promise<boolean> {
+    return this.writeSave(cp, o.calls ?? [], saveParams(cp, o, now));
   }
 
   /** Fenced append; resolves to whether the head matched (else nothing was written). */
   recordCall(
-    n: SqlNames,
     runId: string,
     segment: number,
     calls: CallRecord[],
     /** The head seal (RunHead.sealed) the append leaves. */
     head: string | undefined,
   ): Promise<boolean> {
-    return this.writeAppend(
-      n,
-      calls,
-      appendParams(runId, segment, calls, head),
-    );
+    return this.writeAppend(calls, appendParams(runId, segment, calls, head));
   }
 
   /** The head write over `saveParams`, the checkpoint and `calls`: all or nothing. */
   protected abstract writeSave(
-    n: SqlNames,
     cp: CheckpointRecord,
     calls: readonly CallRecord[],
     params: unknown[],
@@ -57,7 +50,6 @@ export abstract class Engine {
 
   /** The head write over `appendParams` and `calls`: all or nothing. */
   protected abstract writeAppend(
-    n: SqlNames,
     calls: readonly CallRecord[],
     params: unknown[],
   ): Promise<boolean>;
@@ -65,12 +57,12 @@ export abstract class Engine {
   /** A write of one statement; resolves to the rows it changed. */
   abstract change(sql: string, params: unknown[]): Promise<number>;
   /** Removes the run, its checkpoints and calls atomically; whether anything existed. */
-  abstract deleteRun(n: SqlNames, runId: string): Promise<boolean>;
+  abstract deleteRun(runId: string): Promise<boolean>;
   /**
    * Runs the DDL under a lock that serialises creators. Refuses (before creating anything) when
    * the runs table exists without the meta table: tables of the same name made by something else.
    */
-  abstract ddl(n: SqlNames, statements: string[]): Promise<void>;
+  abstract ddl(statements: string[]): Promise<void>;
 }
 
 /** The refusal of tables that agent-adapter did not make (or the DDL's own error, unchanged). */

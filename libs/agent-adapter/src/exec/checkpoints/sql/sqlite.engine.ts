@@ -39,8 +39,8 @@ export class SqliteEngine extends Engine {
   /** One BEGIN IMMEDIATE ... COMMIT around `work` (made once: better-sqlite3 wraps it per call). */
   private readonly immediate: (work: () => boolean) => boolean;
 
-  constructor(ds: DataSourceLike) {
-    super();
+  constructor(ds: DataSourceLike, tables: SqlNames) {
+    super(tables);
     this.db = (
       ds.driver as { databaseConnection: SqliteDb }
     ).databaseConnection;
@@ -57,7 +57,8 @@ export class SqliteEngine extends Engine {
     };
   }
 
-  override async deleteRun(n: SqlNames, runId: string): Promise<boolean> {
+  override async deleteRun(runId: string): Promise<boolean> {
+    const n = this.tables;
     return this.immediate(() => {
       let removed = 0;
       for (const table of [n.calls, n.checkpoints, n.runs]) {
@@ -95,23 +96,22 @@ export class SqliteEngine extends Engine {
 
   /** The shared head write, then the checkpoint and the calls, in one immediate transaction. */
   protected override async writeSave(
-    n: SqlNames,
     cp: CheckpointRecord,
     calls: readonly CallRecord[],
     params: unknown[],
   ): Promise<boolean> {
     return this.immediate(() => {
       if (
-        !this.sameTenure(n, cp, params) &&
-        this.run(saveHeadSql('sqlite', n, cp.step), params) !== 1
+        !this.sameTenure(cp, params) &&
+        this.run(saveHeadSql('sqlite', this.tables, cp.step), params) !== 1
       ) {
         return false;
       }
       this.run(
-        `${insertCheckpointSql(n)} VALUES ($1, $2, $8, $3, $4, $10)`,
+        `${insertCheckpointSql(this.tables)} VALUES ($1, $2, $8, $3, $4, $10)`,
         params,
       );
-      this.insertCalls(n, calls);
+      this.insertCalls(calls);
       return true;
     });
   }
@@ -122,13 +122,9 @@ export class SqliteEngine extends Engine {
    * compare-and-set conditions as the full update (over the same `saveParams`), which runs when
    * this one matches nothing.
    */
-  private sameTenure(
-    n: SqlNames,
-    cp: CheckpointRecord,
-    params: unknown[],
-  ): boolean {
+  private sameTenure(cp: CheckpointRecord, params: unknown[]): boolean {
     if (cp.step === 0 || cp.status !== 'running') return false;
-    const narrow = `UPDATE ${n.runs} SET step = $2, lease_expires_at = $6, updated_at = $7, calls = calls + $9,
+    const narrow = `UPDATE ${this.tables.runs} SET step = $2, lease_expires_at = $6, updated_at = $7, calls = calls + $9,
          sealed = $11
        WHERE run_id = $1 AND step = $2 - 1 AND status = 'running' AND segment = $4 AND owner IS $5
          AND ($12 IS NULL OR calls = $12) AND ($13 IS NULL OR segment = $13)`;
@@ -137,13 +133,12 @@ export class SqliteEngine extends Engine {
 
   /** The head write, then the calls, in one immediate transaction. */
   protected override async writeAppend(
-    n: SqlNames,
     calls: readonly CallRecord[],
     params: unknown[],
   ): Promise<boolean> {
     return this.immediate(() => {
-      if (this.run(appendHeadSql(n), params) !== 1) return false;
-      this.insertCalls(n, calls);
+      if (this.run(appendHeadSql(this.tables), params) !== 1) return false;
+      this.insertCalls(calls);
       return true;
     });
   }
@@ -154,16 +149,17 @@ export class SqliteEngine extends Engine {
     return stmt.run(...args).changes;
   }
 
-  private insertCalls(n: SqlNames, calls: readonly CallRecord[]): void {
+  private insertCalls(calls: readonly CallRecord[]): void {
     for (const c of calls) {
       this.run(
-        `INSERT INTO ${n.calls} (${CALL_COLUMNS}) VALUES ($1, $2, $3, $4, $5)`,
+        `INSERT INTO ${this.tables.calls} (${CALL_COLUMNS}) VALUES ($1, $2, $3, $4, $5)`,
         [c.runId, c.superstep, c.segment, c.seq, c.sealed],
       );
     }
   }
 
-  override async ddl(n: SqlNames, statements: string[]): Promise<void> {
+  override async ddl(statements: string[]): Promise<void> {
+    const n = this.tables;
     const unquoted = (table: string) => table.replace(/"/g, '');
     this.db
       .transaction(() => {
