@@ -39,6 +39,27 @@ export function operatorId(): string {
   return `operator:${user}@${hostname()}`;
 }
 
+/**
+ * Writes an operator's transition of the run as it was read (`head`): its own segment, owned by
+ * `by`, with the store's compare-and-set on the head's call count, so a worker's save or call
+ * since the read makes it a `CheckpointConflict` instead of writing over what it did not see.
+ */
+export function writeAsOperator(
+  store: CheckpointStore,
+  ring: KeyRing,
+  head: RunHead,
+  next: Checkpoint,
+  by: string,
+): Promise<void> {
+  return SegmentWriter.writeAlone(
+    store,
+    ring,
+    next,
+    { owner: by },
+    { expectCalls: head.calls },
+  );
+}
+
 /** One checkpoint or call of `runs show`, opened if its seal holds. */
 export interface ShownCheckpoint {
   step: number;
@@ -240,13 +261,7 @@ export async function cancelRun(
     );
     try {
       // The operator writes the new segment: the worker on the old one is fenced.
-      await SegmentWriter.writeAlone(
-        store,
-        ring,
-        next,
-        { owner: by },
-        { expectCalls: head.calls },
-      );
+      await writeAsOperator(store, ring, head, next, by);
       return {
         runId,
         was: cp.status,

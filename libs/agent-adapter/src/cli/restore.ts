@@ -7,13 +7,12 @@ import {
 import type { CheckpointStore } from '../exec/checkpoints/checkpoint-store';
 import { listAll } from '../exec/checkpoints/list-all';
 import type { KeyRing } from '../exec/durable/key-ring';
-import { SegmentWriter } from '../exec/durable/segment-writer';
 import { readVerified } from '../flow/runner/run-reader';
 import { restoreCheckpoint } from '../flow/runner/run-transitions';
 import { CliMessages } from './cli.messages';
 import { corruptMessage } from './corrupt-wording';
 import type { CommandContext } from './fork-command';
-import { operatorId } from './operations';
+import { operatorId, writeAsOperator } from './operations';
 
 export interface RestoreResult {
   /** Unfinished runs marked restored. */
@@ -53,13 +52,7 @@ export async function markRestored(
         const { head, cp } = await readVerified(store, ring, runId);
         if (cp.status === 'done' || cp.status === 'failed') continue;
         const next = restoreCheckpoint(cp, mark);
-        await SegmentWriter.writeAlone(
-          store,
-          ring,
-          next,
-          { owner: by },
-          { expectCalls: head.calls },
-        );
+        await writeAsOperator(store, ring, head, next, by);
         result.marked.push(runId);
       } catch (error) {
         if (error instanceof CheckpointStoreCorrupt)

@@ -8,6 +8,7 @@ import { Messages } from './messages';
  * messages, a redis run id with braces) stays a plain TypeError on purpose: it is the caller's bug
  * at that call, the way a built-in reports one, it is thrown before anything is read or written,
  * and callers (run-id-arg in the CLI) rely on `instanceof TypeError` to tell it from a store error.
+ * An error's data fields are its constructor's `readonly` parameters: each is declared and set once.
  */
 
 /**
@@ -16,13 +17,12 @@ import { Messages } from './messages';
  * @publicApi
  */
 export class RunLeaseHeld extends DurableError {
-  readonly owner: string;
-  readonly until: number;
-
-  constructor(runId: string, owner: string, until: number) {
+  constructor(
+    runId: string,
+    readonly owner: string,
+    readonly until: number,
+  ) {
     super(Messages.leaseHeld(runId, owner, until), runId);
-    this.owner = owner;
-    this.until = until;
   }
 }
 
@@ -60,11 +60,11 @@ export class CheckpointStoreCorrupt extends DurableError {
 
 /** A call is in doubt and its tool is not idempotent. `calls` are `[tool, why]` pairs. @publicApi */
 export class RecoveryNeedsDecision extends DurableError {
-  readonly calls: ReadonlyArray<readonly [tool: string, why: string]>;
-
-  constructor(runId: string, calls: ReadonlyArray<readonly [string, string]>) {
+  constructor(
+    runId: string,
+    readonly calls: ReadonlyArray<readonly [tool: string, why: string]>,
+  ) {
     super(Messages.needsDecision(runId, calls), runId);
-    this.calls = calls;
   }
 }
 
@@ -90,11 +90,11 @@ export interface StateViolation {
 
 /** Input state refused by the flow's state class, with every violation named. @publicApi */
 export class InvalidFlowState extends FlowError {
-  readonly violations: StateViolation[];
-
-  constructor(flow: string, violations: StateViolation[]) {
+  constructor(
+    flow: string,
+    readonly violations: StateViolation[],
+  ) {
     super(Messages.invalidState(flow, violations));
-    this.violations = violations;
   }
 }
 
@@ -105,22 +105,15 @@ export class InvalidFlowState extends FlowError {
  * @publicApi
  */
 export class ToolFailed extends DurableError {
-  readonly tool: string;
-  readonly errorName: string;
-  readonly replayed: boolean;
-
   constructor(
-    tool: string,
-    errorName: string,
+    readonly tool: string,
+    readonly errorName: string,
     message: string,
     runId: string,
-    replayed: boolean,
+    readonly replayed: boolean,
     cause?: unknown,
   ) {
     super(message, runId, cause === undefined ? undefined : { cause });
-    this.tool = tool;
-    this.errorName = errorName;
-    this.replayed = replayed;
   }
 }
 
@@ -147,11 +140,11 @@ export class ToolTimeout extends ToolFailed {}
 
 /** A value could not be turned into canonical JSON (a function, a Date, a cycle, NaN, ...). */
 export class UnsealableValue extends DurableError {
-  readonly path: string;
-
-  constructor(path: string, why: string) {
+  constructor(
+    readonly path: string,
+    why: string,
+  ) {
     super(Messages.unsealable(path, why));
-    this.path = path;
   }
 }
 
@@ -238,13 +231,12 @@ export class CheckpointStoreUnavailable extends DurableError {
  * @publicApi
  */
 export class RecoveryAttemptsExceeded extends DurableError {
-  readonly recoveries: number;
-  readonly superstep: number;
-
-  constructor(runId: string, recoveries: number, superstep: number) {
+  constructor(
+    runId: string,
+    readonly recoveries: number,
+    readonly superstep: number,
+  ) {
     super(Messages.parked(runId, recoveries, superstep), runId);
-    this.recoveries = recoveries;
-    this.superstep = superstep;
   }
 }
 
@@ -272,13 +264,11 @@ export class RunCancelled extends DurableError {
  * @publicApi
  */
 export class InvalidToolArguments extends DurableError {
-  readonly tool: string;
-  readonly violations: StateViolation[];
-
-  constructor(tool: string, violations: StateViolation[]) {
+  constructor(
+    readonly tool: string,
+    readonly violations: StateViolation[],
+  ) {
     super(Messages.invalidToolArguments(tool, violations));
-    this.tool = tool;
-    this.violations = violations;
   }
 }
 
@@ -323,10 +313,10 @@ export class ChatModelError extends DurableError {
  * @publicApi
  */
 export class MaxStepsExceeded extends DurableError {
-  readonly maxSteps: number;
-
-  constructor(runId: string, maxSteps: number) {
+  constructor(
+    runId: string,
+    readonly maxSteps: number,
+  ) {
     super(Messages.maxSteps(runId, maxSteps), runId);
-    this.maxSteps = maxSteps;
   }
 }

@@ -16,33 +16,42 @@ import {
  * paused for an approval resumes through `runToolLoop` with the same `runId` and a `decision`.
  * @publicApi
  */
-export async function runToolLoop(
+export function runToolLoop(
   model: ChatModel,
   registry: ToolRegistry,
   messages: readonly ChatMessage[],
   options: ToolLoopOptions & ToolLoopRunOptions = {},
 ): Promise<ToolLoopResult> {
-  const loop = new ToolLoop(model, registry, options);
-  try {
-    return await loop.run(messages, options);
-  } finally {
-    loop.close();
-  }
+  return withLoop(model, registry, options, (loop) =>
+    loop.run(messages, options),
+  );
 }
 
 /**
  * Recovers a tool loop's run after a crash, on any worker (see `ToolLoop.recover`).
  * @publicApi
  */
-export async function recoverToolLoop(
+export function recoverToolLoop(
   model: ChatModel,
   registry: ToolRegistry,
   runId: string,
   options: ToolLoopOptions & RecoverOptions = {},
 ): Promise<ToolLoopResult> {
+  return withLoop(model, registry, options, (loop) =>
+    loop.recover(runId, options),
+  );
+}
+
+/** A loop made for one call and closed after it, however the call ends. */
+async function withLoop(
+  model: ChatModel,
+  registry: ToolRegistry,
+  options: ToolLoopOptions,
+  use: (loop: ToolLoop) => Promise<ToolLoopResult>,
+): Promise<ToolLoopResult> {
   const loop = new ToolLoop(model, registry, options);
   try {
-    return await loop.recover(runId, options);
+    return await use(loop);
   } finally {
     loop.close();
   }

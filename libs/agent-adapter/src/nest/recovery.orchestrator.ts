@@ -106,11 +106,9 @@ export class RecoveryOrchestrator
       .then(() =>
         this.extras.recoverOnBoot ? this.run('bootstrap') : undefined,
       )
-      .then(
-        () => this.startTakeover(),
-        // sweep() catches per flow and per run; this is the last line of defence.
-        (error: unknown) => this.logger.error(String(error)),
-      );
+      .then(() => this.startTakeover())
+      // sweep() catches per flow and per run; this is the last line of defence.
+      .catch((error: unknown) => this.logger.error(String(error)));
   }
 
   /**
@@ -124,9 +122,18 @@ export class RecoveryOrchestrator
       ...this.flows
         .all()
         .map(({ flow }) => this.runner.core.takeoverSource(flow)),
-      ...this.loops
-        .all()
-        .map((loop) => loop.core.runner.takeoverSource(loop.core.flow)),
+      ...this.loops.all().flatMap((loop) => {
+        try {
+          return [loop.core.runner.takeoverSource(loop.core.flow)];
+        } catch (error) {
+          // A loop that cannot be built (a tool name that is not registered) was reported by the
+          // boot sweep and its callers; the other flows are still taken over.
+          this.logger.error(
+            NestMessages.sweepFailed(loop.name, asError(error)),
+          );
+          return [];
+        }
+      }),
     ];
     const calls = new RecoveredCalls(undefined);
     this.takeover = new Takeover(

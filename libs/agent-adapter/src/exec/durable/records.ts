@@ -19,17 +19,8 @@ import type {
 } from './decision-records';
 import type { KeyRing } from './key-ring';
 
-export type {
-  ApprovalDecision,
-  CallIdentity,
-  CallOutcome,
-  CancelDecision,
-  PendingApproval,
-  RerunDecision,
-  Resolution,
-  RestoreMark,
-  SyncDecision,
-} from './decision-records';
+// Every record type can be imported from here; decision-records.ts is the leaf that holds these.
+export type * from './decision-records';
 import { seal } from './seal';
 import { corrupt, hide, isObject, openBody } from './sealed-body';
 

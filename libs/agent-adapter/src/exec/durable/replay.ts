@@ -18,6 +18,25 @@ export function identityKey(id: CallIdentity): string {
   return JSON.stringify([id.node, id.index, id.tool]);
 }
 
+/** Why a call whose last record is `call` may have run unrecorded; undefined when it is not in doubt. */
+function doubtOf(call: Call): string | undefined {
+  switch (call.phase) {
+    case 'started':
+      return call.attempt === undefined
+        ? 'started, no result recorded'
+        : `started (attempt ${call.attempt}), no result recorded`;
+    case 'unrecordable':
+      return `ran, but its result could not be recorded (${call.reason ?? 'unsealable'})`;
+    case 'approving':
+      // The spec: "a crash while a synchronous approval waited" leaves the call in doubt.
+      return 'was waiting for a synchronous approval, no decision recorded';
+    case 'restored':
+      return Messages.restoredCall();
+    default:
+      return undefined;
+  }
+}
+
 /**
  * What the cut-short superstep already did, by call identity. Records are read in (segment, seq)
  * order and the last record of an identity decides: a later segment's rerun supersedes an earlier
@@ -34,58 +53,23 @@ export class ReplayBook {
   constructor(calls: readonly Call[], resolutions: readonly Resolution[] = []) {
     for (const call of calls) {
       const key = identityKey(call);
-      switch (call.phase) {
-        case 'started':
-          this.byIdentity.set(key, {
-            kind: 'inDoubt',
-            argsHash: call.argsHash,
-            why:
-              call.attempt === undefined
-                ? 'started, no result recorded'
-                : `started (attempt ${call.attempt}), no result recorded`,
-            call,
-          });
-          break;
-        case 'unrecordable':
-          this.byIdentity.set(key, {
-            kind: 'inDoubt',
-            argsHash: call.argsHash,
-            why: `ran, but its result could not be recorded (${call.reason ?? 'unsealable'})`,
-            call,
-          });
-          break;
-        case 'approving':
-          // The spec: "a crash while a synchronous approval waited" leaves the call in doubt.
-          this.byIdentity.set(key, {
-            kind: 'inDoubt',
-            argsHash: call.argsHash,
-            why: 'was waiting for a synchronous approval, no decision recorded',
-            call,
-          });
-          break;
-        case 'done':
-          if (call.outcome) {
-            this.byIdentity.set(key, {
-              kind: 'done',
-              argsHash: call.argsHash,
-              outcome: call.outcome,
-              call,
-            });
-          }
-          break;
-        case 'restored':
-          this.byIdentity.set(key, {
-            kind: 'inDoubt',
-            argsHash: call.argsHash,
-            why: Messages.restoredCall(),
-            call,
-          });
-          break;
-        case 'pending':
-          // Waiting for an approval: the tool has not run, so it is neither done nor in doubt.
-          this.byIdentity.delete(key);
-          break;
-      }
+      const why = doubtOf(call);
+      if (why !== undefined)
+        this.byIdentity.set(key, {
+          kind: 'inDoubt',
+          argsHash: call.argsHash,
+          why,
+          call,
+        });
+      else if (call.phase === 'done' && call.outcome)
+        this.byIdentity.set(key, {
+          kind: 'done',
+          argsHash: call.argsHash,
+          outcome: call.outcome,
+          call,
+        });
+      // Waiting for an approval: the tool has not run, so it is neither done nor in doubt.
+      else if (call.phase === 'pending') this.byIdentity.delete(key);
     }
     for (const r of resolutions) {
       const key = identityKey(r);

@@ -40,24 +40,18 @@ export function decisionOf(cp: Checkpoint): RecordedDecision | undefined {
     const d = cp.decisions?.at(-1);
     if (!d) return undefined;
     return {
-      kind: d.approved ? 'approve' : 'deny',
-      step,
-      calls: [callIdOf(d)],
-      tools: [d.tool],
-      ...(d.by !== undefined && { by: d.by }),
-      ...(d.reason !== undefined && { reason: d.reason }),
+      ...approvalOf(d, d, step),
       ...(d.at !== undefined && { at: d.at }),
     };
   }
   if (cp.reason === 'claim' && cp.rerun) {
-    const { calls, by, reason, at } = cp.rerun;
+    const { calls, at } = cp.rerun;
     return {
       kind: 'rerun',
       step,
       calls: calls.map(callIdOf),
       tools: calls.map((c) => c.tool),
-      ...(by !== undefined && { by }),
-      ...(reason !== undefined && { reason }),
+      ...attribution(cp.rerun),
       at,
     };
   }
@@ -72,21 +66,18 @@ export function decisionOf(cp: Checkpoint): RecordedDecision | undefined {
       calls: added.map(callIdOf),
       tools: added.map((r) => r.tool),
       ran: added.map((r) => r.ran),
-      ...(last.by !== undefined && { by: last.by }),
-      ...(last.reason !== undefined && { reason: last.reason }),
+      ...attribution(last),
       at: last.at,
     };
   }
   if (cp.reason === 'restore' && cp.restored) {
-    const { by, reason, at } = cp.restored;
     return {
       kind: 'restore',
       step,
       calls: [],
       tools: [],
-      ...(by !== undefined && { by }),
-      ...(reason !== undefined && { reason }),
-      at,
+      ...attribution(cp.restored),
+      at: cp.restored.at,
     };
   }
   if (cp.reason === 'cancel') {
@@ -114,15 +105,32 @@ export function syncDecisionOf(
 ): RecordedDecision | undefined {
   const d = call.decision;
   if (!d) return undefined;
+  return { ...approvalOf(d, call, step), at: call.at, sync: true };
+}
+
+/** An approval or denial of one call: a resume's, or the synchronous approval port's. */
+function approvalOf(
+  d: { approved: boolean; by?: string; reason?: string },
+  call: CallIdentity,
+  step: number,
+): RecordedDecision {
   return {
     kind: d.approved ? 'approve' : 'deny',
     step,
     calls: [callIdOf(call)],
     tools: [call.tool],
+    ...attribution(d),
+  };
+}
+
+/** Who decided and why, as far as the record says: an absent field stays absent. */
+function attribution(d: {
+  by?: string;
+  reason?: string;
+}): Pick<RecordedDecision, 'by' | 'reason'> {
+  return {
     ...(d.by !== undefined && { by: d.by }),
     ...(d.reason !== undefined && { reason: d.reason }),
-    at: call.at,
-    sync: true,
   };
 }
 

@@ -1,12 +1,20 @@
 import { randomBytes } from 'node:crypto';
-import { asError, CheckpointConflict, RunAccessDenied } from '../../errors';
+import { CheckpointConflict } from '../../errors';
 import { Messages } from '../../errors/messages';
 import type { DurableEvents } from '../../events/durable.events';
-import type { CheckpointStore } from '../../exec/checkpoints/checkpoint-store';
+import type {
+  CheckpointStore,
+  RunHead,
+} from '../../exec/checkpoints/checkpoint-store';
 import type { KeyRing } from '../../exec/durable/key-ring';
-import type { RunIdentity } from '../../exec/durable/records';
+import type {
+  CallIdentity,
+  Checkpoint,
+  RunIdentity,
+} from '../../exec/durable/records';
 import type { Executor } from '../../exec/executor';
 import type { Flow } from '../flow.builder';
+import type { CompiledFlow } from '../flow.graph';
 import type {
   RecoverAllOptions,
   RecoverOptions,
@@ -23,27 +31,32 @@ import {
   type RunnerSettings,
 } from './flow-runner.options';
 import { LeaseKeeper } from './lease-keeper';
-import { sweepUnfinished } from './recovery-sweep';
+import {
+  recoverListed,
+  sweepUnfinished,
+  type SweepPort,
+} from './recovery-sweep';
 import {
   Takeover,
   type TakeoverOptions,
   type TakeoverSource,
 } from './takeover';
-import { headProblem, readHeadless, readVerified } from './run-reader';
-import { checkAccess, identityOf, resumePolicyAllows } from './run-access';
+import { headProblem, readHeadless } from './run-reader';
+import { identityOf, resumePolicyAllows } from './run-access';
 import {
   claimCheckpoint,
-  newIncarnation,
   resumeCheckpoint,
   startCheckpoint,
 } from './run-transitions';
 import { resultOf, SegmentDriver } from './segment-driver';
-import { needsDecision } from './in-doubt';
-import { decisionOf, rerunDecision } from './decisions';
+import { rerunDecision } from './decisions';
 import { storeResolution, type ResolveRequest } from './resolve';
 import {
+  checkOwnRun,
   readCutDecided,
   readLatest,
+  readPaused,
+  readResult,
   startedAlready,
   type RunSources,
 } from './run-checks';
@@ -103,17 +116,12 @@ export class FlowRunner {
     const state = compiled.state.encode(await compiled.state.fromInput(input));
     const runId = options.runId ?? randomBytes(16).toString('hex');
     checkRunId(runId);
-    const identity = identityOf(options.ctx);
     const cp = startCheckpoint({
       runId,
-      flow: compiled.name,
-      kind: compiled.kind,
-      digest: compiled.digest,
+      flow: compiled,
       state,
-      frontier: compiled.starts,
-      identity,
+      identity: identityOf(options.ctx),
       idemKid: this.settings.ring.current.id,
-      incarnation: newIncarnation(),
     });
     const writer = this.driver.writerFor(cp);
     try {
@@ -167,27 +175,48 @@ export class FlowRunner {
     const max = this.settings.maxRecoveryAttempts;
     if (max !== undefined && recoveries >= max)
       return this.driver.park(compiled, cp, head.calls);
+    // The claim: one racing recoverer wins this step, the other gets CheckpointConflict here.
+    // (A forked run adopts this graph here: readLatest let its digest differ.) A rerun of calls in
+    // doubt is sealed with it: who, when, why, which calls.
+    return this.takeOverCut(
+      compiled,
+      runId,
+      { head, cp },
+      { rerunInDoubt: options.rerunInDoubt, recovered: true },
+      (undecided) =>
+        claimCheckpoint(cp, {
+          identity,
+          digest: compiled.digest,
+          ...(undecided.length > 0 && {
+            rerun: rerunDecision(undecided, options),
+          }),
+        }),
+    );
+  }
+
+  /**
+   * The end of a recovery or a resume: reads the cut superstep (calls in doubt stop the run here
+   * unless `rerunInDoubt`), then writes the transition `next` makes of the calls it decided to run
+   * again, and drives the new segment on what it replays.
+   */
+  private async takeOverCut<S extends object>(
+    compiled: CompiledFlow<S>,
+    runId: string,
+    { head, cp }: { head: RunHead; cp: Checkpoint },
+    how: { rerunInDoubt: boolean | undefined; recovered: boolean },
+    next: (undecided: CallIdentity[]) => Checkpoint,
+  ): Promise<RunResult<S>> {
     const { calls, book, undecided } = await readCutDecided(
       this.sources,
       runId,
       cp,
       head,
-      options.rerunInDoubt,
+      how.rerunInDoubt,
     );
-    // The claim: one racing recoverer wins this step, the other gets CheckpointConflict here.
-    // (A forked run adopts this graph here: readLatest let its digest differ.) A rerun of calls in
-    // doubt is sealed with it: who, when, why, which calls.
-    const claim = claimCheckpoint(cp, {
-      identity,
-      digest: compiled.digest,
-      ...(undecided.length > 0 && {
-        rerun: rerunDecision(undecided, options),
-      }),
-    });
-    return this.driver.takeOver(compiled, claim, head.calls, {
+    return this.driver.takeOver(compiled, next(undecided), head.calls, {
       book,
       seen: calls.length,
-      recovered: true,
+      recovered: how.recovered,
     });
   }
 
@@ -204,30 +233,15 @@ export class FlowRunner {
     options: { ctx?: RunIdentity } = {},
   ): Promise<RunResult<S>> {
     checkRunId(runId);
-    const { leaseMs, events } = this.settings;
+    const { leaseMs } = this.settings;
     const stored = await storeResolution(
       this.sources,
       runId,
       request,
       { owner: this.workerId, leaseMs },
-      (cp) => {
-        checkAccess(cp, options.ctx);
-        if (cp.flow !== flow.name)
-          throw new CheckpointConflict(
-            Messages.otherFlow(runId, cp.flow, flow.name),
-            runId,
-          );
-      },
+      (cp) => checkOwnRun(cp, runId, flow.name, options.ctx),
     );
-    const decision = decisionOf(stored);
-    if (decision)
-      events.emit('run.decided', {
-        kind: stored.kind,
-        runId,
-        flow: stored.flow,
-        step: stored.step,
-        decision,
-      });
+    this.driver.announceDecision(stored);
     return this.recover(flow, runId, options.ctx ? { ctx: options.ctx } : {});
   }
 
@@ -249,51 +263,34 @@ export class FlowRunner {
       throw new TypeError(Messages.badDecision());
     }
     const compiled = flow.compile();
-    const { head, cp, identity } = await readLatest(
+    const { head, cp, identity } = await readPaused(
       this.sources,
       compiled,
       runId,
-      options.ctx,
-      (cp, requester) => {
-        // Rerunning calls in doubt (a charge that may have happened) is the run's own call, or an
-        // operator's through recover: a requester the policy lets decide does not get to make it.
-        if (options.rerunInDoubt)
-          throw new RunAccessDenied(Messages.strangerRerun(runId), runId);
-        return resumePolicyAllows(
-          this.settings.canResume,
-          cp,
-          requester,
-          decision,
-        );
-      },
+      options,
+      (cp, requester) =>
+        resumePolicyAllows(this.settings.canResume, cp, requester, decision),
     );
-    if (cp.status !== 'paused' || !cp.pending) {
-      throw new CheckpointConflict(Messages.notPaused(runId, cp.status), runId);
-    }
-    const { calls, book } = await readCutDecided(
-      this.sources,
+    const pending = cp.pending!;
+    return this.takeOverCut(
+      compiled,
       runId,
-      cp,
-      head,
-      options.rerunInDoubt,
+      { head, cp },
+      { rerunInDoubt: options.rerunInDoubt, recovered: false },
+      () =>
+        resumeCheckpoint(
+          { ...cp, pending },
+          {
+            identity,
+            approved: decision.approved,
+            ...(decision.by !== undefined && { by: String(decision.by) }),
+            ...(decision.reason !== undefined && {
+              reason: String(decision.reason),
+            }),
+            at: Date.now(),
+          },
+        ),
     );
-    const next = resumeCheckpoint(
-      { ...cp, pending: cp.pending },
-      {
-        identity,
-        approved: decision.approved,
-        ...(decision.by !== undefined && { by: String(decision.by) }),
-        ...(decision.reason !== undefined && {
-          reason: String(decision.reason),
-        }),
-        at: Date.now(),
-      },
-    );
-    return this.driver.takeOver(compiled, next, head.calls, {
-      book,
-      seen: calls.length,
-      recovered: false,
-    });
   }
 
   /**
@@ -335,25 +332,13 @@ export class FlowRunner {
     flow: Flow<S>,
     options: RecoverAllOptions = {},
   ): AsyncGenerator<RecoveryOutcome<RunResult<S>>, void, undefined> {
-    return sweepUnfinished<RunResult<S>>(
-      {
-        store: this.store,
-        held: (head, now) => this.leases.held(head, now),
-        recover: (runId) => this.recoverListed(flow, runId, options),
-        verify: (head) => headProblem(this.settings.ring, head),
-        headless: (runId) =>
-          readHeadless(this.store, this.settings.ring, runId),
-      },
-      flow.name,
-      options,
-    );
+    return sweepUnfinished(this.sweepPort(flow), flow.name, options);
   }
 
   /**
    * Continuous takeover for a fleet: looks for due work every `everyMs` (jittered) and recovers
-   * each run of `flows` whose owner's lease expired, so a run whose worker died is finished by
-   * this one within the lease plus one look, with no restart. `stop()` it on shutdown. The Nest
-   * module runs one for every flow and tool loop. docs/fleet.md.
+   * each run of `flows` whose owner's lease expired, within the lease plus one look, with no
+   * restart. `stop()` it on shutdown. The Nest module runs one for its flows and tool loops.
    */
   takeOver(
     flows: ReadonlyArray<Flow<object>>,
@@ -361,11 +346,12 @@ export class FlowRunner {
       Pick<RecoverAllOptions, 'rerunInDoubt' | 'ctxFor'> = {},
   ): Takeover {
     const sources = flows.map((flow) => this.takeoverSource(flow, options));
+    const { leaseMs, logger } = this.settings;
     return new Takeover(
       this.store,
       sources,
-      { ...options, leaseMs: this.settings.leaseMs },
-      this.settings.logger,
+      { ...options, leaseMs },
+      logger,
     ).start();
   }
 
@@ -374,35 +360,23 @@ export class FlowRunner {
     flow: Flow<S>,
     options: Pick<RecoverAllOptions, 'rerunInDoubt' | 'ctxFor'> = {},
   ): TakeoverSource {
+    const port = this.sweepPort(flow);
     return {
       flow: flow.name,
-      recover: (runId) => this.recoverListed(flow, runId, options),
+      recover: (runId) => recoverListed(port, runId, options),
     };
   }
 
-  /** One listed run's recovery, as an outcome (never rejects). */
-  private async recoverListed<S extends object>(
-    flow: Flow<S>,
-    runId: string,
-    options: RecoverAllOptions,
-  ): Promise<RecoveryOutcome<RunResult<S>>> {
-    try {
-      const ctx = options.ctxFor?.(runId);
-      // The lease is judged again on the head read just before the claim: a worker that took the
-      // run since it was listed (another worker's sweep, an operator's recover) is not fenced.
-      const result = await this.recoverRun(
-        flow,
-        runId,
-        {
-          ...(ctx && { ctx }),
-          ...(options.rerunInDoubt && { rerunInDoubt: true }),
-        },
-        !options.force,
-      );
-      return [runId, result];
-    } catch (error) {
-      return [runId, asError(error)];
-    }
+  /** What the sweep and the takeover recover a listed run of `flow` with. */
+  private sweepPort<S extends object>(flow: Flow<S>): SweepPort<RunResult<S>> {
+    return {
+      store: this.store,
+      held: (head, now) => this.leases.held(head, now),
+      recover: (runId, options, unlessHeld) =>
+        this.recoverRun(flow, runId, options, unlessHeld),
+      verify: (head) => headProblem(this.settings.ring, head),
+      headless: (runId) => readHeadless(this.store, this.settings.ring, runId),
+    };
   }
 
   /**
@@ -416,20 +390,13 @@ export class FlowRunner {
     options: { ctx?: RunIdentity } = {},
   ): Promise<RunResult<S>> {
     checkRunId(runId);
-    const read = await readVerified(this.store, this.settings.ring, runId);
-    const { cp } = read;
-    checkAccess(cp, options.ctx); // first: a stranger learns nothing of the run, not its flow
-    if (cp.flow !== flow.name)
-      throw new CheckpointConflict(
-        Messages.otherFlow(runId, cp.flow, flow.name),
-        runId,
-      );
-    const result = resultOf(flow.compile(), cp);
-    // A running run read `running` like one in progress: say when it is stuck on calls in doubt.
-    const stuck = await needsDecision(this.sources, read, (head, now) =>
-      this.leases.held(head, now),
+    return readResult(
+      this.sources,
+      flow.compile(),
+      runId,
+      options.ctx,
+      (head, now) => this.leases.held(head, now),
     );
-    return stuck ? { ...result, needsDecision: stuck } : result;
   }
 
   /**

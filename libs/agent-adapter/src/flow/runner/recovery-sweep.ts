@@ -1,11 +1,15 @@
 import pLimit from 'p-limit';
-import type { RunLeaseHeld } from '../../errors';
+import { asError, type RunLeaseHeld } from '../../errors';
 import type {
   CheckpointStore,
   RunHead,
 } from '../../exec/checkpoints/checkpoint-store';
 import { listAll, listAllHeadless } from '../../exec/checkpoints/list-all';
-import type { RecoverAllOptions, RecoveryOutcome } from '../flow.interfaces';
+import type {
+  RecoverAllOptions,
+  RecoverOptions,
+  RecoveryOutcome,
+} from '../flow.interfaces';
 
 /** Unfinished runs listed per store read. */
 export const RECOVER_PAGE_SIZE = 100;
@@ -15,8 +19,12 @@ export interface SweepPort<R> {
   readonly store: CheckpointStore;
   /** `RunLeaseHeld` when the listed run's owner may still be alive at `now`. */
   held(head: RunHead, now: number): RunLeaseHeld | undefined;
-  /** One listed run's recovery, as an outcome (never rejects). */
-  recover(runId: string): Promise<RecoveryOutcome<R>>;
+  /** The runner's `recover`; with `unlessHeld`, a run whose owner's lease is live is refused. */
+  recover(
+    runId: string,
+    options: RecoverOptions,
+    unlessHeld: boolean,
+  ): Promise<R>;
   /** Why a head's seal does not hold (`CheckpointStoreCorrupt`), or undefined when it does. */
   verify(head: RunHead): Error | undefined;
   /**
@@ -41,28 +49,17 @@ export interface SweepPort<R> {
 export function sweepUnfinished<R>(
   port: SweepPort<R>,
   flow: string,
-  options: Pick<
-    RecoverAllOptions,
-    'concurrency' | 'force' | 'signal' | 'auditEnded'
-  >,
+  options: RecoverAllOptions,
 ): AsyncGenerator<RecoveryOutcome<R>, void, undefined> {
   const concurrency = options.concurrency ?? 4;
   // Checked here, not on the first pull: a TypeError for a concurrency that is not 1 or more.
   const limit = pLimit(concurrency);
-  return sweepThenAudit(port, flow, options, concurrency, limit);
-}
-
-async function* sweepThenAudit<R>(
-  port: SweepPort<R>,
-  flow: string,
-  options: Pick<RecoverAllOptions, 'force' | 'signal' | 'auditEnded'>,
-  concurrency: number,
-  limit: ReturnType<typeof pLimit>,
-): AsyncGenerator<RecoveryOutcome<R>, void, undefined> {
-  yield* sweep(port, flow, options, concurrency, limit);
-  if (options.auditEnded === false) return;
-  yield* auditEnded(port, flow, options);
-  yield* auditHeadless(port, flow, options);
+  return (async function* () {
+    yield* sweep(port, flow, options, concurrency, limit);
+    if (options.auditEnded === false) return;
+    yield* auditEnded(port, flow, options);
+    yield* auditHeadless(port, flow, options);
+  })();
 }
 
 /**
@@ -107,7 +104,10 @@ async function* auditHeadless<R>(
 async function* sweep<R>(
   port: SweepPort<R>,
   flow: string,
-  options: Pick<RecoverAllOptions, 'force' | 'signal'>,
+  options: Pick<
+    RecoverAllOptions,
+    'force' | 'signal' | 'ctxFor' | 'rerunInDoubt'
+  >,
   concurrency: number,
   limit: ReturnType<typeof pLimit>,
 ): AsyncGenerator<RecoveryOutcome<R>, void, undefined> {
@@ -151,13 +151,13 @@ async function* sweep<R>(
           settled.push([head.runId, held]);
           continue;
         }
-        const task: Promise<void> = limit(() => port.recover(head.runId)).then(
-          (outcome) => {
-            running.delete(task);
-            settled.push(outcome);
-            wake?.();
-          },
-        );
+        const task: Promise<void> = limit(() =>
+          recoverListed(port, head.runId, options),
+        ).then((outcome) => {
+          running.delete(task);
+          settled.push(outcome);
+          wake?.();
+        });
         running.add(task);
         continue;
       }
@@ -168,5 +168,29 @@ async function* sweep<R>(
   } finally {
     // Abandoned, or a listing failed: what was started finishes before the iteration ends.
     await Promise.all(running);
+  }
+}
+
+/** One listed run's recovery, as an outcome (never rejects); the takeover's too. */
+export async function recoverListed<R>(
+  port: Pick<SweepPort<R>, 'recover'>,
+  runId: string,
+  options: Pick<RecoverAllOptions, 'force' | 'ctxFor' | 'rerunInDoubt'>,
+): Promise<RecoveryOutcome<R>> {
+  try {
+    const ctx = options.ctxFor?.(runId);
+    // The lease is judged again on the head read just before the claim: a worker that took the
+    // run since it was listed (another worker's sweep, an operator's recover) is not fenced.
+    const result = await port.recover(
+      runId,
+      {
+        ...(ctx && { ctx }),
+        ...(options.rerunInDoubt && { rerunInDoubt: true }),
+      },
+      !options.force,
+    );
+    return [runId, result];
+  } catch (error) {
+    return [runId, asError(error)];
   }
 }

@@ -25,8 +25,10 @@ import {
   openLatest,
   readCutSuperstep,
   readHeadAndLatest,
+  readVerified,
   type CutSuperstep,
 } from './run-reader';
+import { needsDecision } from './in-doubt';
 import { resultOf } from './segment-driver';
 
 /**
@@ -39,6 +41,29 @@ export interface RunSources {
   readonly store: CheckpointStore;
   readonly ring: KeyRing;
   readonly registry: ToolRegistry;
+}
+
+/**
+ * The requester may act on the run (`checkAccess`), and it is `flow`'s run: in that order, so a
+ * stranger learns nothing of the run, not even its flow.
+ */
+export function checkOwnRun(
+  cp: Checkpoint,
+  runId: string,
+  flow: string,
+  ctx: RunIdentity | undefined,
+): void {
+  checkAccess(cp, ctx);
+  checkFlow(cp, runId, flow);
+}
+
+/** The run is `flow`'s; a run of another flow is a conflict that names both. */
+function checkFlow(cp: Checkpoint, runId: string, flow: string): void {
+  if (cp.flow !== flow)
+    throw new CheckpointConflict(
+      Messages.otherFlow(runId, cp.flow, flow),
+      runId,
+    );
 }
 
 /**
@@ -58,12 +83,7 @@ export async function startedAlready<S extends object>(
   // A stranger learns nothing of the run, not even its flow; without a ctx, only a run without one.
   if (!ctx && Object.keys(cp.identity).length)
     throw new RunAccessDenied(runId, Messages.restartNeedsCtx());
-  checkAccess(cp, ctx);
-  if (cp.flow !== compiled.name)
-    throw new CheckpointConflict(
-      Messages.otherFlow(runId, cp.flow, compiled.name),
-      runId,
-    );
+  checkOwnRun(cp, runId, compiled.name, ctx);
   if (cp.startedFrom === undefined || cp.startedFrom !== start.startedFrom)
     throw new CheckpointConflict(Messages.startedWithOtherInput(runId), runId);
   return resultOf(compiled, cp);
@@ -84,12 +104,7 @@ export async function readLatest<S>(
   const cp = openLatest(on.ring, head, record);
   // Identity before anything else: a stranger learns nothing of the run, not even its flow.
   const identity = await accessAs(cp, ctx, allow);
-  if (cp.flow !== compiled.name) {
-    throw new CheckpointConflict(
-      Messages.otherFlow(runId, cp.flow, compiled.name),
-      runId,
-    );
-  }
+  checkFlow(cp, runId, compiled.name);
   if (cp.status === 'done' || cp.status === 'failed') {
     throw new CheckpointConflict(Messages.ended(runId, cp.status), runId);
   }
@@ -97,6 +112,49 @@ export async function readLatest<S>(
   if (cp.digest !== compiled.digest && cp.reason !== 'fork')
     throw new FlowError(Messages.graphChanged(runId, compiled.name), runId);
   return { head, cp, identity };
+}
+
+/**
+ * A paused run's head and latest checkpoint for a resume (`readLatest`, with `allow` for a
+ * requester other than the run's own), and the call it waits for.
+ */
+export async function readPaused<S>(
+  on: RunSources,
+  compiled: CompiledFlow<S>,
+  runId: string,
+  options: { ctx?: RunIdentity; rerunInDoubt?: boolean },
+  allow: (cp: Checkpoint, requester: RunIdentity) => Promise<boolean>,
+): Promise<{ head: RunHead; cp: Checkpoint; identity: RunIdentity }> {
+  const read = await readLatest(on, compiled, runId, options.ctx, (cp, who) => {
+    // Rerunning calls in doubt (a charge that may have happened) is the run's own call, or an
+    // operator's through recover: a requester the policy lets decide does not get to make it.
+    if (options.rerunInDoubt)
+      throw new RunAccessDenied(Messages.strangerRerun(runId), runId);
+    return allow(cp, who);
+  });
+  const { cp } = read;
+  if (cp.status !== 'paused' || !cp.pending)
+    throw new CheckpointConflict(Messages.notPaused(runId, cp.status), runId);
+  return read;
+}
+
+/**
+ * The run's latest state as a result (`FlowRunner.get`): verified, the requester's and `flow`'s,
+ * and, when it is stuck on calls in doubt, `needsDecision`.
+ */
+export async function readResult<S extends object>(
+  on: RunSources,
+  compiled: CompiledFlow<S>,
+  runId: string,
+  ctx: RunIdentity | undefined,
+  held: (head: RunHead, now: number) => unknown,
+): Promise<RunResult<S>> {
+  const read = await readVerified(on.store, on.ring, runId);
+  checkOwnRun(read.cp, runId, compiled.name, ctx);
+  const result = resultOf(compiled, read.cp);
+  // A running run read `running` like one in progress: say when it is stuck on calls in doubt.
+  const stuck = await needsDecision(on, read, held);
+  return stuck ? { ...result, needsDecision: stuck } : result;
 }
 
 /**

@@ -23,6 +23,14 @@ import type {
  */
 
 /**
+ * The next step in a new segment: the step and segment of every transition that fences whoever
+ * wrote the old one (claim, resolve, restore, park, resume, cancel).
+ */
+function newSegment(cp: Checkpoint): Pick<Checkpoint, 'step' | 'segment'> {
+  return { step: cp.step + 1, segment: cp.segment + 1 };
+}
+
+/**
  * A run's first segment: random, so a run id deleted and used again starts an unrelated range of
  * segments (a worker of the old run is fenced from the new one) and new idempotency keys.
  */
@@ -33,15 +41,17 @@ export function newIncarnation(): number {
 /** What a run starts from. */
 export interface RunStart {
   runId: string;
-  flow: string;
-  kind: Checkpoint['kind'];
-  digest: string;
+  /** The compiled flow: its name, kind, graph digest and start nodes. */
+  flow: {
+    name: string;
+    kind: Checkpoint['kind'];
+    digest: string;
+    starts: string[];
+  };
   state: CanonicalText;
-  frontier: string[];
   identity: RunIdentity;
   /** The key id the run's idempotency keys derive from, for its whole life. */
   idemKid: string;
-  incarnation: number;
 }
 
 /** The digest a run's checkpoints keep of the state it started from (`startedFrom`). */
@@ -51,9 +61,14 @@ export function startDigest(state: CanonicalText): string {
 
 /** Step 0 of a new run. */
 export function startCheckpoint(start: RunStart): Checkpoint {
-  const { incarnation, ...rest } = start;
+  const { flow, ...rest } = start;
+  const incarnation = newIncarnation();
   return {
     ...rest,
+    flow: flow.name,
+    kind: flow.kind,
+    digest: flow.digest,
+    frontier: flow.starts,
     startedFrom: startDigest(start.state),
     step: 0,
     status: 'running',
@@ -77,8 +92,7 @@ export function claimCheckpoint(
   return {
     ...cp,
     identity: by.identity,
-    step: cp.step + 1,
-    segment: cp.segment + 1,
+    ...newSegment(cp),
     reason: 'claim',
     digest: by.digest,
     recoveries: (cp.recoveries ?? 0) + 1,
@@ -96,16 +110,15 @@ export function resolveCheckpoint(
   cp: Checkpoint,
   resolutions: Array<Omit<Resolution, 'step'>>,
 ): Checkpoint {
-  const step = cp.step + 1;
+  const next = newSegment(cp);
   return {
     ...cp,
-    step,
-    segment: cp.segment + 1,
+    ...next,
     reason: 'resolve',
     rerun: undefined,
     resolutions: [
       ...(cp.resolutions ?? []),
-      ...resolutions.map((r) => ({ ...r, step })),
+      ...resolutions.map((r) => ({ ...r, step: next.step })),
     ],
   };
 }
@@ -122,8 +135,7 @@ export function restoreCheckpoint(
 ): Checkpoint {
   return {
     ...cp,
-    step: cp.step + 1,
-    segment: cp.segment + 1,
+    ...newSegment(cp),
     reason: 'restore',
     rerun: undefined,
     restored: mark,
@@ -134,8 +146,7 @@ export function restoreCheckpoint(
 export function parkCheckpoint(cp: Checkpoint, error: SealedError): Checkpoint {
   return {
     ...cp,
-    step: cp.step + 1,
-    segment: cp.segment + 1,
+    ...newSegment(cp),
     status: 'failed',
     reason: 'parked',
     error,
@@ -181,8 +192,7 @@ export function resumeCheckpoint(
   return {
     ...cp,
     identity: by.identity,
-    step: cp.step + 1,
-    segment: cp.segment + 1,
+    ...newSegment(cp),
     status: 'running',
     reason: 'resume',
     pending: undefined,
@@ -238,8 +248,7 @@ export function cancelCheckpoint(
 ): Checkpoint {
   return {
     ...cp,
-    step: cp.step + 1,
-    segment: cp.segment + 1,
+    ...newSegment(cp),
     status: 'failed',
     reason: 'cancel',
     pending: undefined,

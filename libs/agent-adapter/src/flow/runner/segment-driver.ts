@@ -101,6 +101,12 @@ export class SegmentDriver {
     const writer = this.writerFor(cp);
     await this.save(writer, cp, { expectCalls });
     // Stored (one decision won the compare-and-set): announced before it is spent.
+    this.announceDecision(cp);
+    return this.drive(flow, cp, writer, taken);
+  }
+
+  /** `run.decided` for a stored checkpoint that sealed a decision (a resume, a rerun, a resolve). */
+  announceDecision(cp: Checkpoint): void {
     const decision = decisionOf(cp);
     if (decision)
       this.events.emit('run.decided', {
@@ -110,7 +116,6 @@ export class SegmentDriver {
         step: cp.step,
         decision,
       });
-    return this.drive(flow, cp, writer, taken);
   }
 
   /**

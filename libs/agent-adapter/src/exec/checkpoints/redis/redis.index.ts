@@ -27,6 +27,11 @@ const CREATE_WINDOW_MS = 60_000;
 /** How late a step-0 save may land after its index entry (the save script's ARGV[14]). */
 export const HALF_CREATE_WINDOW = String(CREATE_WINDOW_MS / 2);
 
+/** How many index entries one scan reads for a page of `wanted` runs: a few round trips, none huge. */
+function scanChunk(wanted: number): number {
+  return Math.min(Math.max(wanted, 32), 500);
+}
+
 /** One of the store's scripts, its failures as the store's (`guarded`). */
 export function storeScript(
   client: RedisClient,
@@ -59,17 +64,12 @@ export class RedisRunIndex {
     options: ListUnfinishedOptions = {},
   ): Promise<RunHead[]> {
     const { leaseExpiredBefore, after, limit = 100 } = options;
-    const chunk = Math.min(Math.max(limit, 32), 500);
+    const chunk = scanChunk(limit);
     const unfinished = this.keys.unfinished(flow);
     const out: RunHead[] = [];
     for (let cursor = after; out.length < limit;) {
       const min = cursor === undefined ? '-' : `(${cursor}`;
-      const scan = (await storeScript(
-        this.client,
-        'aaScanUnfinished',
-        [unfinished, this.keys.born],
-        [min, chunk],
-      )) as Scan;
+      const scan = await this.scan('aaScanUnfinished', unfinished, min, chunk);
       const ids = scan[1];
       if (ids.length === 0) break;
       const { heads, gone } = await this.readHeads(scan, ids);
@@ -101,19 +101,14 @@ export class RedisRunIndex {
   /** Newest first by creation sequence; filters read the heads, so a page may span index chunks. */
   async list(query: ListQuery = {}): Promise<RunPage> {
     const { flow, status, before, limit = 50 } = query;
-    const chunk = Math.min(Math.max(limit + 1, 32), 500);
+    const chunk = scanChunk(limit + 1);
     const runs = this.keys.runs;
     const found: Array<{ head: RunHead; score: string }> = [];
     for (
       let max = before === undefined ? '+inf' : `(${before}`;
       found.length <= limit;
     ) {
-      const scan = (await storeScript(
-        this.client,
-        'aaScanRuns',
-        [runs, this.keys.born],
-        [max, chunk],
-      )) as Scan;
+      const scan = await this.scan('aaScanRuns', runs, max, chunk);
       const page = scan[1];
       const ids = page.filter((_, i) => i % 2 === 0);
       if (ids.length === 0) break;
@@ -146,16 +141,11 @@ export class RedisRunIndex {
    */
   async headless(query: HeadlessQuery = {}): Promise<HeadlessPage> {
     const limit = query.limit ?? 100;
-    const chunk = Math.min(Math.max(limit, 32), 500);
+    const chunk = scanChunk(limit);
     const runIds: string[] = [];
     let max = query.cursor === undefined ? '+inf' : `(${query.cursor}`;
     for (;;) {
-      const scan = (await storeScript(
-        this.client,
-        'aaScanRuns',
-        [this.keys.runs, this.keys.born],
-        [max, chunk],
-      )) as Scan;
+      const scan = await this.scan('aaScanRuns', this.keys.runs, max, chunk);
       const page = scan[1];
       const ids = page.filter((_, i) => i % 2 === 0);
       const heads = await this.readHeadFields(ids);
@@ -170,6 +160,23 @@ export class RedisRunIndex {
       if (ids.length < chunk) return { runIds };
       max = `(${page[page.length - 1]}`;
     }
+  }
+
+  /**
+   * One chunk of an index, from `from` on: a flow's unfinished set by run id (`aaScanUnfinished`),
+   * or the list of every run by creation sequence, newest first (`aaScanRuns`).
+   */
+  private scan(
+    script: 'aaScanUnfinished' | 'aaScanRuns',
+    index: string,
+    from: string,
+    chunk: number,
+  ): Promise<Scan> {
+    const keys = [index, this.keys.born];
+    return storeScript(this.client, script, keys, [
+      from,
+      chunk,
+    ]) as Promise<Scan>;
   }
 
   /** Adds the run to the flow's unfinished index and the list; returns [server ms, created]. */

@@ -1,20 +1,10 @@
 import { createHash } from 'node:crypto';
-import type {
-  CallRecord,
-  CheckpointRecord,
-  SaveOptions,
-} from '../checkpoint-store';
+import type { CallRecord, CheckpointRecord } from '../checkpoint-store';
 import type { DataSourceLike } from './sql.driver';
-import { foreignTables, type Engine } from './sql.engine';
+import { Engine, foreignTables } from './sql.engine';
 import { CALL_COLUMNS } from './sql.rows';
 import type { SqlNames } from './sql.schema';
-import {
-  appendHeadSql,
-  appendParams,
-  insertCheckpointSql,
-  saveHeadSql,
-  saveParams,
-} from './sql.writes';
+import { appendHeadSql, insertCheckpointSql, saveHeadSql } from './sql.writes';
 
 /** The part of pg's Pool the engine uses. */
 interface PgPool {
@@ -45,23 +35,26 @@ function quoteLiteral(s: string): string {
  * round trip and one commit. The UPDATE of the head row takes its row lock, which serialises a
  * claim against a fenced append: whichever commits second re-checks the head and matches nothing.
  */
-export class PostgresEngine implements Engine {
-  readonly dialect = 'postgres' as const;
+export class PostgresEngine extends Engine {
+  override readonly dialect = 'postgres' as const;
   /** Statement text → prepared-statement name (pg prepares each once per connection). */
   private readonly names = new Map<string, string>();
   private readonly pool?: PgPool;
 
   constructor(
     private readonly ds: DataSourceLike,
+    tables: SqlNames,
     private readonly prepared: boolean,
   ) {
+    super(tables);
     // TypeORM's pg pool (the primary's, with replication): named statements are parsed and
     // planned once per connection instead of on every write.
     const master = (ds.driver as { master?: unknown }).master;
     if (isPgPool(master)) this.pool = master;
   }
 
-  async deleteRun(n: SqlNames, runId: string): Promise<boolean> {
+  override async deleteRun(runId: string): Promise<boolean> {
+    const n = this.tables;
     const sql = [
       // The head's row lock first: a save in flight finishes before, and the deletes that follow
       // (each with a fresh snapshot) see what it wrote; a later save finds no head.
@@ -91,7 +84,7 @@ export class PostgresEngine implements Engine {
     }
   }
 
-  async all<T>(sql: string, params: unknown[]): Promise<T[]> {
+  override async all<T>(sql: string, params: unknown[]): Promise<T[]> {
     if (!this.pool || !this.prepared)
       return (await this.ds.query(sql, params)) as T[];
     let name = this.names.get(sql);
@@ -103,7 +96,7 @@ export class PostgresEngine implements Engine {
       .rows as T[];
   }
 
-  async change(sql: string, params: unknown[]): Promise<number> {
+  override async change(sql: string, params: unknown[]): Promise<number> {
     const [row] = await this.all<{ n: number }>(
       `WITH w AS (${sql} RETURNING 1) SELECT count(*)::int AS n FROM w`,
       params,
@@ -112,14 +105,12 @@ export class PostgresEngine implements Engine {
   }
 
   /** The shared head write, the checkpoint and the calls as one statement: all or nothing. */
-  async save(
-    n: SqlNames,
+  protected override async writeSave(
     cp: CheckpointRecord,
-    o: SaveOptions,
-    now: number,
+    calls: readonly CallRecord[],
+    params: unknown[],
   ): Promise<boolean> {
-    const calls = o.calls ?? [];
-    const params = saveParams(cp, o, now);
+    const n = this.tables;
     // The batch as one array per column, bound after the shared parameters.
     const at = params.length;
     params.push(
@@ -141,14 +132,12 @@ export class PostgresEngine implements Engine {
     return (row?.n ?? 0) === 1;
   }
 
-  async recordCall(
-    n: SqlNames,
-    runId: string,
-    segment: number,
-    calls: CallRecord[],
-    head: string | undefined,
+  /** The head write and the calls as one statement: all or nothing. */
+  protected override async writeAppend(
+    calls: readonly CallRecord[],
+    params: unknown[],
   ): Promise<boolean> {
-    const params = appendParams(runId, segment, calls, head);
+    const n = this.tables;
     params.push(
       calls.map((c) => c.superstep),
       calls.map((c) => c.seq),
@@ -165,7 +154,8 @@ export class PostgresEngine implements Engine {
     return (row?.n ?? 0) === 1;
   }
 
-  async ddl(n: SqlNames, statements: string[]): Promise<void> {
+  override async ddl(statements: string[]): Promise<void> {
+    const n = this.tables;
     // Several workers may start at once: an advisory lock keeps their CREATE IF NOT EXISTS apart,
     // and the foreign-table check runs under it, so a concurrent creator cannot trip it.
     await this.ds

@@ -1,9 +1,14 @@
 // Exported only by 'agent-adapter/typeorm' (src/typeorm), never by the core entry: loading this file
 // loads typeorm.
-import { EntitySchema, type EntitySchemaColumnOptions } from 'typeorm';
+import {
+  EntitySchema,
+  type EntitySchemaColumnOptions,
+  type EntitySchemaOptions,
+} from 'typeorm';
 import {
   DUE_SQL,
   sqlNames,
+  UNFINISHED_SQL,
   type SqlDialect,
   type SqlTableOptions,
 } from './sql.schema';
@@ -95,11 +100,16 @@ export function agentAdapterEntities(
     ...(schema !== undefined && { schema }),
   });
   const index = (name: string) => `${prefix}${name}`;
-  // The DDL's own constraint names (sql.schema.ts leaves them to the database), so TypeORM sees
-  // them as unchanged: Postgres names a primary key "<table>_pkey".
-  const primaryKey = (name: string) =>
-    pg ? { primaryKeyConstraintName: `${prefix}${name}_pkey` } : {};
-  const unfinished = `status IN ('running', 'paused')`;
+  // Marks a column as one of the table's primary key, under the DDL's own constraint name
+  // (sql.schema.ts leaves it to the database) so TypeORM sees it unchanged: Postgres names a
+  // primary key "<table>_pkey".
+  const keyOf =
+    (name: string) =>
+    <C extends EntitySchemaColumnOptions>(column: C) => ({
+      ...column,
+      primary: true,
+      ...(pg && { primaryKeyConstraintName: `${prefix}${name}_pkey` }),
+    });
 
   type ColumnExtras = Omit<EntitySchemaColumnOptions, 'type'>;
   const varchar = (length: number, extra: ColumnExtras = {}) =>
@@ -111,15 +121,13 @@ export function agentAdapterEntities(
   const runs = new EntitySchema<AgentAdapterRunRow>({
     ...table('runs'),
     columns: {
-      id: {
+      id: keyOf('runs')({
         // The DDL's types: BIGINT identity on Postgres; SQLite's AUTOINCREMENT needs INTEGER.
         type: pg ? 'bigint' : 'integer',
-        primary: true,
-        ...primaryKey('runs'),
         // EntitySchema's typing lacks 'identity' (TypeORM's @PrimaryGeneratedColumn has it); the
         // strategy is passed through as is. SQLite has no identity: AUTOINCREMENT, as the DDL.
         generated: (pg ? 'identity' : 'increment') as 'increment',
-      },
+      }),
       // Postgres: the constraint named as the DDL's inline UNIQUE names it ("<table>_run_id_key").
       // SQLite names no unique constraint (an autoindex): the column flag, as TypeORM reads it.
       run_id: varchar(200, pg ? {} : { unique: true }),
@@ -140,9 +148,9 @@ export function agentAdapterEntities(
       {
         name: index('runs_unfinished'),
         columns: ['flow', 'run_id'],
-        where: unfinished,
+        where: UNFINISHED_SQL,
       },
-      { name: index('runs_owner'), columns: ['owner'], where: unfinished },
+      { name: index('runs_owner'), columns: ['owner'], where: UNFINISHED_SQL },
       {
         name: index('runs_due'),
         columns: ['lease_expires_at'],
@@ -154,36 +162,44 @@ export function agentAdapterEntities(
     ],
   });
 
-  const withoutRowid = pg ? {} : { withoutRowid: true };
-  const checkpoints = new EntitySchema<AgentAdapterCheckpointRow>({
-    ...table('checkpoints'),
-    ...withoutRowid,
-    columns: {
-      run_id: varchar(200, { primary: true, ...primaryKey('checkpoints') }),
-      step: { ...integer, primary: true, ...primaryKey('checkpoints') },
+  // A run's log table (checkpoints, calls): keyed by the run id, then by the columns `columns`
+  // marks with `key`; clustered by that key on SQLite (WITHOUT ROWID), as the DDL makes it.
+  const runLog = <Row extends { run_id: string }>(
+    name: string,
+    columns: (
+      key: ReturnType<typeof keyOf>,
+    ) => EntitySchemaOptions<Row>['columns'],
+  ) => {
+    const key = keyOf(name);
+    return new EntitySchema<Row>({
+      ...table(name),
+      ...(!pg && { withoutRowid: true }),
+      columns: { run_id: key(varchar(200)), ...columns(key) },
+    });
+  };
+
+  const checkpoints = runLog<AgentAdapterCheckpointRow>(
+    'checkpoints',
+    (key) => ({
+      step: key(integer),
       flow: varchar(128),
       status: varchar(8),
       segment: integer,
       sealed: text,
-    },
-  });
+    }),
+  );
 
-  const calls = new EntitySchema<AgentAdapterCallRow>({
-    ...table('calls'),
-    ...withoutRowid,
-    columns: {
-      run_id: varchar(200, { primary: true, ...primaryKey('calls') }),
-      superstep: { ...integer, primary: true, ...primaryKey('calls') },
-      segment: { ...integer, primary: true, ...primaryKey('calls') },
-      seq: { ...integer, primary: true, ...primaryKey('calls') },
-      sealed: text,
-    },
-  });
+  const calls = runLog<AgentAdapterCallRow>('calls', (key) => ({
+    superstep: key(integer),
+    segment: key(integer),
+    seq: key(integer),
+    sealed: text,
+  }));
 
   const meta = new EntitySchema<AgentAdapterMetaRow>({
     ...table('meta'),
     columns: {
-      key: varchar(64, { primary: true, ...primaryKey('meta') }),
+      key: keyOf('meta')(varchar(64)),
       value: text,
     },
   });

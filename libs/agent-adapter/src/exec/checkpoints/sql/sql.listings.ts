@@ -7,9 +7,9 @@ import type {
   RunHead,
   RunPage,
 } from '../checkpoint-store';
-import { UNFINISHED_SQL, type Engine } from './sql.engine';
+import type { Engine } from './sql.engine';
 import { HEAD_COLUMNS, toHead, type RunRow } from './sql.rows';
-import { DUE_SQL, type SqlNames } from './sql.schema';
+import { DUE_SQL, UNFINISHED_SQL, type SqlNames } from './sql.schema';
 
 /**
  * The SQL store's listings of run heads, one statement each, every one an index range: the flow's

@@ -7,6 +7,9 @@ import { Messages } from '../../../errors/messages';
 
 export type SqlDialect = 'postgres' | 'sqlite';
 
+/** The runs an index or a query of unfinished runs covers (the partial indexes' predicate). */
+export const UNFINISHED_SQL = `status IN ('running', 'paused')`;
+
 /** The schema version these tables have; stored in the meta table. */
 export const SCHEMA_VERSION = 3;
 /** Earlier versions, refused by name (development builds; nothing migrates). */
@@ -68,7 +71,6 @@ export const DUE_SQL = `status = 'running'`;
 /** Statements that create every table and index if missing (idempotent). */
 export function createStatements(dialect: SqlDialect, n: SqlNames): string[] {
   const pg = dialect === 'postgres';
-  const unfinished = `status IN ('running', 'paused')`;
   const idx = (name: string) => `"${n.prefix}${name}"`;
   return [
     ...(pg && n.schema ? [`CREATE SCHEMA IF NOT EXISTS "${n.schema}"`] : []),
@@ -93,8 +95,8 @@ export function createStatements(dialect: SqlDialect, n: SqlNames): string[] {
     // Also for a runs table made by TypeORM's synchronize (entities cannot say fillfactor).
     ...(pg ? [`ALTER TABLE ${n.runs} SET (fillfactor = 70)`] : []),
     // listUnfinished and renewLeases only ever look at unfinished runs: partial indexes stay small.
-    `CREATE INDEX IF NOT EXISTS ${idx('runs_unfinished')} ON ${n.runs} (flow, run_id) WHERE ${unfinished}`,
-    `CREATE INDEX IF NOT EXISTS ${idx('runs_owner')} ON ${n.runs} (owner) WHERE ${unfinished}`,
+    `CREATE INDEX IF NOT EXISTS ${idx('runs_unfinished')} ON ${n.runs} (flow, run_id) WHERE ${UNFINISHED_SQL}`,
+    `CREATE INDEX IF NOT EXISTS ${idx('runs_owner')} ON ${n.runs} (owner) WHERE ${UNFINISHED_SQL}`,
     // Due work (listDue): running runs by lease expiry, so a look reads only what is due.
     `CREATE INDEX IF NOT EXISTS ${idx('runs_due')} ON ${n.runs} (lease_expires_at) WHERE ${DUE_SQL}`,
     `CREATE INDEX IF NOT EXISTS ${idx('runs_flow_id')} ON ${n.runs} (flow, id)`,

@@ -28,7 +28,7 @@ import {
   type DataSourceLike,
   type SqlConnectionOptions,
 } from './sql.driver';
-import { UNFINISHED_SQL, type Engine } from './sql.engine';
+import type { Engine } from './sql.engine';
 import {
   checkBatch,
   duplicateOr,
@@ -48,6 +48,7 @@ import {
 } from './sql.rows';
 import {
   sqlNames,
+  UNFINISHED_SQL,
   type SqlDialect,
   type SqlNames,
   type SqlTableOptions,
@@ -163,9 +164,10 @@ export class SQLCheckpointStore extends CheckpointStore {
         dialect === 'postgres'
           ? new PostgresEngine(
               dataSource,
+              names,
               this.options.preparedStatements ?? true,
             )
-          : new SqliteEngine(dataSource);
+          : new SqliteEngine(dataSource, names);
       await prepareTables(
         engine,
         names,
@@ -194,7 +196,7 @@ export class SQLCheckpointStore extends CheckpointStore {
     options: SaveOptions,
     calls: CallRecord[],
   ): Promise<void> {
-    const { engine, names } = await this.open();
+    const { engine } = await this.open();
     // Whole milliseconds: the column is a BIGINT.
     const lease = options.leaseExpiresAt;
     const saving =
@@ -203,7 +205,7 @@ export class SQLCheckpointStore extends CheckpointStore {
         : { ...options, leaseExpiresAt: Math.floor(lease) };
     let matched: boolean;
     try {
-      matched = await engine.save(names, checkpoint, saving, Date.now());
+      matched = await engine.save(checkpoint, saving, Date.now());
     } catch (error) {
       throw duplicateOr(error, checkpoint.runId, calls);
     }
@@ -223,10 +225,10 @@ export class SQLCheckpointStore extends CheckpointStore {
     if (records.length === 0) return;
     checkBatch(runId, records, segment);
     return guarded(STORE, runId, async () => {
-      const { engine, names } = await this.open();
+      const { engine } = await this.open();
       let matched: boolean;
       try {
-        matched = await engine.recordCall(names, runId, segment, records, head);
+        matched = await engine.recordCall(runId, segment, records, head);
       } catch (error) {
         throw duplicateOr(error, runId, records);
       }
@@ -274,8 +276,8 @@ export class SQLCheckpointStore extends CheckpointStore {
   }
 
   async delete(runId: string): Promise<boolean> {
-    const { engine, names } = await this.open();
-    return engine.deleteRun(names, runId);
+    const { engine } = await this.open();
+    return engine.deleteRun(runId);
   }
 
   calls(runId: string, superstep: number): Promise<CallRecord[]> {

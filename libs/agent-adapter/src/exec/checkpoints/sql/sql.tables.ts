@@ -25,7 +25,7 @@ export async function prepareTables(
   // statement "if missing", under the DDL lock) stamps this version into it. The entities and the
   // DDL are held to each other by a test, so those tables are this version's.
   if ((version === null || version === undefined) && create) {
-    await engine.ddl(names, createStatements(dialect, names));
+    await engine.ddl(createStatements(dialect, names));
     version = await readVersion(engine, names);
   }
   if (version === null) {

@@ -9,9 +9,8 @@ import type {
   CheckpointRecord,
   SaveOptions,
 } from '../checkpoint-store';
-import { UNFINISHED_SQL } from './sql.engine';
 import { CHECKPOINT_COLUMNS } from './sql.rows';
-import type { SqlDialect, SqlNames } from './sql.schema';
+import { UNFINISHED_SQL, type SqlDialect, type SqlNames } from './sql.schema';
 
 /**
  * The parameters every statement of a save binds (one array per save, shared by its statements):

@@ -1,21 +1,11 @@
 import { Messages } from '../../../errors/messages';
 import { CheckpointStoreUnavailable } from '../../../errors';
-import type {
-  CallRecord,
-  CheckpointRecord,
-  SaveOptions,
-} from '../checkpoint-store';
+import type { CallRecord, CheckpointRecord } from '../checkpoint-store';
 import type { DataSourceLike } from './sql.driver';
-import { foreignTables, type Engine } from './sql.engine';
+import { Engine, foreignTables } from './sql.engine';
 import { CALL_COLUMNS } from './sql.rows';
 import type { SqlNames } from './sql.schema';
-import {
-  appendHeadSql,
-  appendParams,
-  insertCheckpointSql,
-  saveHeadSql,
-  saveParams,
-} from './sql.writes';
+import { appendHeadSql, insertCheckpointSql, saveHeadSql } from './sql.writes';
 
 /** The synchronous better-sqlite3 connection TypeORM holds. */
 interface SqliteStatement {
@@ -37,8 +27,8 @@ interface SqliteDb {
  */
 /* eslint-disable @typescript-eslint/require-await -- better-sqlite3 is synchronous; async keeps the
    Engine contract and turns its throws into rejections. */
-export class SqliteEngine implements Engine {
-  readonly dialect = 'sqlite' as const;
+export class SqliteEngine extends Engine {
+  override readonly dialect = 'sqlite' as const;
   /** SQL text → the prepared statement and the order its `$n` parameters bind in. */
   private readonly statements = new Map<
     string,
@@ -49,7 +39,8 @@ export class SqliteEngine implements Engine {
   /** One BEGIN IMMEDIATE ... COMMIT around `work` (made once: better-sqlite3 wraps it per call). */
   private readonly immediate: (work: () => boolean) => boolean;
 
-  constructor(ds: DataSourceLike) {
+  constructor(ds: DataSourceLike, tables: SqlNames) {
+    super(tables);
     this.db = (
       ds.driver as { databaseConnection: SqliteDb }
     ).databaseConnection;
@@ -66,7 +57,8 @@ export class SqliteEngine implements Engine {
     };
   }
 
-  async deleteRun(n: SqlNames, runId: string): Promise<boolean> {
+  override async deleteRun(runId: string): Promise<boolean> {
+    const n = this.tables;
     return this.immediate(() => {
       let removed = 0;
       for (const table of [n.calls, n.checkpoints, n.runs]) {
@@ -93,35 +85,33 @@ export class SqliteEngine implements Engine {
     return { stmt: s.stmt, args: s.order.map((i) => params[i]) };
   }
 
-  async all<T>(sql: string, params: unknown[]): Promise<T[]> {
+  override async all<T>(sql: string, params: unknown[]): Promise<T[]> {
     const { stmt, args } = this.prepare(sql, params);
     return stmt.all(...args) as T[];
   }
 
-  async change(sql: string, params: unknown[]): Promise<number> {
+  override async change(sql: string, params: unknown[]): Promise<number> {
     return this.run(sql, params);
   }
 
   /** The shared head write, then the checkpoint and the calls, in one immediate transaction. */
-  async save(
-    n: SqlNames,
+  protected override async writeSave(
     cp: CheckpointRecord,
-    o: SaveOptions,
-    now: number,
+    calls: readonly CallRecord[],
+    params: unknown[],
   ): Promise<boolean> {
-    const params = saveParams(cp, o, now);
     return this.immediate(() => {
       if (
-        !this.sameTenure(n, cp, params) &&
-        this.run(saveHeadSql('sqlite', n, cp.step), params) !== 1
+        !this.sameTenure(cp, params) &&
+        this.run(saveHeadSql('sqlite', this.tables, cp.step), params) !== 1
       ) {
         return false;
       }
       this.run(
-        `${insertCheckpointSql(n)} VALUES ($1, $2, $8, $3, $4, $10)`,
+        `${insertCheckpointSql(this.tables)} VALUES ($1, $2, $8, $3, $4, $10)`,
         params,
       );
-      this.insertCalls(n, o.calls ?? []);
+      this.insertCalls(calls);
       return true;
     });
   }
@@ -132,30 +122,23 @@ export class SqliteEngine implements Engine {
    * compare-and-set conditions as the full update (over the same `saveParams`), which runs when
    * this one matches nothing.
    */
-  private sameTenure(
-    n: SqlNames,
-    cp: CheckpointRecord,
-    params: unknown[],
-  ): boolean {
+  private sameTenure(cp: CheckpointRecord, params: unknown[]): boolean {
     if (cp.step === 0 || cp.status !== 'running') return false;
-    const narrow = `UPDATE ${n.runs} SET step = $2, lease_expires_at = $6, updated_at = $7, calls = calls + $9,
+    const narrow = `UPDATE ${this.tables.runs} SET step = $2, lease_expires_at = $6, updated_at = $7, calls = calls + $9,
          sealed = $11
        WHERE run_id = $1 AND step = $2 - 1 AND status = 'running' AND segment = $4 AND owner IS $5
          AND ($12 IS NULL OR calls = $12) AND ($13 IS NULL OR segment = $13)`;
     return this.run(narrow, params) === 1;
   }
 
-  async recordCall(
-    n: SqlNames,
-    runId: string,
-    segment: number,
-    calls: CallRecord[],
-    head: string | undefined,
+  /** The head write, then the calls, in one immediate transaction. */
+  protected override async writeAppend(
+    calls: readonly CallRecord[],
+    params: unknown[],
   ): Promise<boolean> {
-    const params = appendParams(runId, segment, calls, head);
     return this.immediate(() => {
-      if (this.run(appendHeadSql(n), params) !== 1) return false;
-      this.insertCalls(n, calls);
+      if (this.run(appendHeadSql(this.tables), params) !== 1) return false;
+      this.insertCalls(calls);
       return true;
     });
   }
@@ -166,16 +149,17 @@ export class SqliteEngine implements Engine {
     return stmt.run(...args).changes;
   }
 
-  private insertCalls(n: SqlNames, calls: readonly CallRecord[]): void {
+  private insertCalls(calls: readonly CallRecord[]): void {
     for (const c of calls) {
       this.run(
-        `INSERT INTO ${n.calls} (${CALL_COLUMNS}) VALUES ($1, $2, $3, $4, $5)`,
+        `INSERT INTO ${this.tables.calls} (${CALL_COLUMNS}) VALUES ($1, $2, $3, $4, $5)`,
         [c.runId, c.superstep, c.segment, c.seq, c.sealed],
       );
     }
   }
 
-  async ddl(n: SqlNames, statements: string[]): Promise<void> {
+  override async ddl(statements: string[]): Promise<void> {
+    const n = this.tables;
     const unquoted = (table: string) => table.replace(/"/g, '');
     this.db
       .transaction(() => {
