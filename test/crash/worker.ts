@@ -4,7 +4,8 @@
  *
  *   node -r ./test/utils/ts-register.js test/crash/worker.ts <mode> [flags]
  *
- * Modes: run, run-many, recover, recover-all (the tickets flow); approval-run, approval-resume,
+ * Modes: run, run-many, recover, recover-all, takeover (the tickets flow: takeover looks for due
+ * runs every --every-ms until killed and prints `TOOK <runId> <outcome JSON>` per run it took); approval-run, approval-resume,
  * approval-recover (a `refunds` flow: `quote`, then `refund`, which needs approval); loop-run,
  * loop-recover (a tool loop whose model is an OpenAI-compatible server at CHAT_URL, with the tools
  * hold_seats (idempotent) and charge_card).
@@ -132,6 +133,7 @@ const { values, positionals } = parseArgs({
     'rerun-in-doubt': { type: 'boolean', default: false },
     force: { type: 'boolean', default: false },
     'lease-ms': { type: 'string' },
+    'every-ms': { type: 'string', default: '100' },
     barrier: { type: 'boolean', default: false },
     count: { type: 'string', default: '1' },
     'run-prefix': { type: 'string', default: 'run' },
@@ -465,6 +467,19 @@ async function main(): Promise<number> {
         ),
       );
       break;
+    case 'takeover': {
+      // A live worker of a fleet: takes over due runs (continuous takeover) until it is killed,
+      // one `TOOK <runId> <outcome>` line per run it finished or could not.
+      runner.takeOver([flow], {
+        everyMs: Number(values['every-ms']),
+        onOutcome: (_flow, [id, out]) =>
+          process.stdout.write(
+            `TOOK ${id} ${JSON.stringify(outcomeOf(out as RunResult<Order> | Error))}\n`,
+          ),
+      });
+      await new Promise<never>(() => undefined);
+      break;
+    }
     case 'recover-all': {
       const all = await runner.recoverAll(flow, {
         rerunInDoubt: values['rerun-in-doubt'],

@@ -340,12 +340,15 @@ export class FlowRunner {
    * each run of `flows` whose owner's lease expired, within the lease plus one look, with no
    * restart. `stop()` it on shutdown. The Nest module runs one for its flows and tool loops.
    */
-  takeOver(
-    flows: ReadonlyArray<Flow<object>>,
+  takeOver<States extends readonly object[]>(
+    flows: { readonly [K in keyof States]: Flow<States[K]> },
     options: TakeoverOptions &
       Pick<RecoverAllOptions, 'rerunInDoubt' | 'ctxFor'> = {},
   ): Takeover {
-    const sources = flows.map((flow) => this.takeoverSource(flow, options));
+    // Each flow has its own state type; a source only needs the flow itself.
+    const sources = (flows as readonly Flow<object>[]).map((flow) =>
+      this.takeoverSource(flow, options),
+    );
     const { leaseMs, logger } = this.settings;
     return new Takeover(
       this.store,

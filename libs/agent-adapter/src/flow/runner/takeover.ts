@@ -151,7 +151,8 @@ export class Takeover {
           if (!this.stopped) this.schedule();
         });
     }, wait);
-    this.timer.unref();
+    // Not unref'd: a worker that takes over runs is alive until it is stopped, even when nothing
+    // else (a server, a connection) keeps its process up.
   }
 
   private settled(
