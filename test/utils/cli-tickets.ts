@@ -3,9 +3,17 @@
  * send, on the memory store or any other, with a worker that can die inside a tool (test code,
  * never shipped; the conformance suite's tickets flow is in 'agent-adapter/testing/fixtures').
  */
-import { Flow, ToolRegistry, type CheckpointStore } from 'agent-adapter';
+import {
+  Flow,
+  KeyRing,
+  ToolRegistry,
+  type CheckpointStore,
+} from 'agent-adapter';
 import { CrashingStore, settle } from 'agent-adapter/testing';
-import { runnerOn } from './specs';
+import { KEY, runnerOn } from './specs';
+
+/** The key ring of the shared test key, for the commands that open or seal records. */
+export const ring = KeyRing.from(KEY);
 
 export interface Order {
   show: string;
@@ -71,4 +79,13 @@ export async function crashed(
     .catch(() => undefined);
   w.runner.close();
   await settle();
+}
+
+/**
+ * What a refused command must leave as it was: the run's head (its lease aside, which a live
+ * worker renews) and its whole history.
+ */
+export async function snapshot(store: CheckpointStore, runId: string) {
+  const { leaseExpiresAt: _l, ...head } = (await store.head(runId))!;
+  return { head, history: await store.history(runId) };
 }
