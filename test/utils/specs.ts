@@ -9,14 +9,17 @@ import {
   Executor,
   FlowRunner,
   MemoryCheckpointStore,
+  RecoveryNeedsDecision,
   SQLiteCheckpointStore,
   type AssistantMessage,
   type ChatModel,
   type ChatRequest,
+  type ToolCall,
   type CheckpointStore,
   type FlowRunnerOptions,
   type ToolRegistry,
 } from 'agent-adapter';
+import { SimulatedCrash, settle } from 'agent-adapter/testing';
 import { KEY } from 'agent-adapter/testing/fixtures';
 
 export { KEY };
@@ -41,6 +44,63 @@ export function thrownBy<E>(
   }
   throw new Error(`expected ${type.name}, nothing was thrown`);
 }
+
+/**
+ * `attempt` fails with the simulated crash; then `worker` (if given) is closed and the dying
+ * store's writes have settled.
+ */
+export async function diesOn(
+  attempt: Promise<unknown>,
+  worker?: { close(): void },
+): Promise<void> {
+  await expect(attempt).rejects.toBeInstanceOf(SimulatedCrash);
+  worker?.close();
+  await settle();
+}
+
+/**
+ * Runs `work` on `worker` (a runner or loop whose store may die), then closes it and lets its
+ * writes settle: what `work` returned, or the simulated crash.
+ */
+export async function attempt<W extends { close(): void }, T>(
+  work: (worker: W) => Promise<T>,
+  worker: W,
+): Promise<T | SimulatedCrash> {
+  try {
+    return await work(worker);
+  } catch (error) {
+    if (error instanceof SimulatedCrash) return error;
+    throw error;
+  } finally {
+    worker.close();
+    await settle();
+  }
+}
+
+/**
+ * The calls in doubt (`[tool, why]`) that `recovery` is refused over: fails the test unless it
+ * rejects with RecoveryNeedsDecision.
+ */
+export async function callsInDoubt(
+  recovery: Promise<unknown>,
+): Promise<RecoveryNeedsDecision['calls']> {
+  const error = await recovery.catch((e: unknown) => e);
+  expect(error).toBeInstanceOf(RecoveryNeedsDecision);
+  return (error as RecoveryNeedsDecision).calls;
+}
+
+/** A model's reply asking for `calls`, with no text. */
+export const asking = (...calls: ToolCall[]): AssistantMessage => ({
+  role: 'assistant',
+  content: '',
+  toolCalls: calls,
+});
+
+/** A model's final reply, saying `content`. */
+export const answer = (content: string): AssistantMessage => ({
+  role: 'assistant',
+  content,
+});
 
 /** A chat model that answers with `replies` in turn and keeps every request it was sent. */
 export class ScriptedModel implements ChatModel {
@@ -109,4 +169,21 @@ export function memoryAndSqlite(
       },
     ],
   ];
+}
+
+/**
+ * Before each test, hands `use` a fresh store from `make` (one of {@link memoryAndSqlite}'s);
+ * after it, disposes of that store.
+ */
+export function freshStoreEach(
+  make: () => SpecStore,
+  use: (store: CheckpointStore) => void,
+): void {
+  let done: (() => Promise<void>) | undefined;
+  beforeEach(() => {
+    const made = make();
+    done = made.done;
+    use(made.store);
+  });
+  afterEach(() => done?.());
 }

@@ -43,6 +43,26 @@ import { bodyOf, decode, runnerOn } from '../../../../test/utils/specs';
 
 const input = { show: 'Hamlet', seats: 2 };
 
+/**
+ * Runs `flow` as `runId` on a worker whose tools (from `registry`) kill its store where they
+ * call the kill they are given; the run dies there and its writes settle.
+ */
+async function crashedIn(
+  store: CheckpointStore,
+  flow: Flow<Record<string, unknown>>,
+  runId: string,
+  registry: (kill: () => void) => ToolRegistry,
+): Promise<void> {
+  const dying = new CrashingStore(store);
+  await runnerOn(
+    dying,
+    registry(() => dying.kill()),
+  )
+    .run(flow, {}, { runId })
+    .catch(() => undefined);
+  await settle();
+}
+
 function worker(
   ledger: LedgerEntry[],
   store: CheckpointStore,
@@ -388,14 +408,7 @@ describe('Durable runs (spec sentences)', () => {
         s: await ctx.call('stop'),
       }))
       .end('n');
-    const dying = new CrashingStore(store);
-    await runnerOn(
-      dying,
-      registry(() => dying.kill()),
-    )
-      .run(flow, {}, { runId: 'u' })
-      .catch(() => undefined);
-    await settle();
+    await crashedIn(store, flow, 'u', registry);
     amount = 7; // node code is not deterministic
     const events = new DurableEvents();
     const saved: CheckpointSavedEvent[] = [];
@@ -614,14 +627,7 @@ describe('Durable runs (spec sentences)', () => {
           return { x: await ctx.call('after') };
         })
         .end('n');
-      const dying = new CrashingStore(store);
-      await runnerOn(
-        dying,
-        registry(() => dying.kill()),
-      )
-        .run(flow, {}, { runId: 'd' })
-        .catch(() => undefined);
-      await settle();
+      await crashedIn(store, flow, 'd', registry);
       expect(
         (await store.history('d')).calls.map((c) => decode(c).phase),
       ).toContain('unrecordable');
@@ -1143,14 +1149,7 @@ describe('Durable protocol (DESIGN.md)', () => {
         return { x: await ctx.call('next') };
       })
       .end('n');
-    const dying = new CrashingStore(store);
-    await runnerOn(
-      dying,
-      registry(() => dying.kill()),
-    )
-      .run(flow, {}, { runId: 'e' })
-      .catch(() => undefined);
-    await settle();
+    await crashedIn(store, flow, 'e', registry);
     const r = await runnerOn(store, registry()).recover(flow, 'e');
     expect(r.status).toBe('done');
     expect(declines).toBe(1);

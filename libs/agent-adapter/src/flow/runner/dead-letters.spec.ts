@@ -6,18 +6,19 @@
 import {
   CheckpointConflict,
   Flow,
-  type FlowRunner,
   RecoveryAttemptsExceeded,
   ToolRegistry,
   type CheckpointStore,
   type RunResult,
 } from 'agent-adapter';
-import { CrashingStore, SimulatedCrash, settle } from 'agent-adapter/testing';
+import { CrashingStore, SimulatedCrash } from 'agent-adapter/testing';
 import { KeyRing } from '../../exec/durable/key-ring';
 import { openCheckpoint } from '../../exec/durable/records';
 import { verifyRun } from '../../cli/verify';
 import {
   KEY,
+  attempt,
+  freshStoreEach,
   memoryAndSqlite,
   runnerOn,
 } from '../../../../../test/utils/specs';
@@ -63,34 +64,11 @@ function setup(inner: CheckpointStore, max?: number) {
   return { flow, worker, ran, crashes };
 }
 
-/** Runs `work` on a fresh worker that may die; returns the result or the crash. */
-async function attempt<T>(
-  work: (runner: FlowRunner) => Promise<T>,
-  runner: FlowRunner,
-): Promise<T | SimulatedCrash> {
-  try {
-    return await work(runner);
-  } catch (error) {
-    if (error instanceof SimulatedCrash) return error;
-    throw error;
-  } finally {
-    runner.close();
-    await settle();
-  }
-}
-
 const stores = memoryAndSqlite('dead-letters');
 
 describe.each(stores)('dead letters on the %s store', (_, make) => {
   let store: CheckpointStore;
-  let done: () => Promise<void>;
-
-  beforeEach(() => {
-    ({ store, done } = make());
-  });
-  afterEach(async () => {
-    await done();
-  });
+  freshStoreEach(make, (made) => (store = made));
 
   it('parks a run after maxRecoveryAttempts recoveries that die in the same superstep', async () => {
     const { flow, worker, ran, crashes } = setup(store, 2);

@@ -13,10 +13,12 @@ import {
   type CheckpointStore,
   type RunDecidedEvent,
 } from 'agent-adapter';
-import { CrashingStore, SimulatedCrash, settle } from 'agent-adapter/testing';
+import { CrashingStore } from 'agent-adapter/testing';
 import { KeyRing } from '../../exec/durable/key-ring';
 import {
   KEY,
+  diesOn,
+  freshStoreEach,
   memoryAndSqlite,
   runnerOn,
   sleep,
@@ -87,9 +89,7 @@ const stores = memoryAndSqlite('resolve');
 
 describe.each(stores)('resolving calls in doubt on the %s store', (_, make) => {
   let store: CheckpointStore;
-  let done: () => Promise<void>;
-  beforeEach(() => ({ store, done } = make()));
-  afterEach(() => done());
+  freshStoreEach(make, (made) => (store = made));
 
   /** Runs `id` on w1, which dies inside `tool` (after it acted unless `acted: false`). */
   async function crashIn(
@@ -100,11 +100,7 @@ describe.each(stores)('resolving calls in doubt on the %s store', (_, make) => {
   ) {
     Object.assign(s.crash, { tool, acted });
     const w1 = s.worker(store, 'w1');
-    await expect(
-      w1.run(s.flow, { order: id }, { runId: id }),
-    ).rejects.toBeInstanceOf(SimulatedCrash);
-    w1.close();
-    await settle();
+    await diesOn(w1.run(s.flow, { order: id }, { runId: id }), w1);
   }
 
   it('"it ran", with its result: replayed into the state, never run again; the decision is sealed and announced', async () => {
@@ -184,11 +180,10 @@ describe.each(stores)('resolving calls in doubt on the %s store', (_, make) => {
     s.crash.tool = 'charge_card';
     s.crash.acted = true;
     const w2 = s.worker(store, 'w2');
-    await expect(
+    await diesOn(
       w2.resolve(s.flow, 'o-4', { calls: [{ call: 'pay#0', ran: false }] }),
-    ).rejects.toBeInstanceOf(SimulatedCrash);
-    w2.close();
-    await settle();
+      w2,
+    );
     const w3 = s.worker(store, 'w3');
     await expect(w3.recover(s.flow, 'o-4')).rejects.toBeInstanceOf(
       RecoveryNeedsDecision,
@@ -219,11 +214,7 @@ describe.each(stores)('resolving calls in doubt on the %s store', (_, make) => {
     s.crash.tool = 'gift_wrap';
     s.crash.acted = true;
     const w1 = s.worker(store, 'w1');
-    await expect(
-      w1.run(s.flow, { order: 'o-6' }, { runId: 'o-6' }),
-    ).rejects.toBeInstanceOf(SimulatedCrash);
-    w1.close();
-    await settle();
+    await diesOn(w1.run(s.flow, { order: 'o-6' }, { runId: 'o-6' }), w1);
     await sleep(250); // past w1's lease: until then the run reads as in progress
     const w2 = s.worker(store, 'w2');
     const inDoubt =
