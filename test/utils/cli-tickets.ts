@@ -3,17 +3,9 @@
  * send, on the memory store or any other, with a worker that can die inside a tool (test code,
  * never shipped; the conformance suite's tickets flow is in 'agent-adapter/testing/fixtures').
  */
-import {
-  Flow,
-  KeyRing,
-  ToolRegistry,
-  type CheckpointStore,
-} from 'agent-adapter';
+import { Flow, ToolRegistry, type CheckpointStore } from 'agent-adapter';
 import { CrashingStore, settle } from 'agent-adapter/testing';
-import { KEY, runnerOn } from './specs';
-
-/** The key ring of the shared test key, for the commands that open or seal records. */
-export const ring = KeyRing.from(KEY);
+import { runnerOn } from './specs';
 
 export interface Order {
   show: string;

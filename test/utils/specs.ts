@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import {
   Executor,
   FlowRunner,
+  KeyRing,
   MemoryCheckpointStore,
   RecoveryNeedsDecision,
   SQLiteCheckpointStore,
@@ -23,6 +24,9 @@ import { SimulatedCrash, settle } from 'agent-adapter/testing';
 import { KEY } from 'agent-adapter/testing/fixtures';
 
 export { KEY };
+
+/** The key ring of the shared test key, for specs that open or seal records themselves. */
+export const ring = KeyRing.from(KEY);
 
 /** Resolves after `ms` milliseconds. */
 export const sleep = (ms: number): Promise<void> =>
@@ -133,20 +137,24 @@ export {
   decodeCall as decode,
 } from 'agent-adapter/testing';
 
-/** A store for one spec, and how to be rid of it. */
-export interface SpecStore {
+/** A store for one test, and how to be rid of it. */
+interface SpecStore {
   store: CheckpointStore;
   done: () => Promise<void>;
 }
 
+/** Registers hooks that hand `use` a fresh store before each test and dispose of it after. */
+export type FreshStoreEach = (use: (store: CheckpointStore) => void) => void;
+
 /**
  * The two stores the runner's specs run on, for `describe.each`: memory, and SQLite in a fresh
- * temp directory (removed by `done`).
+ * temp directory (removed after each test). Each row's second item, called in the describe
+ * body, gives every test of it a fresh store of that kind.
  */
 export function memoryAndSqlite(
   prefix: string,
-): Array<[string, () => SpecStore]> {
-  return [
+): Array<[string, FreshStoreEach]> {
+  const makers: Array<[string, () => SpecStore]> = [
     [
       'memory',
       () => ({
@@ -169,13 +177,10 @@ export function memoryAndSqlite(
       },
     ],
   ];
+  return makers.map(([name, make]) => [name, (use) => freshEach(make, use)]);
 }
 
-/**
- * Before each test, hands `use` a fresh store from `make` (one of {@link memoryAndSqlite}'s);
- * after it, disposes of that store.
- */
-export function freshStoreEach(
+function freshEach(
   make: () => SpecStore,
   use: (store: CheckpointStore) => void,
 ): void {

@@ -24,10 +24,9 @@ import { runCli } from './program';
 import { descriptorFromUrl } from './store-url';
 import { exportRun, verifyBundle } from './audit-bundle';
 import { verifyRun } from './verify';
-import { KEY, runnerOn } from '../../../../test/utils/specs';
+import { KEY, ring, runnerOn } from '../../../../test/utils/specs';
 import {
   crashed,
-  ring,
   snapshot,
   tickets,
   ticketsFlow as flow,

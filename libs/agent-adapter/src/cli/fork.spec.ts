@@ -5,11 +5,11 @@
  */
 import { CheckpointConflict, MemoryCheckpointStore } from 'agent-adapter';
 import { openCheckpoint } from '../exec/durable/records';
+import { ring } from '../../../../test/utils/specs';
 import { CliError } from './cli.error';
 import { forkRun } from './fork';
 import {
   crashed,
-  ring,
   snapshot,
   tickets,
   ticketsFlow as flow,

@@ -7,9 +7,7 @@
  */
 import {
   CheckpointConflict,
-  Executor,
   Flow,
-  FlowRunner,
   MemoryCheckpointStore,
   ToolDenied,
   ToolRegistry,
@@ -419,11 +417,10 @@ describe('Synchronous approval port', () => {
   });
 
   it('refuses an `approvals` option that is not a port', () => {
-    expect(
-      () =>
-        new FlowRunner(new Executor(new ToolRegistry()), {
-          approvals: {} as ApprovalPort,
-        }),
+    expect(() =>
+      keyedRunner(new MemoryCheckpointStore(), new ToolRegistry(), {
+        approvals: {} as ApprovalPort,
+      }),
     ).toThrow(/approvals must be an ApprovalPort/);
   });
 });

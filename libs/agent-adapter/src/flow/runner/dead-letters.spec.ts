@@ -12,14 +12,12 @@ import {
   type RunResult,
 } from 'agent-adapter';
 import { CrashingStore, SimulatedCrash } from 'agent-adapter/testing';
-import { KeyRing } from '../../exec/durable/key-ring';
 import { openCheckpoint } from '../../exec/durable/records';
 import { verifyRun } from '../../cli/verify';
 import {
-  KEY,
   attempt,
-  freshStoreEach,
   memoryAndSqlite,
+  ring,
   runnerOn,
 } from '../../../../../test/utils/specs';
 
@@ -66,9 +64,9 @@ function setup(inner: CheckpointStore, max?: number) {
 
 const stores = memoryAndSqlite('dead-letters');
 
-describe.each(stores)('dead letters on the %s store', (_, make) => {
+describe.each(stores)('dead letters on the %s store', (_, freshEach) => {
   let store: CheckpointStore;
-  freshStoreEach(make, (made) => (store = made));
+  freshEach((made) => (store = made));
 
   it('parks a run after maxRecoveryAttempts recoveries that die in the same superstep', async () => {
     const { flow, worker, ran, crashes } = setup(store, 2);
@@ -102,7 +100,6 @@ describe.each(stores)('dead letters on the %s store', (_, make) => {
     });
 
     // Stored as a sealed, final checkpoint in a new segment; the whole run still verifies.
-    const ring = KeyRing.from(KEY);
     const cp = openCheckpoint(ring, (await store.latest('p1'))!);
     expect(cp).toMatchObject({
       status: 'failed',

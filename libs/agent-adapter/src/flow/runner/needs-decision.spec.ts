@@ -20,7 +20,6 @@ import { cancelRun, showRun } from '../../cli/operations';
 import { inspectRun } from '../../cli/inspect';
 import {
   diesOn,
-  freshStoreEach,
   memoryAndSqlite,
   runnerOn,
   sleep,
@@ -74,9 +73,9 @@ function setup() {
 
 const stores = memoryAndSqlite('needs-decision');
 
-describe.each(stores)('calls in doubt on the %s store', (_, make) => {
+describe.each(stores)('calls in doubt on the %s store', (_, freshEach) => {
   let store: CheckpointStore;
-  freshStoreEach(make, (made) => (store = made));
+  freshEach((made) => (store = made));
 
   /**
    * A fresh setup whose order-7 ran on w1, which died inside `tool` (waited past its lease when
@@ -274,13 +273,15 @@ describe.each(stores)('calls in doubt on the %s store', (_, make) => {
 });
 
 describe('approvals as decisions', () => {
+  /** A refund tool that needs an approval. */
+  const registry = new ToolRegistry().register(
+    'refund',
+    async (a: { amount: number }) => `refunded ${a.amount}`,
+    { approval: true },
+  );
+
   it('approve and deny are sealed with who, when and why, emitted, and listed in order', async () => {
     const store = new MemoryCheckpointStore();
-    const registry = new ToolRegistry().register(
-      'refund',
-      async (a: { amount: number }) => `refunded ${a.amount}`,
-      { approval: true },
-    );
     const flow = () =>
       new Flow<{ a?: string; b?: string }>('refunds')
         .node('first', async (_s, ctx) => ({
@@ -340,11 +341,6 @@ describe('approvals as decisions', () => {
 
   it("a synchronous approval port's decision is listed too, dated by its record", async () => {
     const store = new MemoryCheckpointStore();
-    const registry = new ToolRegistry().register(
-      'refund',
-      async (a: { amount: number }) => `refunded ${a.amount}`,
-      { approval: true },
-    );
     const flow = new Flow<{ a?: string }>('sync-refunds')
       .node('only', async (_s, ctx) => ({
         a: await ctx.call<string>('refund', { amount: 3 }),

@@ -7,7 +7,6 @@ import {
   Executor,
   Flow,
   FlowRunner,
-  KeyRing,
   MemoryCheckpointStore,
   RunAccessDenied,
   CheckpointConflict,
@@ -21,7 +20,7 @@ import { CrashingStore, SimulatedCrash, settle } from 'agent-adapter/testing';
 import { openCheckpoint } from '../../exec/durable/records';
 import {
   bodyOf,
-  KEY,
+  ring,
   runnerOn as keyedRunner,
 } from '../../../../../test/utils/specs';
 
@@ -134,7 +133,6 @@ describe('resume: who may resume a run', () => {
         decision: { approved: true, by: 'ops-desk' },
       },
     ]);
-    const ring = KeyRing.from(KEY);
     for (const record of (await store.history('b')).checkpoints) {
       expect(openCheckpoint(ring, record).identity).toEqual({
         user: 'u1',
