@@ -43,6 +43,14 @@ import { bodyOf, decode, ring, runnerOn } from '../../../../test/utils/specs';
 
 const input = { show: 'Hamlet', seats: 2 };
 
+/** A memory store holding order-7 cut short inside email_tickets, and its ledger. */
+async function crashedOrder7() {
+  const ledger: LedgerEntry[] = [];
+  const store = new MemoryCheckpointStore();
+  await crashInEmail(store, ledger, 'order-7');
+  return { ledger, store };
+}
+
 /**
  * Runs `flow` as `runId` on a worker whose tools (from `registry`) kill its store where they
  * call the kill they are given; the run dies there and its writes settle.
@@ -78,9 +86,7 @@ function worker(
 
 describe('Durable runs (spec sentences)', () => {
   it('"A durable run survives its worker ... a new worker calls recover and the run goes on from its last checkpoint."', async () => {
-    const ledger: LedgerEntry[] = [];
-    const store = new MemoryCheckpointStore();
-    await crashInEmail(store, ledger, 'order-7');
+    const { ledger, store } = await crashedOrder7();
     const latest = await store.latest('order-7');
     expect(latest?.step).toBe(2); // hold and pay are checkpointed
     const r = await worker(ledger, store).recover(ticketsFlow(), 'order-7', {
@@ -171,9 +177,7 @@ describe('Durable runs (spec sentences)', () => {
   });
 
   it('"Use the same key on every worker." (another key cannot read the run)', async () => {
-    const ledger: LedgerEntry[] = [];
-    const store = new MemoryCheckpointStore();
-    await crashInEmail(store, ledger, 'order-7');
+    const { ledger, store } = await crashedOrder7();
     const other = new FlowRunner(executorFor(ledger, 'w2'), {
       checkpoints: store,
       checkpointKey: 'another-secret-another-secret-32',
@@ -545,9 +549,7 @@ describe('Durable runs (spec sentences)', () => {
 
   describe('Calls in doubt', () => {
     it('"A call logged started with no result may or may not have run. Recovery fails closed": anything else → RecoveryNeedsDecision with .calls as (tool, why) pairs', async () => {
-      const ledger: LedgerEntry[] = [];
-      const store = new MemoryCheckpointStore();
-      await crashInEmail(store, ledger, 'order-7');
+      const { ledger, store } = await crashedOrder7();
       const before = await store.history('order-7');
       const err = await worker(ledger, store)
         .recover(ticketsFlow(), 'order-7')
@@ -592,9 +594,7 @@ describe('Durable runs (spec sentences)', () => {
     });
 
     it('"Then recover with rerun_in_doubt=True" — the in-doubt call runs again, once', async () => {
-      const ledger: LedgerEntry[] = [];
-      const store = new MemoryCheckpointStore();
-      await crashInEmail(store, ledger, 'order-7');
+      const { ledger, store } = await crashedOrder7();
       const r = await worker(ledger, store).recover(ticketsFlow(), 'order-7', {
         rerunInDoubt: true,
       });
@@ -689,9 +689,7 @@ describe('Durable runs (spec sentences)', () => {
     });
 
     it('"If two workers race, one wins and the other gets CheckpointConflict before it runs anything."', async () => {
-      const ledger: LedgerEntry[] = [];
-      const store = new MemoryCheckpointStore();
-      await crashInEmail(store, ledger, 'order-7');
+      const { ledger, store } = await crashedOrder7();
       const [a, b] = await Promise.allSettled([
         worker(ledger, store, 'A').recover(ticketsFlow(), 'order-7', {
           rerunInDoubt: true,
