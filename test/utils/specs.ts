@@ -15,9 +15,9 @@ import {
   type AssistantMessage,
   type ChatModel,
   type ChatRequest,
-  type ToolCall,
   type CheckpointStore,
   type FlowRunnerOptions,
+  type ToolCall,
   type ToolRegistry,
 } from 'agent-adapter';
 import { SimulatedCrash, settle } from 'agent-adapter/testing';
