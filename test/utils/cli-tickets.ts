@@ -72,3 +72,12 @@ export async function crashed(
   w.runner.close();
   await settle();
 }
+
+/**
+ * What a refused command must leave as it was: the run's head (its lease aside, which a live
+ * worker renews) and its whole history.
+ */
+export async function snapshot(store: CheckpointStore, runId: string) {
+  const { leaseExpiresAt: _l, ...head } = (await store.head(runId))!;
+  return { head, history: await store.history(runId) };
+}

@@ -97,14 +97,16 @@ export function optionalPeers(): string[] {
 
 /**
  * Declares the load check of one entry: `title`'s describe loads `entry` once in a fresh node
- * (see {@link loadEntry} for `options`), runs `checks` (its own tests, given the report), then one
- * test per name in `absent` that nothing was loaded from it.
+ * (see {@link loadEntry} for `options`), tests that it exports at least `exports` (so the checks
+ * are not vacuous), runs `checks` (its own tests, given the report), then one test per name in
+ * `absent` that nothing was loaded from it.
  */
 export function describeEntryBoundary<T extends object = object>(
   title: string,
   entry: string,
   spec: {
     options?: Parameters<typeof loadEntry>[1];
+    exports: readonly string[];
     absent: readonly string[];
     checks: (child: () => LoadedEntry<T>) => void;
   },
@@ -114,6 +116,10 @@ export function describeEntryBoundary<T extends object = object>(
 
     beforeAll(() => {
       child = loadEntry<T>(entry, spec.options);
+    });
+
+    it(`exports ${spec.exports.join(', ')} (the check is not vacuous)`, () => {
+      expect(child.exports).toEqual(expect.arrayContaining([...spec.exports]));
     });
 
     spec.checks(() => child);

@@ -8,18 +8,25 @@ import { join } from 'node:path';
 import {
   Executor,
   FlowRunner,
+  KeyRing,
   MemoryCheckpointStore,
+  RecoveryNeedsDecision,
   SQLiteCheckpointStore,
   type AssistantMessage,
   type ChatModel,
   type ChatRequest,
   type CheckpointStore,
   type FlowRunnerOptions,
+  type ToolCall,
   type ToolRegistry,
 } from 'agent-adapter';
+import { SimulatedCrash, settle } from 'agent-adapter/testing';
 import { KEY } from 'agent-adapter/testing/fixtures';
 
 export { KEY };
+
+/** The key ring of the shared test key, for specs that open or seal records themselves. */
+export const ring = KeyRing.from(KEY);
 
 /** Resolves after `ms` milliseconds. */
 export const sleep = (ms: number): Promise<void> =>
@@ -41,6 +48,63 @@ export function thrownBy<E>(
   }
   throw new Error(`expected ${type.name}, nothing was thrown`);
 }
+
+/**
+ * `attempt` fails with the simulated crash; then `worker` (if given) is closed and the dying
+ * store's writes have settled.
+ */
+export async function diesOn(
+  attempt: Promise<unknown>,
+  worker?: { close(): void },
+): Promise<void> {
+  await expect(attempt).rejects.toBeInstanceOf(SimulatedCrash);
+  worker?.close();
+  await settle();
+}
+
+/**
+ * Runs `work` on `worker` (a runner or loop whose store may die), then closes it and lets its
+ * writes settle: what `work` returned, or the simulated crash.
+ */
+export async function attempt<W extends { close(): void }, T>(
+  work: (worker: W) => Promise<T>,
+  worker: W,
+): Promise<T | SimulatedCrash> {
+  try {
+    return await work(worker);
+  } catch (error) {
+    if (error instanceof SimulatedCrash) return error;
+    throw error;
+  } finally {
+    worker.close();
+    await settle();
+  }
+}
+
+/**
+ * The calls in doubt (`[tool, why]`) that `recovery` is refused over: fails the test unless it
+ * rejects with RecoveryNeedsDecision.
+ */
+export async function callsInDoubt(
+  recovery: Promise<unknown>,
+): Promise<RecoveryNeedsDecision['calls']> {
+  const error = await recovery.catch((e: unknown) => e);
+  expect(error).toBeInstanceOf(RecoveryNeedsDecision);
+  return (error as RecoveryNeedsDecision).calls;
+}
+
+/** A model's reply asking for `calls`, with no text. */
+export const asking = (...calls: ToolCall[]): AssistantMessage => ({
+  role: 'assistant',
+  content: '',
+  toolCalls: calls,
+});
+
+/** A model's final reply, saying `content`. */
+export const answer = (content: string): AssistantMessage => ({
+  role: 'assistant',
+  content,
+});
 
 /** A chat model that answers with `replies` in turn and keeps every request it was sent. */
 export class ScriptedModel implements ChatModel {
@@ -73,20 +137,24 @@ export {
   decodeCall as decode,
 } from 'agent-adapter/testing';
 
-/** A store for one spec, and how to be rid of it. */
-export interface SpecStore {
+/** A store for one test, and how to be rid of it. */
+interface SpecStore {
   store: CheckpointStore;
   done: () => Promise<void>;
 }
 
+/** Registers hooks that hand `use` a fresh store before each test and dispose of it after. */
+export type FreshStoreEach = (use: (store: CheckpointStore) => void) => void;
+
 /**
  * The two stores the runner's specs run on, for `describe.each`: memory, and SQLite in a fresh
- * temp directory (removed by `done`).
+ * temp directory (removed after each test). Each row's second item, called in the describe
+ * body, gives every test of it a fresh store of that kind.
  */
 export function memoryAndSqlite(
   prefix: string,
-): Array<[string, () => SpecStore]> {
-  return [
+): Array<[string, FreshStoreEach]> {
+  const makers: Array<[string, () => SpecStore]> = [
     [
       'memory',
       () => ({
@@ -109,4 +177,18 @@ export function memoryAndSqlite(
       },
     ],
   ];
+  return makers.map(([name, make]) => [name, (use) => freshEach(make, use)]);
+}
+
+function freshEach(
+  make: () => SpecStore,
+  use: (store: CheckpointStore) => void,
+): void {
+  let done: (() => Promise<void>) | undefined;
+  beforeEach(() => {
+    const made = make();
+    done = made.done;
+    use(made.store);
+  });
+  afterEach(() => done?.());
 }

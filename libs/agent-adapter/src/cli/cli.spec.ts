@@ -4,9 +4,7 @@
  */
 import {
   CheckpointConflict,
-  Executor,
   Flow,
-  FlowRunner,
   MemoryCheckpointStore,
   RecoveryNeedsDecision,
   RunCancelled,
@@ -26,25 +24,19 @@ import { runCli } from './program';
 import { descriptorFromUrl } from './store-url';
 import { exportRun, verifyBundle } from './audit-bundle';
 import { verifyRun } from './verify';
-import { KEY, runnerOn } from '../../../../test/utils/specs';
+import { KEY, ring, runnerOn } from '../../../../test/utils/specs';
 import {
   crashed,
+  snapshot,
   tickets,
   ticketsFlow as flow,
 } from '../../../../test/utils/cli-tickets';
-
-const ring = KeyRing.from(KEY);
 
 async function finished(store: CheckpointStore, runId: string) {
   const w = tickets(store);
   const r = await w.runner.run(flow(), { show: 'Hamlet' }, { runId });
   w.runner.close();
   return r;
-}
-
-async function snapshot(store: CheckpointStore, runId: string) {
-  const { leaseExpiresAt: _l, ...head } = (await store.head(runId))!;
-  return { head, history: await store.history(runId) };
 }
 
 describe('runs verify', () => {
@@ -458,13 +450,10 @@ describe('store URLs and keys', () => {
   it('reads the encryption key from CHECKPOINT_ENCRYPTION_KEY: runs encrypted at rest show in clear', async () => {
     const ENC = 'an-encryption-key-for-the-cli-32b!!';
     const store = new MemoryCheckpointStore();
-    const runner = new FlowRunner(
-      new Executor(new ToolRegistry().register('t', () => 'secret-result')),
-      {
-        checkpoints: store,
-        checkpointKey: KEY,
-        encryptionKey: ENC,
-      },
+    const runner = runnerOn(
+      store,
+      new ToolRegistry().register('t', () => 'secret-result'),
+      { encryptionKey: ENC },
     );
     const flow = new Flow<{ v?: string }>('enc-cli')
       .node('n', async (_s, ctx) => ({ v: await ctx.call<string>('t', {}) }))

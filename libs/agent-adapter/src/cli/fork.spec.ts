@@ -3,29 +3,17 @@
  * idempotency keys, so both runs' side effects would happen twice), and `--cancel-source` cancels
  * through `cancelRun`'s compare-and-set before the fork is written.
  */
-import {
-  CheckpointConflict,
-  MemoryCheckpointStore,
-  ToolRegistry,
-  type CheckpointStore,
-} from 'agent-adapter';
-import { KeyRing } from '../exec/durable/key-ring';
+import { CheckpointConflict, MemoryCheckpointStore } from 'agent-adapter';
 import { openCheckpoint } from '../exec/durable/records';
+import { ring } from '../../../../test/utils/specs';
 import { CliError } from './cli.error';
 import { forkRun } from './fork';
-import { KEY, runnerOn } from '../../../../test/utils/specs';
 import {
   crashed,
+  snapshot,
   tickets,
   ticketsFlow as flow,
 } from '../../../../test/utils/cli-tickets';
-
-const ring = KeyRing.from(KEY);
-
-async function snapshot(store: CheckpointStore, runId: string) {
-  const { leaseExpiresAt: _l, ...head } = (await store.head(runId))!;
-  return { head, history: await store.history(runId) };
-}
 
 describe('runs fork of an unfinished run', () => {
   it('is refused without cancelSource, and nothing is written', async () => {
@@ -43,11 +31,7 @@ describe('runs fork of an unfinished run', () => {
 
   it('a paused run is refused too', async () => {
     const store = new MemoryCheckpointStore();
-    const registry = new ToolRegistry()
-      .register('hold_seats', async () => 'held', { idempotent: true })
-      .register('charge_card', async () => 'charged')
-      .register('email_tickets', async () => 'sent', { approval: true });
-    const runner = runnerOn(store, registry);
+    const { runner } = tickets(store, { approve: true });
     await runner.run(flow(), { show: 'Hamlet' }, { runId: 'p' });
     runner.close();
     await expect(

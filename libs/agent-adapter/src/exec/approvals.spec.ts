@@ -7,11 +7,8 @@
  */
 import {
   CheckpointConflict,
-  Executor,
   Flow,
-  FlowRunner,
   MemoryCheckpointStore,
-  RecoveryNeedsDecision,
   ToolDenied,
   ToolRegistry,
   type ToolFailed,
@@ -23,8 +20,13 @@ import {
   type ApprovalVerdict,
   type CheckpointStore,
 } from 'agent-adapter';
-import { CrashingStore, SimulatedCrash, settle } from 'agent-adapter/testing';
-import { bodyOf, runnerOn as keyedRunner } from '../../../../test/utils/specs';
+import { CrashingStore, settle } from 'agent-adapter/testing';
+import {
+  bodyOf,
+  callsInDoubt,
+  diesOn,
+  runnerOn as keyedRunner,
+} from '../../../../test/utils/specs';
 
 interface S {
   amount: number;
@@ -114,10 +116,28 @@ async function phasesOf(store: MemoryCheckpointStore, runId: string) {
   return (await logOf(store, runId)).map((b) => b.phase);
 }
 
-/** `attempt` fails with the simulated crash; then the dying store's writes have settled. */
-async function diesOn(attempt: Promise<unknown>): Promise<void> {
-  await expect(attempt).rejects.toBeInstanceOf(SimulatedCrash);
-  await settle();
+/**
+ * Runs `runId` (refunding `amount`) with the registry and port `arrange` builds around the dying
+ * store, which they kill; the run must die of it. Gives the store it left, and what was built.
+ */
+async function crashed<
+  A extends { registry: ToolRegistry; approvals: ApprovalPort },
+>(
+  runId: string,
+  amount: number,
+  arrange: (dying: CrashingStore) => A,
+): Promise<A & { store: MemoryCheckpointStore }> {
+  const store = new MemoryCheckpointStore();
+  const dying = new CrashingStore(store);
+  const built = arrange(dying);
+  await diesOn(
+    runnerOn(dying, built.registry, built.approvals).run(
+      flow,
+      { amount },
+      { runId },
+    ),
+  );
+  return { ...built, store };
 }
 
 describe('Synchronous approval port', () => {
@@ -228,23 +248,15 @@ describe('Synchronous approval port', () => {
 
   it('a crash while the port waits leaves the call in doubt: recovery needs a decision and writes nothing; rerunInDoubt asks again (same request id)', async () => {
     const ran: Setup['ran'] = [];
-    const store = new MemoryCheckpointStore();
-    const dying = new CrashingStore(store);
-    const first = port(() => dying.kill('while the approval port waits'));
-    await diesOn(
-      runnerOn(dying, registry({ ran }), first).run(
-        flow,
-        { amount: 12 },
-        { runId: 'w' },
-      ),
-    );
+    const { store, approvals: first } = await crashed('w', 12, (dying) => ({
+      registry: registry({ ran }),
+      approvals: port(() => dying.kill('while the approval port waits')),
+    }));
     expect(await phasesOf(store, 'w')).toEqual(['approving']);
     const before = await store.history('w');
     const second = port(() => ({ approved: true }));
     const w2 = runnerOn(store, registry({ ran }), second);
-    const error = await w2.recover(flow, 'w').catch((e: unknown) => e);
-    expect(error).toBeInstanceOf(RecoveryNeedsDecision);
-    expect((error as RecoveryNeedsDecision).calls).toEqual([
+    expect(await callsInDoubt(w2.recover(flow, 'w'))).toEqual([
       [
         'refund',
         'was waiting for a synchronous approval, no decision recorded',
@@ -261,15 +273,10 @@ describe('Synchronous approval port', () => {
 
   it('a crash while the port waits, idempotent tool: recovery asks the port again without a decision', async () => {
     const ran: Setup['ran'] = [];
-    const store = new MemoryCheckpointStore();
-    const dying = new CrashingStore(store);
-    await diesOn(
-      runnerOn(
-        dying,
-        registry({ ran, idempotent: true }),
-        port(() => dying.kill()),
-      ).run(flow, { amount: 3 }, { runId: 'wi' }),
-    );
+    const { store } = await crashed('wi', 3, (dying) => ({
+      registry: registry({ ran, idempotent: true }),
+      approvals: port(() => dying.kill()),
+    }));
     const again = port(() => ({ approved: true }));
     const r = await runnerOn(
       store,
@@ -282,23 +289,16 @@ describe('Synchronous approval port', () => {
 
   it('a crash while the approved tool runs: in doubt like any started call (the decision had been logged)', async () => {
     const ran: Setup['ran'] = [];
-    const store = new MemoryCheckpointStore();
-    const dying = new CrashingStore(store);
-    await diesOn(
-      runnerOn(
-        dying,
-        registry({ ran, inside: () => dying.kill() }),
-        port(() => ({ approved: true })),
-      ).run(flow, { amount: 4 }, { runId: 'in' }),
-    );
-    const error = await runnerOn(
+    const { store } = await crashed('in', 4, (dying) => ({
+      registry: registry({ ran, inside: () => dying.kill() }),
+      approvals: port(() => ({ approved: true })),
+    }));
+    const w2 = runnerOn(
       store,
       registry({ ran }),
       port(() => ({ approved: true })),
-    )
-      .recover(flow, 'in')
-      .catch((e: unknown) => e);
-    expect((error as RecoveryNeedsDecision).calls).toEqual([
+    );
+    expect(await callsInDoubt(w2.recover(flow, 'in'))).toEqual([
       ['refund', 'started, no result recorded'],
     ]);
   });
@@ -310,16 +310,10 @@ describe('Synchronous approval port', () => {
     'replay after recovery: a call the port %s replays, the port is not asked again and the tool does not rerun',
     async (_what, approved, value) => {
       const ran: Setup['ran'] = [];
-      const store = new MemoryCheckpointStore();
-      const dying = new CrashingStore(store);
-      const first = port(() => ({ approved, by: 'carol' }));
-      await diesOn(
-        runnerOn(
-          dying,
-          registry({ ran, after: () => dying.kill() }),
-          first,
-        ).run(flow, { amount: 21 }, { runId: 'rp' }),
-      );
+      const { store, approvals: first } = await crashed('rp', 21, (dying) => ({
+        registry: registry({ ran, after: () => dying.kill() }),
+        approvals: port(() => ({ approved, by: 'carol' })),
+      }));
       const second = port(() => ({ approved: !approved }));
       const r = await runnerOn(store, registry({ ran }), second).recover(
         flow,
@@ -339,18 +333,12 @@ describe('Synchronous approval port', () => {
 
   it('a port that throws fails the call with its error, sealed (the tool did not run); it replays after recovery', async () => {
     const ran: Setup['ran'] = [];
-    const store = new MemoryCheckpointStore();
-    const dying = new CrashingStore(store);
-    const broken = port(() => {
-      throw new RangeError('approver offline');
-    });
-    await diesOn(
-      runnerOn(dying, registry({ ran, after: () => dying.kill() }), broken).run(
-        flow,
-        { amount: 8 },
-        { runId: 'pt' },
-      ),
-    );
+    const { store } = await crashed('pt', 8, (dying) => ({
+      registry: registry({ ran, after: () => dying.kill() }),
+      approvals: port(() => {
+        throw new RangeError('approver offline');
+      }),
+    }));
     expect(await phasesOf(store, 'pt')).toEqual(['approving', 'done']);
     const fine = port(() => ({ approved: true }));
     const r = await runnerOn(store, registry({ ran }), fine).recover(
@@ -429,11 +417,10 @@ describe('Synchronous approval port', () => {
   });
 
   it('refuses an `approvals` option that is not a port', () => {
-    expect(
-      () =>
-        new FlowRunner(new Executor(new ToolRegistry()), {
-          approvals: {} as ApprovalPort,
-        }),
+    expect(() =>
+      keyedRunner(new MemoryCheckpointStore(), new ToolRegistry(), {
+        approvals: {} as ApprovalPort,
+      }),
     ).toThrow(/approvals must be an ApprovalPort/);
   });
 });

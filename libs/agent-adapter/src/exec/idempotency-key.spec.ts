@@ -17,6 +17,7 @@ import {
   type CurrentCall,
 } from 'agent-adapter';
 import { CrashingStore, SimulatedCrash, settle } from 'agent-adapter/testing';
+import { thrownBy } from '../../../../test/utils/specs';
 
 const KEY = 'use-a-secret-from-your-vault-32b';
 
@@ -67,15 +68,8 @@ function setup(
 
 describe('idempotencyKey() outside a run', () => {
   it('throws NotInRun (a DurableError) with a message that says to check inRun() and pass your own key', () => {
-    let error: unknown;
-    try {
-      idempotencyKey();
-    } catch (e) {
-      error = e;
-    }
-    expect(error).toBeInstanceOf(NotInRun);
-    expect(error).toBeInstanceOf(DurableError);
-    const e = error as NotInRun;
+    const e = thrownBy(NotInRun, () => idempotencyKey());
+    expect(e).toBeInstanceOf(DurableError);
     expect(e.name).toBe('NotInRun');
     expect(e.runId).toBeUndefined();
     expect(e.message).toMatch(

@@ -8,16 +8,20 @@ import {
   CheckpointConflict,
   Flow,
   MemoryCheckpointStore,
-  RecoveryNeedsDecision,
   ToolFailed,
   ToolRegistry,
   ToolTimeout,
   idempotencyKey,
   type ToolOptions,
 } from 'agent-adapter';
-import { CrashingStore, SimulatedCrash, settle } from 'agent-adapter/testing';
-import { bodyOf, sleep } from '../../../../test/utils/specs';
-import { runnerOn } from '../../../../test/utils/specs';
+import { CrashingStore } from 'agent-adapter/testing';
+import {
+  bodyOf,
+  callsInDoubt,
+  diesOn,
+  runnerOn,
+  sleep,
+} from '../../../../test/utils/specs';
 
 /** The sealed bodies of a run's call records, in order (test inspection). */
 async function logOf(store: MemoryCheckpointStore, runId: string) {
@@ -66,6 +70,29 @@ function registryWith(
   return new ToolRegistry()
     .register(tool, handler, options)
     .register('after', after, { idempotent: true });
+}
+
+/**
+ * Runs the flow calling `tool` as `runId` on a worker that dies in `after` (the same superstep),
+ * then recovers it on a live one: what the recovery returned.
+ */
+async function crashedAfterThenRecovered(
+  tool: string,
+  runId: string,
+  registry: (after: () => unknown) => ToolRegistry,
+) {
+  const store = new MemoryCheckpointStore();
+  const dying = new CrashingStore(store);
+  await diesOn(
+    runnerOn(
+      dying,
+      registry(() => dying.kill()),
+    ).run(flowCalling(tool), {}, { runId }),
+  );
+  return runnerOn(
+    store,
+    registry(() => 'after'),
+  ).recover(flowCalling(tool), runId);
 }
 
 describe('Tool policies: retry', () => {
@@ -203,9 +230,7 @@ describe('Tool policies: retry', () => {
 
   it('replay after recovery: the final error of a retried call replays as the same ToolFailed, the tool does not run again', async () => {
     let tries = 0;
-    const store = new MemoryCheckpointStore();
-    const dying = new CrashingStore(store);
-    const registry = (after: () => unknown) =>
+    const r = await crashedAfterThenRecovered('book', 'rp', (after) =>
       registryWith(
         'book',
         () => {
@@ -213,19 +238,8 @@ describe('Tool policies: retry', () => {
         },
         { retry: { attempts: 2 } },
         after,
-      );
-    await expect(
-      runnerOn(
-        dying,
-        registry(() => dying.kill()),
-      ).run(flowCalling('book'), {}, { runId: 'rp' }),
-    ).rejects.toBeInstanceOf(SimulatedCrash);
-    await settle();
-    expect(tries).toBe(2);
-    const r = await runnerOn(
-      store,
-      registry(() => 'after'),
-    ).recover(flowCalling('book'), 'rp');
+      ),
+    );
     expect(tries).toBe(2); // replayed, not retried again
     expect(r).toMatchObject({
       status: 'done',
@@ -273,18 +287,15 @@ describe('Tool policies: retry', () => {
         },
         { retry: { attempts: 3 } },
       );
-      await expect(
+      await diesOn(
         runnerOn(dying, registry).run(flowCalling('book'), {}, { runId: 'c' }),
-      ).rejects.toBeInstanceOf(SimulatedCrash);
-      await settle();
+      );
       expect(tries).toBe(1); // attempt 2 never ran
       const before = await store.history('c');
       const w2 = runnerOn(store, registry);
-      const error = await w2
-        .recover(flowCalling('book'), 'c')
-        .catch((e: unknown) => e);
-      expect(error).toBeInstanceOf(RecoveryNeedsDecision);
-      expect((error as RecoveryNeedsDecision).calls).toEqual([['book', why]]);
+      expect(await callsInDoubt(w2.recover(flowCalling('book'), 'c'))).toEqual([
+        ['book', why],
+      ]);
       expect(await store.history('c')).toEqual(before);
       // Checked at its system: rerun. The call starts over (attempt 1) with its own budget.
       tries = 0;
@@ -313,10 +324,9 @@ describe('Tool policies: retry', () => {
       },
       { idempotent: true, retry: { attempts: 2 } },
     );
-    await expect(
+    await diesOn(
       runnerOn(dying, registry).run(flowCalling('lookup'), {}, { runId: 'i' }),
-    ).rejects.toBeInstanceOf(SimulatedCrash);
-    await settle();
+    );
     const r = await runnerOn(store, registry).recover(
       flowCalling('lookup'),
       'i',
@@ -447,9 +457,7 @@ describe('Tool policies: timeoutMs', () => {
 
   it('replay after recovery: a sealed timeout replays as the same ToolTimeout, the tool does not run again', async () => {
     let runs = 0;
-    const store = new MemoryCheckpointStore();
-    const dying = new CrashingStore(store);
-    const registry = (after: () => unknown) =>
+    const r = await crashedAfterThenRecovered('lookup', 'tr', (after) =>
       registryWith(
         'lookup',
         async () => {
@@ -459,18 +467,8 @@ describe('Tool policies: timeoutMs', () => {
         },
         { idempotent: true, timeoutMs: 10 },
         after,
-      );
-    await expect(
-      runnerOn(
-        dying,
-        registry(() => dying.kill()),
-      ).run(flowCalling('lookup'), {}, { runId: 'tr' }),
-    ).rejects.toBeInstanceOf(SimulatedCrash);
-    await settle();
-    const r = await runnerOn(
-      store,
-      registry(() => 'after'),
-    ).recover(flowCalling('lookup'), 'tr');
+      ),
+    );
     expect(runs).toBe(1);
     expect(r.state.r).toMatchObject({
       error: { class: 'ToolTimeout', errorName: 'ToolTimeout', replayed: true },
@@ -494,7 +492,7 @@ describe('Tool policies: timeoutMs', () => {
       );
     let seenLive: unknown;
     const flow = flowCalling('charge');
-    await expect(
+    await diesOn(
       runnerOn(
         dying,
         registry(() => {
@@ -502,8 +500,7 @@ describe('Tool policies: timeoutMs', () => {
           dying.kill();
         }),
       ).run(flow, {}, { runId: 'nd' }),
-    ).rejects.toBeInstanceOf(SimulatedCrash);
-    await settle();
+    );
     expect(seenLive).toBe('after ran'); // the node went on after its ToolTimeout
     const log = (await logOf(store, 'nd')).filter((b) => b.tool === 'charge');
     expect(log.map((b) => b.phase)).toEqual(['started', 'unrecordable']);
@@ -515,9 +512,7 @@ describe('Tool policies: timeoutMs', () => {
       store,
       registry(() => 'after', 0),
     );
-    const error = await w2.recover(flow, 'nd').catch((e: unknown) => e);
-    expect(error).toBeInstanceOf(RecoveryNeedsDecision);
-    expect((error as RecoveryNeedsDecision).calls).toEqual([
+    expect(await callsInDoubt(w2.recover(flow, 'nd'))).toEqual([
       [
         'charge',
         'ran, but its result could not be recorded (timed out after 15 ms; it may still be running)',

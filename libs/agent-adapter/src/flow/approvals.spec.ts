@@ -10,7 +10,6 @@ import {
   Executor,
   Flow,
   FlowRunner,
-  KeyRing,
   MemoryCheckpointStore,
   ToolDenied,
   ToolRegistry,
@@ -19,7 +18,13 @@ import {
 import { CrashingStore, SimulatedCrash, settle } from 'agent-adapter/testing';
 import { refundsRegistry } from 'agent-adapter/testing/fixtures';
 import { openCheckpoint } from '../exec/durable/records';
-import { bodyOf, decode, KEY, runnerOn } from '../../../../test/utils/specs';
+import {
+  bodyOf,
+  decode,
+  KEY,
+  ring,
+  runnerOn,
+} from '../../../../test/utils/specs';
 
 interface Refund {
   amount: number;
@@ -103,9 +108,9 @@ describe('Approvals', () => {
       ['quote', 'done'],
       ['refund', 'pending'],
     ]);
-    expect(
-      openCheckpoint(KeyRing.from(KEY), (await store.latest('p'))!).status,
-    ).toBe('paused');
+    expect(openCheckpoint(ring, (await store.latest('p'))!).status).toBe(
+      'paused',
+    );
   });
 
   it('"A run that was paused for an approval is not crashed: recover gives it back as a paused result"', async () => {

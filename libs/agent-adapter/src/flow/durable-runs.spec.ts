@@ -39,9 +39,37 @@ import {
 } from 'agent-adapter/testing/fixtures';
 import { openCheckpoint, sealCall } from '../exec/durable/records';
 import { crashInEmail } from '../testing/conformance/crash-in-email';
-import { bodyOf, decode, runnerOn } from '../../../../test/utils/specs';
+import { bodyOf, decode, ring, runnerOn } from '../../../../test/utils/specs';
 
 const input = { show: 'Hamlet', seats: 2 };
+
+/** A memory store holding order-7 cut short inside email_tickets, and its ledger. */
+async function crashedOrder7() {
+  const ledger: LedgerEntry[] = [];
+  const store = new MemoryCheckpointStore();
+  await crashInEmail(store, ledger, 'order-7');
+  return { ledger, store };
+}
+
+/**
+ * Runs `flow` as `runId` on a worker whose tools (from `registry`) kill its store where they
+ * call the kill they are given; the run dies there and its writes settle.
+ */
+async function crashedIn(
+  store: CheckpointStore,
+  flow: Flow<Record<string, unknown>>,
+  runId: string,
+  registry: (kill: () => void) => ToolRegistry,
+): Promise<void> {
+  const dying = new CrashingStore(store);
+  await runnerOn(
+    dying,
+    registry(() => dying.kill()),
+  )
+    .run(flow, {}, { runId })
+    .catch(() => undefined);
+  await settle();
+}
 
 function worker(
   ledger: LedgerEntry[],
@@ -58,9 +86,7 @@ function worker(
 
 describe('Durable runs (spec sentences)', () => {
   it('"A durable run survives its worker ... a new worker calls recover and the run goes on from its last checkpoint."', async () => {
-    const ledger: LedgerEntry[] = [];
-    const store = new MemoryCheckpointStore();
-    await crashInEmail(store, ledger, 'order-7');
+    const { ledger, store } = await crashedOrder7();
     const latest = await store.latest('order-7');
     expect(latest?.step).toBe(2); // hold and pay are checkpointed
     const r = await worker(ledger, store).recover(ticketsFlow(), 'order-7', {
@@ -125,7 +151,6 @@ describe('Durable runs (spec sentences)', () => {
     await worker([], store).run(ticketsFlow(), input, { runId: 'o1' });
     const { checkpoints } = await store.history('o1');
     expect(checkpoints.map((c) => c.step)).toEqual([0, 1, 2, 3]);
-    const ring = KeyRing.from(KEY);
     const opened = checkpoints.map((c) => openCheckpoint(ring, c));
     expect(opened[1]).toMatchObject({
       runId: 'o1',
@@ -152,9 +177,7 @@ describe('Durable runs (spec sentences)', () => {
   });
 
   it('"Use the same key on every worker." (another key cannot read the run)', async () => {
-    const ledger: LedgerEntry[] = [];
-    const store = new MemoryCheckpointStore();
-    await crashInEmail(store, ledger, 'order-7');
+    const { ledger, store } = await crashedOrder7();
     const other = new FlowRunner(executorFor(ledger, 'w2'), {
       checkpoints: store,
       checkpointKey: 'another-secret-another-secret-32',
@@ -225,51 +248,51 @@ describe('Durable runs (spec sentences)', () => {
         rerunInDoubt: true,
       });
 
-    it('changed: one byte of a call record', async () => {
+    /** Tampering with order-7 after its crash: recovery refuses the run either way. */
+    it.each<[string, (store: Tamperable) => void]>([
+      [
+        'changed: one byte of a call record',
+        (store) =>
+          store.edit('order-7', (calls) => {
+            for (const c of calls.values())
+              if (c.superstep === 2)
+                c.sealed = c.sealed.replace('Hamlet', 'Hamlex');
+          }),
+      ],
+      [
+        'changed: a checkpoint',
+        (store) =>
+          store.editCheckpoint('order-7', (cps) => {
+            const last = cps[cps.length - 1]!;
+            last.sealed = last.sealed.replace('"seats":2', '"seats":9');
+          }),
+      ],
+      [
+        'forged: a record signed with another key',
+        (store) => {
+          const forger = KeyRing.from('forged-forged-forged-forged-key!!');
+          store.edit('order-7', (calls) => {
+            for (const [k, c] of calls) {
+              if (c.superstep !== 2) continue;
+              const body = bodyOf(c.sealed) as never;
+              calls.set(
+                k,
+                sealCall(forger, {
+                  ...(body as object),
+                  runId: c.runId,
+                  segment: c.segment,
+                  seq: c.seq,
+                  superstep: c.superstep,
+                } as never),
+              );
+            }
+          });
+        },
+      ],
+    ])('%s', async (_name, tamper) => {
       const store = new Tamperable();
       await crashedRun(store);
-      store.edit('order-7', (calls) => {
-        for (const c of calls.values())
-          if (c.superstep === 2)
-            c.sealed = c.sealed.replace('Hamlet', 'Hamlex');
-      });
-      await expect(recover(store)).rejects.toBeInstanceOf(
-        CheckpointStoreCorrupt,
-      );
-    });
-
-    it('changed: a checkpoint', async () => {
-      const store = new Tamperable();
-      await crashedRun(store);
-      store.editCheckpoint('order-7', (cps) => {
-        const last = cps[cps.length - 1]!;
-        last.sealed = last.sealed.replace('"seats":2', '"seats":9');
-      });
-      await expect(recover(store)).rejects.toBeInstanceOf(
-        CheckpointStoreCorrupt,
-      );
-    });
-
-    it('forged: a record signed with another key', async () => {
-      const store = new Tamperable();
-      await crashedRun(store);
-      const forger = KeyRing.from('forged-forged-forged-forged-key!!');
-      store.edit('order-7', (calls) => {
-        for (const [k, c] of calls) {
-          if (c.superstep !== 2) continue;
-          const body = bodyOf(c.sealed) as never;
-          calls.set(
-            k,
-            sealCall(forger, {
-              ...(body as object),
-              runId: c.runId,
-              segment: c.segment,
-              seq: c.seq,
-              superstep: c.superstep,
-            } as never),
-          );
-        }
-      });
+      tamper(store);
       await expect(recover(store)).rejects.toBeInstanceOf(
         CheckpointStoreCorrupt,
       );
@@ -304,7 +327,7 @@ describe('Durable runs (spec sentences)', () => {
         const segment = first[1].segment;
         calls.set(
           `${segment}/2/2`,
-          sealCall(KeyRing.from(KEY), {
+          sealCall(ring, {
             ...(body as object),
             runId: 'g',
             segment,
@@ -388,14 +411,7 @@ describe('Durable runs (spec sentences)', () => {
         s: await ctx.call('stop'),
       }))
       .end('n');
-    const dying = new CrashingStore(store);
-    await runnerOn(
-      dying,
-      registry(() => dying.kill()),
-    )
-      .run(flow, {}, { runId: 'u' })
-      .catch(() => undefined);
-    await settle();
+    await crashedIn(store, flow, 'u', registry);
     amount = 7; // node code is not deterministic
     const events = new DurableEvents();
     const saved: CheckpointSavedEvent[] = [];
@@ -416,7 +432,6 @@ describe('Durable runs (spec sentences)', () => {
       runId: 'i',
       ctx: { user: 'u1', thread: 't1', principal: 'svc' },
     });
-    const ring = KeyRing.from(KEY);
     for (const c of (await store.history('i')).checkpoints) {
       expect(openCheckpoint(ring, c).identity).toEqual({
         user: 'u1',
@@ -534,9 +549,7 @@ describe('Durable runs (spec sentences)', () => {
 
   describe('Calls in doubt', () => {
     it('"A call logged started with no result may or may not have run. Recovery fails closed": anything else → RecoveryNeedsDecision with .calls as (tool, why) pairs', async () => {
-      const ledger: LedgerEntry[] = [];
-      const store = new MemoryCheckpointStore();
-      await crashInEmail(store, ledger, 'order-7');
+      const { ledger, store } = await crashedOrder7();
       const before = await store.history('order-7');
       const err = await worker(ledger, store)
         .recover(ticketsFlow(), 'order-7')
@@ -581,9 +594,7 @@ describe('Durable runs (spec sentences)', () => {
     });
 
     it('"Then recover with rerun_in_doubt=True" — the in-doubt call runs again, once', async () => {
-      const ledger: LedgerEntry[] = [];
-      const store = new MemoryCheckpointStore();
-      await crashInEmail(store, ledger, 'order-7');
+      const { ledger, store } = await crashedOrder7();
       const r = await worker(ledger, store).recover(ticketsFlow(), 'order-7', {
         rerunInDoubt: true,
       });
@@ -614,14 +625,7 @@ describe('Durable runs (spec sentences)', () => {
           return { x: await ctx.call('after') };
         })
         .end('n');
-      const dying = new CrashingStore(store);
-      await runnerOn(
-        dying,
-        registry(() => dying.kill()),
-      )
-        .run(flow, {}, { runId: 'd' })
-        .catch(() => undefined);
-      await settle();
+      await crashedIn(store, flow, 'd', registry);
       expect(
         (await store.history('d')).calls.map((c) => decode(c).phase),
       ).toContain('unrecordable');
@@ -685,9 +689,7 @@ describe('Durable runs (spec sentences)', () => {
     });
 
     it('"If two workers race, one wins and the other gets CheckpointConflict before it runs anything."', async () => {
-      const ledger: LedgerEntry[] = [];
-      const store = new MemoryCheckpointStore();
-      await crashInEmail(store, ledger, 'order-7');
+      const { ledger, store } = await crashedOrder7();
       const [a, b] = await Promise.allSettled([
         worker(ledger, store, 'A').recover(ticketsFlow(), 'order-7', {
           rerunInDoubt: true,
@@ -1103,9 +1105,9 @@ describe('Durable protocol (DESIGN.md)', () => {
       status: 'failed',
       error: { name: 'RangeError', message: 'bad seat', node: 'a' },
     });
-    expect(
-      openCheckpoint(KeyRing.from(KEY), (await store.latest('f'))!).error,
-    ).toEqual(r.error);
+    expect(openCheckpoint(ring, (await store.latest('f'))!).error).toEqual(
+      r.error,
+    );
     await expect(w.recover(flow, 'f')).rejects.toThrow(/has ended \(failed\)/);
     expect(await store.listUnfinished('boom')).toEqual([]);
   });
@@ -1143,14 +1145,7 @@ describe('Durable protocol (DESIGN.md)', () => {
         return { x: await ctx.call('next') };
       })
       .end('n');
-    const dying = new CrashingStore(store);
-    await runnerOn(
-      dying,
-      registry(() => dying.kill()),
-    )
-      .run(flow, {}, { runId: 'e' })
-      .catch(() => undefined);
-    await settle();
+    await crashedIn(store, flow, 'e', registry);
     const r = await runnerOn(store, registry()).recover(flow, 'e');
     expect(r.status).toBe('done');
     expect(declines).toBe(1);

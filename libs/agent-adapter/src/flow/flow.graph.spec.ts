@@ -8,6 +8,10 @@ import { thrownBy } from '../../../../test/utils/specs';
 type S = Record<string, unknown>;
 const noop = () => undefined;
 
+/** a -> b, b ends: the smallest flow with an edge. */
+const aToB = () =>
+  new Flow('f').node('a', noop).node('b', noop).edge('a', 'b').end('b');
+
 /** The FlowError `fn` throws (fails the test otherwise). */
 const flowError = (fn: () => unknown): FlowError => thrownBy(FlowError, fn);
 
@@ -212,11 +216,7 @@ describe('Flow validation', () => {
   });
 
   it('may not change once compiled', () => {
-    const flow = new Flow('f')
-      .node('a', noop)
-      .node('b', noop)
-      .edge('a', 'b')
-      .end('b');
+    const flow = aToB();
     void flow.digest;
     const mutations: Array<() => unknown> = [
       () => flow.node('c', noop),
@@ -365,11 +365,7 @@ describe('Flow digest', () => {
   });
 
   it('depends on node declaration order (the merge order)', () => {
-    const ab = new Flow('f')
-      .node('a', noop)
-      .node('b', noop)
-      .edge('a', 'b')
-      .end('b');
+    const ab = aToB();
     const ba = new Flow('f')
       .node('b', noop)
       .node('a', noop)

@@ -207,16 +207,10 @@ describe('mergeUpdates', () => {
   });
 
   it('refuses a value that cannot be stored, naming the key and the node', () => {
-    let error: unknown;
-    try {
-      mergeUpdates(parallel(1), {}, [['n0', { when: new Date(0) }]]);
-    } catch (e) {
-      error = e;
-    }
-    expect(error).toBeInstanceOf(UnsealableValue);
-    expect((error as UnsealableValue).path).toBe(
-      'state.when (written by node "n0")',
+    const error = thrownBy(UnsealableValue, () =>
+      mergeUpdates(parallel(1), {}, [['n0', { when: new Date(0) }]]),
     );
+    expect(error.path).toBe('state.when (written by node "n0")');
   });
 
   it('refuses a reducer result that cannot be stored', () => {

@@ -9,23 +9,22 @@ import {
   ToolLoop,
   ToolRegistry,
   idempotencyKey,
-  type AssistantMessage,
 } from 'agent-adapter';
 import { CrashingStore, SimulatedCrash, settle } from 'agent-adapter/testing';
-import { ScriptedModel } from '../../../../test/utils/specs';
+import {
+  KEY,
+  ScriptedModel,
+  answer,
+  asking,
+  attempt,
+} from '../../../../test/utils/specs';
 
-const KEY = 'a-key-for-the-index-tests-32-bytes!';
-
-const reply: AssistantMessage = {
-  role: 'assistant',
-  content: '',
-  toolCalls: [
-    { id: 'a', name: 'legacy_lookup', arguments: { q: 'x' } },
-    { id: 'b', name: 'charge_card', arguments: { amount: 40 } },
-    { id: 'c', name: 'slow_check', arguments: {} },
-  ],
-};
-const final: AssistantMessage = { role: 'assistant', content: 'done' };
+const reply = asking(
+  { id: 'a', name: 'legacy_lookup', arguments: { q: 'x' } },
+  { id: 'b', name: 'charge_card', arguments: { amount: 40 } },
+  { id: 'c', name: 'slow_check', arguments: {} },
+);
+const final = answer('done');
 
 function registry(
   ledger: string[],
@@ -91,14 +90,10 @@ describe('tool loop call indexes', () => {
     });
     const loop = new ToolLoop(
       new ScriptedModel([
-        {
-          role: 'assistant',
-          content: '',
-          toolCalls: [
-            { id: 'x', name: 'nope', arguments: {} },
-            { id: 'y', name: 'refund', arguments: { amount: 5 } },
-          ],
-        },
+        asking(
+          { id: 'x', name: 'nope', arguments: {} },
+          { id: 'y', name: 'refund', arguments: { amount: 5 } },
+        ),
       ]),
       tools,
       { checkpoints: store, checkpointKey: KEY },
@@ -119,21 +114,9 @@ describe('tool loop call indexes', () => {
 describe('tool loop timeouts', () => {
   const retryingModel = () =>
     new ScriptedModel([
-      {
-        role: 'assistant',
-        content: '',
-        toolCalls: [
-          { id: '1', name: 'charge_card', arguments: { amount: 40 } },
-        ],
-      },
+      asking({ id: '1', name: 'charge_card', arguments: { amount: 40 } }),
       // What a model does with an error: try again.
-      {
-        role: 'assistant',
-        content: '',
-        toolCalls: [
-          { id: '2', name: 'charge_card', arguments: { amount: 40 } },
-        ],
-      },
+      asking({ id: '2', name: 'charge_card', arguments: { amount: 40 } }),
       final,
     ]);
 
@@ -149,12 +132,18 @@ describe('tool loop timeouts', () => {
     );
   }
 
-  it('a non-idempotent call that timed out fails the run closed: the model is not asked to retry it', async () => {
+  /** A loop asked to pay with a charge that times out: its result, its model, what was charged. */
+  async function paidSlowly(idempotent: boolean) {
     const ledger: string[] = [];
     const model = retryingModel();
-    const loop = new ToolLoop(model, slowCharge(ledger, false));
+    const loop = new ToolLoop(model, slowCharge(ledger, idempotent));
     const r = await loop.run([{ role: 'user', content: 'pay' }]);
     loop.close();
+    return { ledger, model, r };
+  }
+
+  it('a non-idempotent call that timed out fails the run closed: the model is not asked to retry it', async () => {
+    const { ledger, model, r } = await paidSlowly(false);
     await new Promise((resolve) => setTimeout(resolve, 100)); // the abandoned attempt ends
     expect(r.status).toBe('failed');
     expect(r.error).toMatchObject({ name: 'ToolTimeout' });
@@ -163,11 +152,7 @@ describe('tool loop timeouts', () => {
   });
 
   it('an idempotent call that timed out is an error result the model may act on', async () => {
-    const ledger: string[] = [];
-    const model = retryingModel();
-    const loop = new ToolLoop(model, slowCharge(ledger, true));
-    const r = await loop.run([{ role: 'user', content: 'pay' }]);
-    loop.close();
+    const { model, r } = await paidSlowly(true);
     expect(r.status).toBe('done');
     expect(model.requests).toHaveLength(3);
     const first = r.messages.find((m) => m.role === 'tool');
@@ -187,35 +172,23 @@ describe('tool loop timeouts', () => {
           complete: () => {
             modelCalls++;
             dying.kill('after the model answered');
-            return Promise.resolve({ role: 'assistant', content: 'hello' });
+            return Promise.resolve(answer('hello'));
           },
         },
         new ToolRegistry(),
         { checkpoints: dying, checkpointKey: KEY, maxRecoveryAttempts: 2 },
       );
-    const attempt = async (work: (loop: ToolLoop) => Promise<unknown>) => {
-      const loop = loopOn(new CrashingStore(store));
-      try {
-        return await work(loop);
-      } catch (error) {
-        if (error instanceof SimulatedCrash) return error;
-        throw error;
-      } finally {
-        loop.close();
-        await settle();
-      }
-    };
+    const once = (work: (loop: ToolLoop) => Promise<unknown>) =>
+      attempt(work, loopOn(new CrashingStore(store)));
     expect(
-      await attempt((l) =>
+      await once((l) =>
         l.run([{ role: 'user', content: 'hi' }], { runId: 'm1' }),
       ),
     ).toBeInstanceOf(SimulatedCrash);
     for (let i = 0; i < 2; i++)
-      expect(await attempt((l) => l.recover('m1'))).toBeInstanceOf(
-        SimulatedCrash,
-      );
+      expect(await once((l) => l.recover('m1'))).toBeInstanceOf(SimulatedCrash);
     expect(modelCalls).toBe(3);
-    const parked = await attempt((l) => l.recover('m1'));
+    const parked = await once((l) => l.recover('m1'));
     expect(parked).toMatchObject({
       status: 'failed',
       error: { name: 'RecoveryAttemptsExceeded' },

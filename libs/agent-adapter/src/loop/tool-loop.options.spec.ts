@@ -14,18 +14,17 @@ import {
   ToolLoop,
   ToolRegistry,
   type ApprovalRequest,
-  type AssistantMessage,
   type CheckpointSavedEvent,
   type RunRecoveredEvent,
 } from 'agent-adapter';
-import { ScriptedModel } from '../../../../test/utils/specs';
+import { ScriptedModel, answer, asking } from '../../../../test/utils/specs';
 
-const refundReply: AssistantMessage = {
-  role: 'assistant',
-  content: '',
-  toolCalls: [{ id: 'rf', name: 'refund', arguments: { amount: 40 } }],
-};
-const done: AssistantMessage = { role: 'assistant', content: 'refunded' };
+const refundReply = asking({
+  id: 'rf',
+  name: 'refund',
+  arguments: { amount: 40 },
+});
+const done = answer('refunded');
 const USER = [{ role: 'user' as const, content: 'refund me' }];
 
 function refunds(ran: string[]) {
@@ -50,11 +49,7 @@ describe('Flow kind: events of tool loops', () => {
       return 1.25;
     });
     const model = new ScriptedModel([
-      {
-        role: 'assistant',
-        content: '',
-        toolCalls: [{ id: 'r', name: 'rate', arguments: {} }],
-      },
+      asking({ id: 'r', name: 'rate', arguments: {} }),
       done,
     ]);
     const loop = new ToolLoop(model, registry, { events, name: 'support' });

@@ -8,19 +8,22 @@ import {
   RecoveryNeedsDecision,
   ToolLoop,
   ToolRegistry,
-  type AssistantMessage,
 } from 'agent-adapter';
 import { CrashingStore, SimulatedCrash, settle } from 'agent-adapter/testing';
-import { ScriptedModel, sleep } from '../../../../test/utils/specs';
+import {
+  KEY,
+  ScriptedModel,
+  answer,
+  asking,
+  sleep,
+} from '../../../../test/utils/specs';
 
-const KEY = 'a-key-for-the-resolve-tests-32-bytes';
-
-const charge: AssistantMessage = {
-  role: 'assistant',
-  content: '',
-  toolCalls: [{ id: 'c1', name: 'charge_card', arguments: { amount: 40 } }],
-};
-const final: AssistantMessage = { role: 'assistant', content: 'paid' };
+const charge = asking({
+  id: 'c1',
+  name: 'charge_card',
+  arguments: { amount: 40 },
+});
+const final = answer('paid');
 
 describe('resolving a tool loop call in doubt', () => {
   it('"it ran": the model gets the given result, the card is charged once', async () => {

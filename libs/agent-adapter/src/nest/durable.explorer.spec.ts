@@ -23,6 +23,7 @@ import { Flow, Node, Tool } from './decorators';
 import { DurableMetadataAccessor } from './durable-metadata.accessor';
 import { DurableExplorer } from './durable.explorer';
 import { FlowRegistry } from './flow.registry';
+import { thrownBy } from '../../../../test/utils/specs';
 
 class Counter {
   value = 0;
@@ -326,14 +327,9 @@ describe('DurableExplorer', () => {
       type: new (...args: never[]) => Error = DurableSetupError,
     ) => {
       const { explorer } = await explorerWith(...providers);
-      let thrown: unknown;
-      try {
-        explorer.onModuleInit();
-      } catch (e) {
-        thrown = e;
-      }
-      expect(thrown).toBeInstanceOf(type);
-      expect((thrown as Error).message).toMatch(error);
+      expect(thrownBy(type, () => explorer.onModuleInit()).message).toMatch(
+        error,
+      );
     };
 
     it('a request-scoped tool host', async () => {

@@ -4,6 +4,7 @@ import {
   DriverNotInstalledError,
   DurableSetupError,
 } from '../errors';
+import type { CheckpointStore } from '../exec/checkpoints/checkpoint-store';
 import { MemoryCheckpointStore } from '../exec/checkpoints/memory.store';
 import { RedisCheckpointStore } from '../exec/checkpoints/redis/redis.store';
 import { SQLCheckpointStore } from '../exec/checkpoints/sql/sql.store';
@@ -12,7 +13,10 @@ import { KeyRing } from '../exec/durable/key-ring';
 import { CHECKPOINT_STORE_TYPES, createCheckpointStore } from './create-store';
 import { normalizeRunnerOptions } from '../flow/runner/flow-runner.options';
 import { resolveDurableOptions } from './durable.providers';
-import type { DurableModuleOptions } from './interfaces';
+import type {
+  CheckpointStoreDescriptor,
+  DurableModuleOptions,
+} from './interfaces';
 import {
   refusePackages,
   runInFreshNode,
@@ -26,29 +30,34 @@ describe('createCheckpointStore', () => {
     expect(createCheckpointStore(store)).toEqual({ store, owned: false });
   });
 
-  it('creates (and owns) a store per descriptor type, without connecting', async () => {
-    const memory = createCheckpointStore({ type: 'memory' });
-    expect(memory.store).toBeInstanceOf(MemoryCheckpointStore);
-    expect(memory.owned).toBe(true);
+  it.each<{
+    descriptor: CheckpointStoreDescriptor;
+    type: abstract new (...args: never[]) => CheckpointStore;
+  }>([
+    { descriptor: { type: 'memory' }, type: MemoryCheckpointStore },
+    {
+      descriptor: { type: 'sqlite', path: ':memory:', tablePrefix: 't_' },
+      type: SQLiteCheckpointStore,
+    },
+    {
+      descriptor: {
+        type: 'postgres',
+        url: 'postgres://nobody@127.0.0.1:1/none',
+        schema: 'tenant_a',
+      },
+      type: SQLCheckpointStore,
+    },
+  ])(
+    'creates (and owns) a $descriptor.type store from its descriptor, without connecting',
+    async ({ descriptor, type }) => {
+      const created = createCheckpointStore(descriptor);
+      expect(created.store).toBeInstanceOf(type);
+      expect(created.owned).toBe(true);
+      await created.store.close();
+    },
+  );
 
-    const sqlite = createCheckpointStore({
-      type: 'sqlite',
-      path: ':memory:',
-      tablePrefix: 't_',
-    });
-    expect(sqlite.store).toBeInstanceOf(SQLiteCheckpointStore);
-    expect(sqlite.owned).toBe(true);
-    await sqlite.store.close();
-
-    const postgres = createCheckpointStore({
-      type: 'postgres',
-      url: 'postgres://nobody@127.0.0.1:1/none',
-      schema: 'tenant_a',
-    });
-    expect(postgres.store).toBeInstanceOf(SQLCheckpointStore);
-    expect(postgres.owned).toBe(true);
-    await postgres.store.close();
-
+  it('creates (and owns) a Redis store on the given client, without connecting', () => {
     const client = { defineCommand: jest.fn(), quit: jest.fn() };
     const redis = createCheckpointStore({
       type: 'redis',

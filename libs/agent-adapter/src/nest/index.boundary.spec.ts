@@ -13,6 +13,18 @@ const ENTRY = join(__dirname, 'index.ts');
 
 describeEntryBoundary('agent-adapter/nest entry (import boundary)', ENTRY, {
   options: { before: "require('reflect-metadata');" },
+  exports: [
+    'DurableModule',
+    'Flow',
+    'Node',
+    'Tool',
+    'FlowRunner',
+    'FlowRegistry',
+    'RecoveryOrchestrator',
+    'CheckpointStore',
+    'ToolRegistry',
+    'DurableEvents',
+  ],
   absent: [
     'pg',
     'typeorm',
@@ -22,21 +34,7 @@ describeEntryBoundary('agent-adapter/nest entry (import boundary)', ENTRY, {
     'class-transformer',
   ],
   checks: (child) => {
-    it('exports the Nest API (the check is not vacuous)', () => {
-      expect(child().exports).toEqual(
-        expect.arrayContaining([
-          'DurableModule',
-          'Flow',
-          'Node',
-          'Tool',
-          'FlowRunner',
-          'FlowRegistry',
-          'RecoveryOrchestrator',
-          'CheckpointStore',
-          'ToolRegistry',
-          'DurableEvents',
-        ]),
-      );
+    it('loads Nest', () => {
       expect(loadedFrom(child().loaded, '@nestjs/core').length > 0).toBe(true);
     });
   },

@@ -9,30 +9,18 @@ import { openHead } from './head-seal';
 import { KeyRing } from './key-ring';
 import { sealCheckpoint, type Checkpoint } from './records';
 import { SegmentWriter } from './segment-writer';
+import { bareCheckpoint } from '../../../../../test/utils/segments';
 
 const ring = new KeyRing({ current: 'confirmed-write-spec-secret-0123456789' });
 const RUN = 'run-c';
 
-function checkpoint(step: number, segment = 1): Checkpoint {
-  return {
-    runId: RUN,
-    step,
-    flow: 'f',
-    status: 'running',
+/** Step 0 starts the run; a later step is a claim of `segment`. */
+const checkpoint = (step: number, segment = 1): Checkpoint =>
+  bareCheckpoint(ring, RUN, step, {
     segment,
-    kind: 'flow',
     superstep: step,
-    state: {},
-    frontier: ['n'],
-    visits: {},
-    digest: 'd',
-    identity: {},
-    idemKid: ring.current.id,
-    incarnation: 1,
-    logBefore: 0,
     reason: step === 0 ? 'start' : 'claim',
-  };
-}
+  });
 
 const started = (index: number) => ({
   node: 'n',
@@ -48,6 +36,29 @@ const dropped = () =>
   Object.assign(new Error('Connection terminated unexpectedly'), {
     code: 'ECONNRESET',
   });
+
+/**
+ * RUN started by w1 (segment 1) in a memory store, and a view of that store whose first write
+ * does not land: meanwhile worker w2 claims the run (segment 2), then the connection drops.
+ */
+async function claimedMeanwhile() {
+  const inner = new MemoryCheckpointStore();
+  await new SegmentWriter(inner, ring, RUN, 1, 1, { owner: 'w1' }).checkpoint(
+    checkpoint(0),
+  );
+  let first = true;
+  const store = new InterceptingStore(inner, {
+    before: async () => {
+      if (!first) return;
+      first = false;
+      await new SegmentWriter(inner, ring, RUN, 2, 1, {
+        owner: 'w2',
+      }).checkpoint(checkpoint(1, 2), { expectCalls: 0 });
+      throw dropped();
+    },
+  });
+  return { inner, store };
+}
 
 /** Fails the writes `failAt` picks, before they reach the store or after they landed. */
 function faulty(
@@ -135,21 +146,7 @@ describe('writeConfirmed (a write whose outcome a transient store failure left u
   });
 
   it('a write that did not land while another worker took the run goes again and is refused by the compare-and-set', async () => {
-    const inner = new MemoryCheckpointStore();
-    const w1 = new SegmentWriter(inner, ring, RUN, 1, 1, { owner: 'w1' });
-    await w1.checkpoint(checkpoint(0));
-    let first = true;
-    const store = new InterceptingStore(inner, {
-      before: async () => {
-        if (!first) return;
-        first = false;
-        // Meanwhile another worker claims the run (segment 2).
-        await new SegmentWriter(inner, ring, RUN, 2, 1, {
-          owner: 'w2',
-        }).checkpoint(checkpoint(1, 2), { expectCalls: 0 });
-        throw dropped();
-      },
-    });
+    const { inner, store } = await claimedMeanwhile();
     const sealed = sealCheckpoint(ring, checkpoint(1));
     const err = await writeConfirmed(store, RUN, 'not-the-head', () =>
       store.save(sealed, { head: 'not-the-head' }),
@@ -158,22 +155,8 @@ describe('writeConfirmed (a write whose outcome a transient store failure left u
     expect((await inner.latest(RUN))?.segment).toBe(2);
   });
   it("a claim that did not land while a racing claimant's identical claim did is not taken for ours (found by the crash fuzzer)", async () => {
-    const inner = new MemoryCheckpointStore();
-    await new SegmentWriter(inner, ring, RUN, 1, 1, { owner: 'w1' }).checkpoint(
-      checkpoint(0),
-    );
     // Two recoverers claim segment 2 from the same head: the same step, segment, count, status.
-    let first = true;
-    const store = new InterceptingStore(inner, {
-      before: async () => {
-        if (!first) return;
-        first = false;
-        await new SegmentWriter(inner, ring, RUN, 2, 1, {
-          owner: 'w2',
-        }).checkpoint(checkpoint(1, 2), { expectCalls: 0 });
-        throw dropped();
-      },
-    });
+    const { inner, store } = await claimedMeanwhile();
     const w3 = new SegmentWriter(store, ring, RUN, 2, 1, { owner: 'w3' });
     const err = await w3
       .checkpoint(checkpoint(1, 2), { expectCalls: 0 })

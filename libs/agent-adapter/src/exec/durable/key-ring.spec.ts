@@ -1,5 +1,6 @@
 import { CheckpointKeyError } from '../../errors';
 import { KeyRing } from './key-ring';
+import { thrownBy } from '../../../../../test/utils/specs';
 
 const A = 'a'.repeat(32);
 const B = 'b'.repeat(40);
@@ -31,14 +32,7 @@ describe('KeyRing', () => {
   ])(
     'refuses %s, saying how long it is and how to make one',
     (_what, make, bytes) => {
-      let error: unknown;
-      try {
-        make();
-      } catch (e) {
-        error = e;
-      }
-      expect(error).toBeInstanceOf(CheckpointKeyError);
-      const message = (error as Error).message;
+      const { message } = thrownBy(CheckpointKeyError, make);
       expect(message).toContain(`is ${bytes} bytes; at least 32 are required`);
       expect(message).toMatch(/randomBytes\(32\)/);
     },

@@ -56,6 +56,17 @@ const call: Call = {
 const corrupt = (fn: () => unknown): CheckpointStoreCorrupt =>
   thrownBy(CheckpointStoreCorrupt, fn);
 
+/** `record` with `from` in its sealed body replaced by `to` (the test fails if it is not there). */
+function forgedBody<R extends { sealed: string }>(
+  record: R,
+  from: string,
+  to: string,
+): R {
+  const sealed = record.sealed.replace(from, to);
+  expect(sealed).not.toBe(record.sealed);
+  return { ...record, sealed };
+}
+
 describe('checkpoint records', () => {
   it('round-trips a checkpoint through its record', () => {
     const record = sealCheckpoint(ring, checkpoint);
@@ -96,9 +107,8 @@ describe('checkpoint records', () => {
 
   it('is corrupt when the sealed body is edited', () => {
     const record = sealCheckpoint(ring, checkpoint);
-    const sealed = record.sealed.replace('"seats":2', '"seats":9');
-    expect(sealed).not.toBe(record.sealed);
-    corrupt(() => openCheckpoint(ring, { ...record, sealed }));
+    const forged = forgedBody(record, '"seats":2', '"seats":9');
+    corrupt(() => openCheckpoint(ring, forged));
   });
 
   it('is corrupt when its segment is not one of its incarnation', () => {
@@ -178,11 +188,7 @@ describe('call records', () => {
       /call record 2\/4 \(superstep 3\) belongs to incarnation 1 .* incarnation 77: it was copied from an earlier run/,
     );
     // Editing the body's incarnation breaks the seal.
-    const forged = {
-      ...record,
-      sealed: record.sealed.replace('"incarnation":1', '"incarnation":77'),
-    };
-    expect(forged.sealed).not.toBe(record.sealed);
+    const forged = forgedBody(record, '"incarnation":1', '"incarnation":77');
     expect(corrupt(() => openCall(ring, forged, 77)).message).toMatch(
       /signature/,
     );
@@ -215,10 +221,8 @@ describe('call records', () => {
   });
 
   it('is corrupt when the outcome is forged', () => {
-    const record = sealCall(ring, call);
-    const sealed = record.sealed.replace('"charged"', '"refunded"');
-    expect(sealed).not.toBe(record.sealed);
-    corrupt(() => openCall(ring, { ...record, sealed }));
+    const forged = forgedBody(sealCall(ring, call), '"charged"', '"refunded"');
+    corrupt(() => openCall(ring, forged));
   });
 
   it('is corrupt when records swap places', () => {

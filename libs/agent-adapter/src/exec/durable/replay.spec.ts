@@ -30,6 +30,20 @@ function rec(
   };
 }
 
+/** A book of one `phase` record puts that call in doubt, saying `why`: gives the record. */
+function onlyInDoubt(phase: CallPhase, why: string): Call {
+  const only = rec(phase);
+  const book = new ReplayBook([only]);
+  expect(book.lookup(id())).toEqual({
+    kind: 'inDoubt',
+    argsHash: 'h1',
+    why,
+    call: only,
+  });
+  expect(book.inDoubt()).toHaveLength(1);
+  return only;
+}
+
 describe('ReplayBook', () => {
   it('replays a done call with its outcome and args hash', () => {
     const done = rec('done', id(), {
@@ -46,15 +60,7 @@ describe('ReplayBook', () => {
   });
 
   it('puts a started-only call in doubt, saying why', () => {
-    const started = rec('started');
-    const book = new ReplayBook([started]);
-    expect(book.lookup(id())).toEqual({
-      kind: 'inDoubt',
-      argsHash: 'h1',
-      why: 'started, no result recorded',
-      call: started,
-    });
-    expect(book.inDoubt()).toHaveLength(1);
+    onlyInDoubt('started', 'started, no result recorded');
   });
 
   it('puts an unrecordable call in doubt, with the reason', () => {
@@ -71,14 +77,10 @@ describe('ReplayBook', () => {
   });
 
   it('puts a call that waited for a synchronous approval in doubt (spec: "a crash while a synchronous approval waited")', () => {
-    const approving = rec('approving');
-    const book = new ReplayBook([approving]);
-    expect(book.lookup(id())).toEqual({
-      kind: 'inDoubt',
-      argsHash: 'h1',
-      why: 'was waiting for a synchronous approval, no decision recorded',
-      call: approving,
-    });
+    const approving = onlyInDoubt(
+      'approving',
+      'was waiting for a synchronous approval, no decision recorded',
+    );
     // Once the decision is logged, the call is what its next record says.
     const decided = rec('started', id(), {
       decision: { approved: true },

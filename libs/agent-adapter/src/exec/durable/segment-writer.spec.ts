@@ -11,6 +11,7 @@ import {
   type Checkpoint,
   type CheckpointContent,
 } from './records';
+import { bareCheckpoint } from '../../../../../test/utils/segments';
 
 const ring = new KeyRing({ current: 'call-log-spec-secret-0123456789abc' });
 const RUN = 'run-1';
@@ -35,30 +36,11 @@ function content(
 }
 
 /** A checkpoint of RUN (running, superstep 0) at `step`, in `segment`. */
-function checkpoint(
+const checkpoint = (
   step: number,
   segment = 1,
   reason: CheckpointContent['reason'] = 'start',
-): Checkpoint {
-  return {
-    runId: RUN,
-    step,
-    flow: 'f',
-    status: 'running',
-    segment,
-    kind: 'flow',
-    superstep: 0,
-    state: {},
-    frontier: ['n'],
-    visits: {},
-    digest: 'd',
-    identity: {},
-    idemKid: ring.current.id,
-    incarnation: 1,
-    logBefore: 0,
-    reason,
-  };
-}
+): Checkpoint => bareCheckpoint(ring, RUN, step, { segment, reason });
 
 const sealed = (cp: Checkpoint) => sealCheckpoint(ring, cp);
 

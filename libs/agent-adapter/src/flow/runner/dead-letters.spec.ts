@@ -6,19 +6,18 @@
 import {
   CheckpointConflict,
   Flow,
-  type FlowRunner,
   RecoveryAttemptsExceeded,
   ToolRegistry,
   type CheckpointStore,
   type RunResult,
 } from 'agent-adapter';
-import { CrashingStore, SimulatedCrash, settle } from 'agent-adapter/testing';
-import { KeyRing } from '../../exec/durable/key-ring';
+import { CrashingStore, SimulatedCrash } from 'agent-adapter/testing';
 import { openCheckpoint } from '../../exec/durable/records';
 import { verifyRun } from '../../cli/verify';
 import {
-  KEY,
+  attempt,
   memoryAndSqlite,
+  ring,
   runnerOn,
 } from '../../../../../test/utils/specs';
 
@@ -63,34 +62,11 @@ function setup(inner: CheckpointStore, max?: number) {
   return { flow, worker, ran, crashes };
 }
 
-/** Runs `work` on a fresh worker that may die; returns the result or the crash. */
-async function attempt<T>(
-  work: (runner: FlowRunner) => Promise<T>,
-  runner: FlowRunner,
-): Promise<T | SimulatedCrash> {
-  try {
-    return await work(runner);
-  } catch (error) {
-    if (error instanceof SimulatedCrash) return error;
-    throw error;
-  } finally {
-    runner.close();
-    await settle();
-  }
-}
-
 const stores = memoryAndSqlite('dead-letters');
 
-describe.each(stores)('dead letters on the %s store', (_, make) => {
+describe.each(stores)('dead letters on the %s store', (_, freshEach) => {
   let store: CheckpointStore;
-  let done: () => Promise<void>;
-
-  beforeEach(() => {
-    ({ store, done } = make());
-  });
-  afterEach(async () => {
-    await done();
-  });
+  freshEach((made) => (store = made));
 
   it('parks a run after maxRecoveryAttempts recoveries that die in the same superstep', async () => {
     const { flow, worker, ran, crashes } = setup(store, 2);
@@ -124,7 +100,6 @@ describe.each(stores)('dead letters on the %s store', (_, make) => {
     });
 
     // Stored as a sealed, final checkpoint in a new segment; the whole run still verifies.
-    const ring = KeyRing.from(KEY);
     const cp = openCheckpoint(ring, (await store.latest('p1'))!);
     expect(cp).toMatchObject({
       status: 'failed',

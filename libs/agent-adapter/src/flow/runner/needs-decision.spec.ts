@@ -15,10 +15,11 @@ import {
   type CheckpointStore,
   type RunDecidedEvent,
 } from 'agent-adapter';
-import { CrashingStore, SimulatedCrash, settle } from 'agent-adapter/testing';
+import { CrashingStore } from 'agent-adapter/testing';
 import { cancelRun, showRun } from '../../cli/operations';
 import { inspectRun } from '../../cli/inspect';
 import {
+  diesOn,
   memoryAndSqlite,
   runnerOn,
   sleep,
@@ -72,30 +73,24 @@ function setup() {
 
 const stores = memoryAndSqlite('needs-decision');
 
-describe.each(stores)('calls in doubt on the %s store', (_, make) => {
+describe.each(stores)('calls in doubt on the %s store', (_, freshEach) => {
   let store: CheckpointStore;
-  let done: () => Promise<void>;
-  beforeEach(() => {
-    ({ store, done } = make());
-  });
-  afterEach(async () => {
-    await done();
-  });
+  freshEach((made) => (store = made));
 
-  /** Runs order-7 on w1, which dies inside `tool`; waits past its lease when `expire`. */
-  async function crashIn(
-    s: ReturnType<typeof setup>,
-    tool: string,
-    expire = true,
-  ) {
+  /**
+   * A fresh setup whose order-7 ran on w1, which died inside `tool` (waited past its lease when
+   * `expire`), and the worker w2 that finds it.
+   */
+  async function crashedIn(tool: string, expire = true) {
+    const s = setup();
     s.control.crashIn = tool;
     const w1 = s.worker(store, 'w1');
-    await expect(
+    await diesOn(
       w1.run(s.flow(), { show: 'Hamlet', seats: 2 }, { runId: 'order-7' }),
-    ).rejects.toBeInstanceOf(SimulatedCrash);
-    w1.close();
-    await settle();
+      w1,
+    );
     if (expire) await sleep(LEASE_MS * 2);
+    return { s, w2: s.worker(store, 'w2') };
   }
 
   it('a run whose worker is alive and inside a call is running, not in doubt', async () => {
@@ -120,9 +115,7 @@ describe.each(stores)('calls in doubt on the %s store', (_, make) => {
   });
 
   it('a crashed run needs a decision once its lease expired: the calls, their arguments and the key the tool got', async () => {
-    const s = setup();
-    await crashIn(s, 'charge_card', false);
-    const w2 = s.worker(store, 'w2');
+    const { s, w2 } = await crashedIn('charge_card', false);
     // The lease is still live: w1 may be alive, so the run reads as in progress.
     expect((await w2.get(s.flow(), 'order-7')).needsDecision).toBeUndefined();
     await sleep(LEASE_MS * 2);
@@ -179,9 +172,7 @@ describe.each(stores)('calls in doubt on the %s store', (_, make) => {
   });
 
   it('calls in doubt of idempotent tools need no decision (recovery reruns them)', async () => {
-    const s = setup();
-    await crashIn(s, 'hold_seats');
-    const w2 = s.worker(store, 'w2');
+    const { s, w2 } = await crashedIn('hold_seats');
     expect((await w2.get(s.flow(), 'order-7')).needsDecision).toBeUndefined();
     // The inspector still lists it, with its key: it is in doubt, just not a decision.
     const inspected = await inspectRun(store, w2.keyRing, 'order-7', {
@@ -200,9 +191,7 @@ describe.each(stores)('calls in doubt on the %s store', (_, make) => {
   });
 
   it('a rerun in doubt is sealed with who, when, why and the calls, emitted once stored, and shown', async () => {
-    const s = setup();
-    await crashIn(s, 'charge_card');
-    const w2 = s.worker(store, 'w2');
+    const { s, w2 } = await crashedIn('charge_card');
     const decided: RunDecidedEvent[] = [];
     w2.events.on('run.decided', (e) => decided.push(e));
     const before = Date.now();
@@ -246,9 +235,7 @@ describe.each(stores)('calls in doubt on the %s store', (_, make) => {
   });
 
   it('a plain recovery decides nothing: no decision is sealed or emitted', async () => {
-    const s = setup();
-    await crashIn(s, 'hold_seats');
-    const w2 = s.worker(store, 'w2');
+    const { s, w2 } = await crashedIn('hold_seats');
     const decided: RunDecidedEvent[] = [];
     w2.events.on('run.decided', (e) => decided.push(e));
     await w2.recover(s.flow(), 'order-7');
@@ -260,9 +247,8 @@ describe.each(stores)('calls in doubt on the %s store', (_, make) => {
   });
 
   it("an operator's cancel is shown with who, when and why", async () => {
-    const s = setup();
-    await crashIn(s, 'charge_card');
-    await cancelRun(store, s.worker(store, 'w2').keyRing, 'order-7', {
+    const { s, w2 } = await crashedIn('charge_card');
+    await cancelRun(store, w2.keyRing, 'order-7', {
       by: 'operator:ann',
       reason: 'customer called',
     });
@@ -287,13 +273,15 @@ describe.each(stores)('calls in doubt on the %s store', (_, make) => {
 });
 
 describe('approvals as decisions', () => {
+  /** A refund tool that needs an approval. */
+  const registry = new ToolRegistry().register(
+    'refund',
+    async (a: { amount: number }) => `refunded ${a.amount}`,
+    { approval: true },
+  );
+
   it('approve and deny are sealed with who, when and why, emitted, and listed in order', async () => {
     const store = new MemoryCheckpointStore();
-    const registry = new ToolRegistry().register(
-      'refund',
-      async (a: { amount: number }) => `refunded ${a.amount}`,
-      { approval: true },
-    );
     const flow = () =>
       new Flow<{ a?: string; b?: string }>('refunds')
         .node('first', async (_s, ctx) => ({
@@ -353,11 +341,6 @@ describe('approvals as decisions', () => {
 
   it("a synchronous approval port's decision is listed too, dated by its record", async () => {
     const store = new MemoryCheckpointStore();
-    const registry = new ToolRegistry().register(
-      'refund',
-      async (a: { amount: number }) => `refunded ${a.amount}`,
-      { approval: true },
-    );
     const flow = new Flow<{ a?: string }>('sync-refunds')
       .node('only', async (_s, ctx) => ({
         a: await ctx.call<string>('refund', { amount: 3 }),

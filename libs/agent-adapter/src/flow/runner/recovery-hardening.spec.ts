@@ -300,15 +300,34 @@ describe('caller-given run ids', () => {
     return { store, called };
   }
 
+  /**
+   * A tickets runner on a {@link watched} store, and `reads`: what its recover, get and resume of
+   * `runId` each settled with, in turn.
+   */
+  function watchedRunner() {
+    const { store, called } = watched();
+    const runner = new FlowRunner(executorFor([], 'w'), {
+      checkpoints: store,
+      checkpointKey: KEY,
+    });
+    const flow = ticketsFlow();
+    const reads = async (runId: string): Promise<unknown[]> => {
+      const settled: unknown[] = [];
+      for (const read of [
+        () => runner.recover(flow, runId),
+        () => runner.get(flow, runId),
+        () => runner.resume(flow, runId, { approved: true }),
+      ])
+        settled.push(await read().catch((e: unknown) => e));
+      return settled;
+    };
+    return { runner, flow, called, reads };
+  }
+
   it.each(odd)(
     'recover, get and resume refuse a run id that is %s with run’s TypeError, before reading the store',
     async (_what, id) => {
-      const { store, called } = watched();
-      const runner = new FlowRunner(executorFor([], 'w'), {
-        checkpoints: store,
-        checkpointKey: KEY,
-      });
-      const flow = ticketsFlow();
+      const { runner, flow, called, reads } = watchedRunner();
       const refused = await runner
         .run(flow, { show: 'A', seats: 1 }, { runId: id })
         .catch((e: unknown) => e);
@@ -316,12 +335,7 @@ describe('caller-given run ids', () => {
       const message = (refused as Error).message;
       expect(message).toContain(RULE);
       expect(message.length).toBeLessThan(200); // a long id is shortened
-      for (const attempt of [
-        () => runner.recover(flow, id),
-        () => runner.get(flow, id),
-        () => runner.resume(flow, id, { approved: true }),
-      ]) {
-        const error = await attempt().catch((e: unknown) => e);
+      for (const error of await reads(id)) {
         expect(error).toBeInstanceOf(TypeError);
         expect((error as Error).message).toBe(message);
       }
@@ -332,19 +346,8 @@ describe('caller-given run ids', () => {
   it.each([undefined, null, 42, { id: 'x' }])(
     'recover, get and resume refuse a run id that is not a string (%p)',
     async (id) => {
-      const { store, called } = watched();
-      const runner = new FlowRunner(executorFor([], 'w'), {
-        checkpoints: store,
-        checkpointKey: KEY,
-      });
-      const flow = ticketsFlow();
-      const bad = id as unknown as string;
-      for (const attempt of [
-        () => runner.recover(flow, bad),
-        () => runner.get(flow, bad),
-        () => runner.resume(flow, bad, { approved: true }),
-      ]) {
-        const error = await attempt().catch((e: unknown) => e);
+      const { called, reads } = watchedRunner();
+      for (const error of await reads(id as unknown as string)) {
         expect(error).toBeInstanceOf(TypeError);
         expect((error as Error).message).toMatch(/^Run id .* is invalid: use/);
       }

@@ -89,6 +89,13 @@ async function unfinished(
   await settle();
 }
 
+/** A memory store holding `n` unfinished runs, and the watched view a sweep goes through. */
+async function watched(n: number) {
+  const inner = new MemoryCheckpointStore();
+  await unfinished(inner, n);
+  return { inner, store: new WatchedStore(inner) };
+}
+
 /** A recovering worker whose `work` tool counts calls in flight and may wait on a gate. */
 function recoverer(store: WatchedStore, workerId = 'w2') {
   const calls = new Map<string, number>();
@@ -136,9 +143,7 @@ async function statuses(store: MemoryCheckpointStore, n: number) {
 
 describe('FlowRunner.recoverEach', () => {
   it('yields every run once while holding one listed page and at most `concurrency` recoveries', async () => {
-    const inner = new MemoryCheckpointStore();
-    await unfinished(inner, 250);
-    const store = new WatchedStore(inner);
+    const { inner, store } = await watched(250);
     const { runner, probe } = recoverer(store);
     const concurrency = 3;
     let yielded = 0;
@@ -182,9 +187,7 @@ describe('FlowRunner.recoverEach', () => {
   });
 
   it('recoverAll is the same sweep collected: a map of every outcome', async () => {
-    const inner = new MemoryCheckpointStore();
-    await unfinished(inner, 120);
-    const store = new WatchedStore(inner);
+    const { store } = await watched(120);
     const { runner, probe } = recoverer(store);
     const all = await runner.recoverAll(stepsFlow(), {
       force: true,
@@ -199,9 +202,7 @@ describe('FlowRunner.recoverEach', () => {
   });
 
   it('keyset paging: runs that finish while the sweep pages are neither lost nor recovered twice', async () => {
-    const inner = new MemoryCheckpointStore();
-    await unfinished(inner, 150);
-    const store = new WatchedStore(inner);
+    const { inner, store } = await watched(150);
     const { runner, probe } = recoverer(store);
     const competitor = recoverer(new WatchedStore(inner)).runner;
     // r000's recovery waits until the second page is listed: it is still in flight (unfinished)
@@ -253,9 +254,7 @@ describe('FlowRunner.recoverEach', () => {
   });
 
   it('leaving the loop early stops listing and starting runs; those started finish first', async () => {
-    const inner = new MemoryCheckpointStore();
-    await unfinished(inner, 250);
-    const store = new WatchedStore(inner);
+    const { inner, store } = await watched(250);
     const { runner, probe } = recoverer(store);
     let taken = 0;
     for await (const [, outcome] of runner.recoverEach(stepsFlow(), {
@@ -281,9 +280,7 @@ describe('FlowRunner.recoverEach', () => {
   });
 
   it('a listing that fails ends the iteration with its error, after the outcomes of the runs already started', async () => {
-    const inner = new MemoryCheckpointStore();
-    await unfinished(inner, 130);
-    const store = new WatchedStore(inner);
+    const { store } = await watched(130);
     store.failListing = 2;
     const { runner } = recoverer(store);
     const ids: string[] = [];
@@ -304,9 +301,7 @@ describe('FlowRunner.recoverEach', () => {
   });
 
   it('runs held by a live lease are yielded as RunLeaseHeld without taking a recovery slot', async () => {
-    const inner = new MemoryCheckpointStore();
-    await unfinished(inner, 130);
-    const store = new WatchedStore(inner);
+    const { store } = await watched(130);
     const { runner } = recoverer(store);
     const outcomes: Array<RunResult<Steps> | Error> = [];
     for await (const [, outcome] of runner.recoverEach(stepsFlow(), {
@@ -367,9 +362,7 @@ describe('FlowRunner.recoverEach', () => {
   });
 
   it('an aborted signal stops the sweep starting runs; the outcomes of those started are still yielded', async () => {
-    const inner = new MemoryCheckpointStore();
-    await unfinished(inner, 20);
-    const store = new WatchedStore(inner);
+    const { inner, store } = await watched(20);
     const { runner } = recoverer(store);
     const stop = new AbortController();
     const outcomes: Array<RunResult<Steps> | Error> = [];

@@ -7,7 +7,6 @@ import {
   Executor,
   Flow,
   FlowRunner,
-  KeyRing,
   MemoryCheckpointStore,
   RunAccessDenied,
   CheckpointConflict,
@@ -21,7 +20,7 @@ import { CrashingStore, SimulatedCrash, settle } from 'agent-adapter/testing';
 import { openCheckpoint } from '../../exec/durable/records';
 import {
   bodyOf,
-  KEY,
+  ring,
   runnerOn as keyedRunner,
 } from '../../../../../test/utils/specs';
 
@@ -31,7 +30,12 @@ interface S {
   who?: RunIdentity;
 }
 
-function setup(ran: RunIdentity[]) {
+/**
+ * A refund flow that pauses for approval and records the identity its node ran with in `ran`,
+ * on a fresh memory store; `paused` starts a run of it as `ctx` and checks that it paused.
+ */
+function setup() {
+  const ran: RunIdentity[] = [];
   const registry = new ToolRegistry().register(
     'refund',
     (a: { amount: number }) => `refunded ${a.amount}`,
@@ -44,7 +48,16 @@ function setup(ran: RunIdentity[]) {
       return { r, who: { ...ctx.identity } };
     })
     .end('n');
-  return { registry, flow };
+  const store = new MemoryCheckpointStore();
+  const paused = async (runId: string, ctx: RunIdentity) => {
+    const r = await runnerOn(store, registry).run(
+      flow,
+      { amount: 40 },
+      { runId, ctx },
+    );
+    expect(r.status).toBe('paused');
+  };
+  return { ran, registry, flow, store, paused };
 }
 
 function runnerOn(
@@ -67,27 +80,10 @@ function opsOnly() {
   return { asked, policy };
 }
 
-async function paused(
-  store: MemoryCheckpointStore,
-  registry: ToolRegistry,
-  flow: Flow<S>,
-  runId: string,
-  ctx: RunIdentity,
-) {
-  const r = await runnerOn(store, registry).run(
-    flow,
-    { amount: 40 },
-    { runId, ctx },
-  );
-  expect(r.status).toBe('paused');
-}
-
 describe('resume: who may resume a run', () => {
   it('without a policy, only the run`s own identity: a ctx for anyone else is RunAccessDenied and nothing is written', async () => {
-    const ran: RunIdentity[] = [];
-    const { registry, flow } = setup(ran);
-    const store = new MemoryCheckpointStore();
-    await paused(store, registry, flow, 'a', { user: 'u1' });
+    const { registry, flow, store, paused } = setup();
+    await paused('a', { user: 'u1' });
     const before = await store.history('a');
     await expect(
       runnerOn(store, registry).resume(
@@ -108,10 +104,8 @@ describe('resume: who may resume a run', () => {
   });
 
   it('a requester the policy allows resumes the run, which keeps its own identity; the policy is asked with the run, the requester, the pending call and the decision', async () => {
-    const ran: RunIdentity[] = [];
-    const { registry, flow } = setup(ran);
-    const store = new MemoryCheckpointStore();
-    await paused(store, registry, flow, 'b', { user: 'u1', thread: 't1' });
+    const { registry, flow, store, paused } = setup();
+    await paused('b', { user: 'u1', thread: 't1' });
     const { asked, policy } = opsOnly();
     const r = await runnerOn(store, registry, policy).resume(
       flow,
@@ -139,7 +133,6 @@ describe('resume: who may resume a run', () => {
         decision: { approved: true, by: 'ops-desk' },
       },
     ]);
-    const ring = KeyRing.from(KEY);
     for (const record of (await store.history('b')).checkpoints) {
       expect(openCheckpoint(ring, record).identity).toEqual({
         user: 'u1',
@@ -155,10 +148,8 @@ describe('resume: who may resume a run', () => {
   ])(
     'a policy answering %s refuses: RunAccessDenied, nothing written, the tool does not run',
     async (_what, policy) => {
-      const ran: RunIdentity[] = [];
-      const { registry, flow } = setup(ran);
-      const store = new MemoryCheckpointStore();
-      await paused(store, registry, flow, 'c', { user: 'u1' });
+      const { ran, registry, flow, store, paused } = setup();
+      await paused('c', { user: 'u1' });
       const before = await store.history('c');
       await expect(
         runnerOn(store, registry, policy).resume(
@@ -174,10 +165,8 @@ describe('resume: who may resume a run', () => {
   );
 
   it('an async policy may allow; a policy that throws refuses with its error, nothing written', async () => {
-    const ran: RunIdentity[] = [];
-    const { registry, flow } = setup(ran);
-    const store = new MemoryCheckpointStore();
-    await paused(store, registry, flow, 'd', { user: 'u1' });
+    const { registry, flow, store, paused } = setup();
+    await paused('d', { user: 'u1' });
     const before = await store.history('d');
     await expect(
       runnerOn(store, registry, () => {
@@ -193,22 +182,20 @@ describe('resume: who may resume a run', () => {
   });
 
   it('the policy is not asked for the run`s own identity, nor without a ctx; a run with a principal still needs a ctx', async () => {
-    const ran: RunIdentity[] = [];
-    const { registry, flow } = setup(ran);
-    const store = new MemoryCheckpointStore();
+    const { registry, flow, store, paused } = setup();
     const { asked, policy } = opsOnly();
-    await paused(store, registry, flow, 'own', { user: 'u1' });
+    await paused('own', { user: 'u1' });
     await runnerOn(store, registry, policy).resume(
       flow,
       'own',
       { approved: true },
       { ctx: { user: 'u1' } },
     );
-    await paused(store, registry, flow, 'none', { user: 'u1' });
+    await paused('none', { user: 'u1' });
     await runnerOn(store, registry, policy).resume(flow, 'none', {
       approved: true,
     });
-    await paused(store, registry, flow, 'p', { principal: 'svc' });
+    await paused('p', { principal: 'svc' });
     await expect(
       runnerOn(store, registry, policy).resume(flow, 'p', { approved: true }),
     ).rejects.toThrow(/needs its ctx/);
@@ -216,10 +203,8 @@ describe('resume: who may resume a run', () => {
   });
 
   it('a run that is not paused: the policy is not asked and a stranger learns nothing (RunAccessDenied); its own identity gets CheckpointConflict', async () => {
-    const ran: RunIdentity[] = [];
-    const { registry, flow } = setup(ran);
-    const store = new MemoryCheckpointStore();
-    await paused(store, registry, flow, 'e', { user: 'u1' });
+    const { registry, flow, store, paused } = setup();
+    await paused('e', { user: 'u1' });
     const { asked, policy } = opsOnly();
     const runner = runnerOn(store, registry, policy);
     await runner.resume(
@@ -247,10 +232,8 @@ describe('resume: who may resume a run', () => {
   });
 
   it('the policy only covers resume: recover with the approver`s ctx is still refused', async () => {
-    const ran: RunIdentity[] = [];
-    const { registry, flow } = setup(ran);
-    const store = new MemoryCheckpointStore();
-    await paused(store, registry, flow, 'f', { user: 'u1' });
+    const { registry, flow, store, paused } = setup();
+    await paused('f', { user: 'u1' });
     await expect(
       runnerOn(store, registry, () => true).recover(flow, 'f', {
         ctx: { principal: 'ops' },
@@ -259,10 +242,8 @@ describe('resume: who may resume a run', () => {
   });
 
   it('replay after recovery: a crash after an allowed approver`s resume is saved; recovery (with the run`s own ctx) spends the stored decision once, as the run`s identity', async () => {
-    const ran: RunIdentity[] = [];
-    const { registry, flow } = setup(ran);
-    const store = new MemoryCheckpointStore();
-    await paused(store, registry, flow, 'g', { principal: 'svc' });
+    const { ran, registry, flow, store, paused } = setup();
+    await paused('g', { principal: 'svc' });
     const dying = new CrashingStore(
       store,
       (w, m) =>
@@ -304,10 +285,8 @@ describe('resume: who may resume a run', () => {
   });
 
   it('a requester the policy allows may not rerun calls in doubt: RunAccessDenied, nothing written, the policy not asked', async () => {
-    const ran: RunIdentity[] = [];
-    const { registry, flow } = setup(ran);
-    const store = new MemoryCheckpointStore();
-    await paused(store, registry, flow, 'rr', { user: 'u1' });
+    const { registry, flow, store, paused } = setup();
+    await paused('rr', { user: 'u1' });
     const before = await store.history('rr');
     const { asked, policy } = opsOnly();
     const refused = await runnerOn(store, registry, policy)
@@ -335,10 +314,8 @@ describe('resume: who may resume a run', () => {
   });
 
   it('a stranger learns nothing of a run, not even its flow: RunAccessDenied before the flow is compared', async () => {
-    const ran: RunIdentity[] = [];
-    const { registry, flow } = setup(ran);
-    const store = new MemoryCheckpointStore();
-    await paused(store, registry, flow, 'secret', { user: 'u1' });
+    const { registry, store, paused } = setup();
+    await paused('secret', { user: 'u1' });
     const probe = new Flow<S>('probe').node('n', () => undefined).end('n');
     const runner = runnerOn(store, registry);
     for (const attempt of [

@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { CheckpointStoreCorrupt } from '../../errors';
 import { assertNoGaps } from './run-reader';
+import { thrownBy } from '../../../../../test/utils/specs';
 
 const RUN = 'run-1';
 
@@ -52,15 +53,11 @@ describe('assertNoGaps', () => {
       /segment 3 .*found 0/,
     ],
   ])('rejects %s with CheckpointStoreCorrupt', (_what, pairs, message) => {
-    let error: unknown;
-    try {
-      assertNoGaps(RUN, recs(...pairs));
-    } catch (e) {
-      error = e;
-    }
-    expect(error).toBeInstanceOf(CheckpointStoreCorrupt);
-    expect((error as CheckpointStoreCorrupt).runId).toBe(RUN);
-    expect((error as Error).message).toMatch(message);
+    const error = thrownBy(CheckpointStoreCorrupt, () =>
+      assertNoGaps(RUN, recs(...pairs)),
+    );
+    expect(error.runId).toBe(RUN);
+    expect(error.message).toMatch(message);
   });
 
   const segmentSizes = fc.array(fc.integer({ min: 1, max: 6 }), {

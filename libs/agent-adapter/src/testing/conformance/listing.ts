@@ -4,6 +4,7 @@ import {
   FlowRunner,
   RunLeaseHeld,
   ToolRegistry,
+  type RunStatus,
 } from '../../index';
 import { KEY } from '../fixtures/tickets';
 import { assert, equal, instanceOf, matches } from './check';
@@ -57,31 +58,25 @@ export function describeListingLeasesDelete({
         uid('d'),
         uid('e'),
       ];
-      await store.save(cp(a, 0, { flow }), {
-        owner: 'w1',
-        leaseExpiresAt: 1_000,
-      });
-      await store.save(cp(b, 0, { flow }), {
-        owner: 'w1',
-        leaseExpiresAt: 5_000,
-      });
-      await store.save(cp(c, 0, { flow }), {
-        owner: 'w2',
-        leaseExpiresAt: 9_000,
-      });
-      await store.save(cp(d, 0, { flow }), {
-        owner: 'w1',
-        leaseExpiresAt: 1_000,
-      });
-      await store.save(cp(d, 1, { flow, status: 'done' }), {
-        owner: 'w1',
-        leaseExpiresAt: 1_000,
-      });
+      /** Saves `id` of the flow at `step`, its lease held by `owner` until `until`. */
+      const held = (
+        id: string,
+        step: number,
+        owner: string,
+        until: number,
+        status: RunStatus = 'running',
+      ) =>
+        store.save(cp(id, step, { flow, status }), {
+          owner,
+          leaseExpiresAt: until,
+        });
+      await held(a, 0, 'w1', 1_000);
+      await held(b, 0, 'w1', 5_000);
+      await held(c, 0, 'w2', 9_000);
+      await held(d, 0, 'w1', 1_000);
+      await held(d, 1, 'w1', 1_000, 'done');
       // e: w1 holds it but is no longer driving it (not in the list): its lease must run out.
-      await store.save(cp(e, 0, { flow }), {
-        owner: 'w1',
-        leaseExpiresAt: 1_000,
-      });
+      await held(e, 0, 'w1', 1_000);
       const expired = async (before: number) =>
         (await store.listUnfinished(flow, { leaseExpiredBefore: before }))
           .map((h) => h.runId)

@@ -19,6 +19,30 @@ import { assert, equal, instanceOf, matches } from './check';
 import { ring, uid, type RawStoreAccess, type SuiteContext } from './context';
 import { crashInEmail } from './crash-in-email';
 
+/** What recovery says of a run head whose columns no longer match its seal. */
+const HEAD_SEAL = /the run head .*does not match its signature/;
+
+/**
+ * Recovers `id` on a worker w2 (rerunning calls in doubt), which must refuse it as
+ * CheckpointStoreCorrupt: that error's message.
+ */
+async function corruptOnRecovery(
+  store: CheckpointStore,
+  ledger: LedgerEntry[],
+  id: string,
+): Promise<string> {
+  const w2 = new FlowRunner(executorFor(ledger, 'w2'), {
+    checkpoints: store,
+    checkpointKey: KEY,
+  });
+  const err = await w2
+    .recover(ticketsFlow(), id, { rerunInDoubt: true })
+    .catch((e: unknown) => e);
+  w2.close();
+  instanceOf(err, CheckpointStoreCorrupt);
+  return (err as Error).message;
+}
+
 /**
  * Rows edited below the store's compare-and-set (an attacker with database access, a bad restore,
  * a buggy migration): recovery refuses them as CheckpointStoreCorrupt and runs nothing, and the
@@ -70,16 +94,8 @@ export function describeTampering(
         );
       }
       const before = ledger.length;
-      const w2 = new FlowRunner(executorFor(ledger, 'w2'), {
-        checkpoints: store,
-        checkpointKey: KEY,
-      });
-      const err = await w2
-        .recover(ticketsFlow(), id, { rerunInDoubt: true })
-        .catch((e: unknown) => e);
-      instanceOf(err, CheckpointStoreCorrupt);
       assert.match(
-        (err as Error).message,
+        await corruptOnRecovery(store, ledger, id),
         tamper === 'gap' ? /gap/ : /signature/,
       );
       assert.strictEqual(ledger.length, before);
@@ -108,12 +124,6 @@ export function describeTampering(
       return { id, oldRows };
     }
 
-    const recoverer = (store: CheckpointStore, ledger: LedgerEntry[]) =>
-      new FlowRunner(executorFor(ledger, 'w2'), {
-        checkpoints: store,
-        checkpointKey: KEY,
-      });
-
     it('call records of the old run copied into the cut superstep (head count raised): CheckpointStoreCorrupt (the head), no replay; inspect reports it, verify names each record', async () => {
       const store = await make();
       const ledger: LedgerEntry[] = [];
@@ -127,17 +137,8 @@ export function describeTampering(
       await raw.insertCalls(store, id, copied, head.calls + copied.length);
       const sent = count(ledger, 'email_tickets');
 
-      const w2 = recoverer(store, ledger);
-      const err = await w2
-        .recover(ticketsFlow(), id, { rerunInDoubt: true })
-        .catch((e: unknown) => e);
-      w2.close();
-      instanceOf(err, CheckpointStoreCorrupt);
       // The raised count breaks the head's seal first; the records are named by verify below.
-      assert.match(
-        (err as Error).message,
-        /the run head .*does not match its signature/,
-      );
+      assert.match(await corruptOnRecovery(store, ledger, id), HEAD_SEAL);
       assert.strictEqual(count(ledger, 'email_tickets'), sent);
       assert.strictEqual((await store.head(id))?.step, head.step);
 
@@ -179,17 +180,8 @@ export function describeTampering(
           `verify names the copied checkpoint: ${JSON.stringify(verified?.problems)}`,
         );
         if (headToo) continue; // a head rewritten to match: only the history tells
-        const w2 = recoverer(store, ledger);
-        const err = await w2
-          .recover(ticketsFlow(), id, { rerunInDoubt: true })
-          .catch((e: unknown) => e);
-        w2.close();
-        instanceOf(err, CheckpointStoreCorrupt);
         // The head moved to the copy's step: its seal no longer holds.
-        assert.match(
-          (err as Error).message,
-          /the run head .*does not match its signature/,
-        );
+        assert.match(await corruptOnRecovery(store, ledger, id), HEAD_SEAL);
         assert.strictEqual(
           (await inspectRun(store, ring, id)).verdict,
           'corrupt',
@@ -205,36 +197,28 @@ export function describeTampering(
       /** What recovery's error says. */
       says: RegExp;
     };
-    const headSeal = /the run head .*does not match its signature/;
+    /** An edit of one sealed head column that recovery must see through the head's seal. */
+    const sealed = (name: string, edit: HeadEdit['edit']): HeadEdit => ({
+      name,
+      edit,
+      says: HEAD_SEAL,
+    });
+    /** Moves a numeric head column by `by` from what the store holds. */
+    const shifted =
+      (column: 'step' | 'segment' | 'calls', by: number): HeadEdit['edit'] =>
+      async (s, id) =>
+        raw.editHead(s, id, { [column]: (await s.head(id))![column] + by });
     const edits: HeadEdit[] = [
-      {
-        name: 'status set to done (hides the run from the unfinished index)',
-        edit: (s, id) => raw.editHead(s, id, { status: 'done' }),
-        says: headSeal,
-      },
-      {
-        name: 'status set to failed',
-        edit: (s, id) => raw.editHead(s, id, { status: 'failed' }),
-        says: headSeal,
-      },
-      {
-        name: 'step lowered',
-        edit: async (s, id) =>
-          raw.editHead(s, id, { step: (await s.head(id))!.step - 1 }),
-        says: headSeal,
-      },
-      {
-        name: 'segment raised',
-        edit: async (s, id) =>
-          raw.editHead(s, id, { segment: (await s.head(id))!.segment + 1 }),
-        says: headSeal,
-      },
-      {
-        name: 'call count lowered',
-        edit: async (s, id) =>
-          raw.editHead(s, id, { calls: (await s.head(id))!.calls - 1 }),
-        says: headSeal,
-      },
+      sealed(
+        'status set to done (hides the run from the unfinished index)',
+        (s, id) => raw.editHead(s, id, { status: 'done' }),
+      ),
+      sealed('status set to failed', (s, id) =>
+        raw.editHead(s, id, { status: 'failed' }),
+      ),
+      sealed('step lowered', shifted('step', -1)),
+      sealed('segment raised', shifted('segment', 1)),
+      sealed('call count lowered', shifted('calls', -1)),
       {
         name: 'the newest checkpoint row deleted',
         edit: async (s, id) =>
