@@ -7,6 +7,7 @@ import {
   Flow,
   RecoveryNeedsDecision,
   ToolRegistry,
+  type CheckpointStore,
   type RecoveryOutcome,
 } from 'agent-adapter';
 import { CrashingStore, settle } from 'agent-adapter/testing';
@@ -62,11 +63,12 @@ const until = async (ok: () => Promise<boolean>, ms: number) => {
   return true;
 };
 
-describe.each(memoryAndSqlite('takeover'))('takeOver on %s', (_name, open) => {
+describe.each(memoryAndSqlite('takeover'))('takeOver on %s', (_name, fresh) => {
   const LEASE = 300;
+  let store: CheckpointStore;
+  fresh((s) => (store = s));
 
   it("finishes a dead worker's run within the lease plus one look, with no restart; a live worker's run is left alone", async () => {
-    const { store, done } = open();
     const ran: string[] = [];
     const dying = new CrashingStore(store);
     const w1 = runnerOn(dying, tools(ran, { store: dying, in: 'mail' }), {
@@ -113,12 +115,10 @@ describe.each(memoryAndSqlite('takeover'))('takeOver on %s', (_name, open) => {
       await takeover.stop();
       w1.close();
       w2.close();
-      await done();
     }
   });
 
   it('a run needing a decision is reported once, not taken again until its head changes', async () => {
-    const { store, done } = open();
     const ran: string[] = [];
     const dying = new CrashingStore(store);
     const w1 = runnerOn(dying, tools(ran, { store: dying, in: 'charge' }), {
@@ -157,12 +157,10 @@ describe.each(memoryAndSqlite('takeover'))('takeOver on %s', (_name, open) => {
       await takeover.stop();
       w1.close();
       w2.close();
-      await done();
     }
   });
 
   it('stop() ends the looks and waits for the takeovers in flight', async () => {
-    const { store, done } = open();
     const w = runnerOn(store, tools([]), { leaseMs: LEASE });
     let looks = 0;
     const listDue = store.listDue.bind(store);
@@ -178,11 +176,9 @@ describe.each(memoryAndSqlite('takeover'))('takeOver on %s', (_name, open) => {
     await new Promise((r) => setTimeout(r, 60));
     expect(looks).toBe(seen);
     w.close();
-    await done();
   });
 
   it('refuses an everyMs or concurrency that is not a whole number in range', () => {
-    const { store } = open();
     const w = runnerOn(store, tools([]), { leaseMs: LEASE });
     expect(() => w.takeOver([orderFlow()], { everyMs: 0 })).toThrow(/everyMs/);
     expect(() => w.takeOver([orderFlow()], { concurrency: 1.5 })).toThrow(
