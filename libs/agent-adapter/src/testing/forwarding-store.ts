@@ -22,27 +22,35 @@ export class ForwardingStore extends CheckpointStore {
     super();
   }
 
+  /**
+   * Every call but `close` goes through here: a wrapper that treats all calls alike (one that dies,
+   * or counts) overrides this one method.
+   */
+  protected pass<T>(call: () => Promise<T>): Promise<T> {
+    return call();
+  }
+
   get shared(): boolean {
     return this.inner.shared;
   }
 
   save(checkpoint: CheckpointRecord, options?: SaveOptions): Promise<void> {
-    return this.inner.save(checkpoint, options);
+    return this.pass(() => this.inner.save(checkpoint, options));
   }
   latest(runId: string): Promise<CheckpointRecord | undefined> {
-    return this.inner.latest(runId);
+    return this.pass(() => this.inner.latest(runId));
   }
   listUnfinished(
     flow: string,
     options?: ListUnfinishedOptions,
   ): Promise<RunHead[]> {
-    return this.inner.listUnfinished(flow, options);
+    return this.pass(() => this.inner.listUnfinished(flow, options));
   }
   listDue(query: DueQuery): Promise<RunHead[]> {
-    return this.inner.listDue(query);
+    return this.pass(() => this.inner.listDue(query));
   }
   delete(runId: string): Promise<boolean> {
-    return this.inner.delete(runId);
+    return this.pass(() => this.inner.delete(runId));
   }
   recordCall(
     runId: string,
@@ -50,29 +58,33 @@ export class ForwardingStore extends CheckpointStore {
     records: CallRecord[],
     head?: string,
   ): Promise<void> {
-    return this.inner.recordCall(runId, segment, records, head);
+    return this.pass(() =>
+      this.inner.recordCall(runId, segment, records, head),
+    );
   }
   calls(runId: string, superstep: number): Promise<CallRecord[]> {
-    return this.inner.calls(runId, superstep);
+    return this.pass(() => this.inner.calls(runId, superstep));
   }
   list(query?: ListQuery): Promise<RunPage> {
-    return this.inner.list(query);
+    return this.pass(() => this.inner.list(query));
   }
   listHeadless(query?: HeadlessQuery): Promise<HeadlessPage> {
-    return this.inner.listHeadless(query);
+    return this.pass(() => this.inner.listHeadless(query));
   }
   history(runId: string): Promise<HistoryPage> {
-    return this.inner.history(runId);
+    return this.pass(() => this.inner.history(runId));
   }
   head(runId: string): Promise<RunHead | undefined> {
-    return this.inner.head(runId);
+    return this.pass(() => this.inner.head(runId));
   }
   renewLeases(
     owner: string,
     leaseExpiresAt: number,
     runIds: readonly string[],
   ): Promise<number> {
-    return this.inner.renewLeases(owner, leaseExpiresAt, runIds);
+    return this.pass(() =>
+      this.inner.renewLeases(owner, leaseExpiresAt, runIds),
+    );
   }
   close(): Promise<void> {
     return this.inner.close();

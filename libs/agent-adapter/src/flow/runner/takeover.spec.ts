@@ -4,113 +4,108 @@
  * takes a run needing a decision once (not again until its head changes), and stops cleanly.
  */
 import {
-  Flow,
+  Executor,
+  FlowRunner,
   RecoveryNeedsDecision,
-  ToolRegistry,
   type CheckpointStore,
   type RecoveryOutcome,
 } from 'agent-adapter';
 import { CrashingStore, settle } from 'agent-adapter/testing';
-import { memoryAndSqlite, runnerOn } from '../../../../../test/utils/specs';
+import {
+  KEY,
+  ticketsFlow,
+  ticketsRegistry,
+  type LedgerEntry,
+} from 'agent-adapter/testing/fixtures';
+import { memoryAndSqlite, sleep } from '../../../../../test/utils/specs';
 
-interface Order {
-  paid?: string;
-  sent?: string;
-}
+const LEASE = 300;
+const ORDER = { show: 'Hamlet', seats: 2 };
 
-/** charge (not idempotent), then mail (idempotent); `gate` holds the mail until opened. */
-function orderFlow(): Flow<Order> {
-  return new Flow<Order>('order')
-    .node('pay', async (_s, ctx) => ({
-      paid: await ctx.call<string>('charge', { run: ctx.runId }),
-    }))
-    .node('send', async (_s, ctx) => ({
-      sent: await ctx.call<string>('mail', { run: ctx.runId }),
-    }))
-    .edge('pay', 'send')
-    .end('send');
-}
-
-function tools(
-  ran: string[],
-  die?: { store: CrashingStore; in: string },
-  mailMs = 0,
-) {
-  return new ToolRegistry()
-    .register('charge', async (a: { run: string }) => {
-      if (die?.in === 'charge') die.store.kill();
-      ran.push(`charge:${a.run}`);
-      return 'charged';
-    })
-    .register(
-      'mail',
-      async (a: { run: string }) => {
-        if (die?.in === 'mail') die.store.kill();
-        await new Promise((r) => setTimeout(r, mailMs));
-        ran.push(`mail:${a.run}`);
-        return 'sent';
-      },
-      { idempotent: true },
-    );
+/**
+ * A worker on `store` whose tools append to `ledger`; `dieIn` kills it (its store view) when that
+ * tool starts, `slowIn` makes that tool outlast three leases.
+ */
+function worker(
+  store: CheckpointStore,
+  ledger: LedgerEntry[],
+  name: string,
+  tools: { dieIn?: string; slowIn?: string } = {},
+): FlowRunner {
+  const view = tools.dieIn ? new CrashingStore(store) : store;
+  const registry = ticketsRegistry(ledger, name, {
+    onTool: async (tool) => {
+      if (tool === tools.dieIn) (view as CrashingStore).kill();
+      if (tool === tools.slowIn) await sleep(3 * LEASE);
+    },
+  });
+  return new FlowRunner(new Executor(registry), {
+    checkpoints: view,
+    checkpointKey: KEY,
+    leaseMs: LEASE,
+    workerId: name,
+  });
 }
 
 const until = async (ok: () => Promise<boolean>, ms: number) => {
   const end = Date.now() + ms;
   while (!(await ok())) {
     if (Date.now() > end) return false;
-    await new Promise((r) => setTimeout(r, 20));
+    await sleep(20);
   }
   return true;
 };
+/** `runner`'s takeover of tickets runs, looking every `everyMs`, with the outcomes it reported. */
+function watching(runner: FlowRunner, everyMs: number) {
+  const outcomes: Array<RecoveryOutcome<unknown>> = [];
+  const takeover = runner.takeOver([ticketsFlow()], {
+    everyMs,
+    onOutcome: (_flow, o) => outcomes.push(o),
+  });
+  return { takeover, outcomes };
+}
+const by = (ledger: LedgerEntry[], worker: string) =>
+  ledger.filter((e) => e.worker === worker).map((e) => e.tool);
 
 describe.each(memoryAndSqlite('takeover'))('takeOver on %s', (_name, fresh) => {
-  const LEASE = 300;
   let store: CheckpointStore;
   fresh((s) => (store = s));
+  const done = async (runId: string) =>
+    (await store.head(runId))?.status === 'done';
 
   it("finishes a dead worker's run within the lease plus one look, with no restart; a live worker's run is left alone", async () => {
-    const ran: string[] = [];
-    const dying = new CrashingStore(store);
-    const w1 = runnerOn(dying, tools(ran, { store: dying, in: 'mail' }), {
-      leaseMs: LEASE,
-      workerId: 'w1',
-    });
-    const w2 = runnerOn(store, tools(ran), { leaseMs: LEASE, workerId: 'w2' });
-    const outcomes: Array<RecoveryOutcome<unknown>> = [];
-    const takeover = w2.takeOver([orderFlow()], {
-      everyMs: 50,
-      onOutcome: (_flow, o) => outcomes.push(o),
-    });
+    const ledger: LedgerEntry[] = [];
+    const w1 = worker(store, ledger, 'w1', { dieIn: 'hold_seats' });
+    const w2 = worker(store, ledger, 'w2');
+    const { takeover, outcomes } = watching(w2, 50);
     try {
       const died = Date.now();
-      await w1.run(orderFlow(), {}, { runId: 'o1' }).catch(() => undefined);
+      await w1.run(ticketsFlow(), ORDER, { runId: 'o1' }).catch(() => 0);
       await settle();
       // A live worker's run, in a mail that outlasts three leases (renewed meanwhile), is left
       // alone while w2 looks every 50 ms.
-      const w3 = runnerOn(store, tools(ran, undefined, 3 * LEASE), {
-        leaseMs: LEASE,
-        workerId: 'w3',
-      });
-      const live = await w3.run(orderFlow(), {}, { runId: 'o2' });
+      const w3 = worker(store, ledger, 'w3', { slowIn: 'email_tickets' });
+      expect((await w3.run(ticketsFlow(), ORDER, { runId: 'o2' })).status).toBe(
+        'done',
+      );
       w3.close();
-      expect(live.status).toBe('done');
 
-      expect(
-        await until(
-          async () => (await store.head('o1'))?.status === 'done',
-          LEASE + 2_000,
-        ),
-      ).toBe(true);
+      expect(await until(() => done('o1'), LEASE + 2_000)).toBe(true);
       expect(Date.now() - died).toBeLessThan(LEASE + 2_000);
-      // The charge ran once (replayed), the mail (idempotent, in doubt) ran again once.
-      expect(ran.filter((r) => r === 'charge:o1')).toHaveLength(1);
-      expect(ran.filter((r) => r === 'mail:o1')).toHaveLength(1);
-      expect(ran.filter((r) => r.endsWith(':o2'))).toEqual([
-        'charge:o2',
-        'mail:o2',
+      // w1 died as its hold (idempotent, in doubt) began: w2 ran the whole order once.
+      expect(by(ledger, 'w1')).toEqual([]);
+      expect(by(ledger, 'w2')).toEqual([
+        'hold_seats',
+        'charge_card',
+        'email_tickets',
+      ]);
+      expect(by(ledger, 'w3')).toEqual([
+        'hold_seats',
+        'charge_card',
+        'email_tickets',
       ]);
       expect(outcomes.map(([id]) => id)).toEqual(['o1']);
-      expect((await store.listDue({ now: Date.now() + LEASE })).length).toBe(0);
+      expect(await store.listDue({ now: Date.now() + LEASE })).toEqual([]);
     } finally {
       await takeover.stop();
       w1.close();
@@ -119,40 +114,28 @@ describe.each(memoryAndSqlite('takeover'))('takeOver on %s', (_name, fresh) => {
   });
 
   it('a run needing a decision is reported once, not taken again until its head changes', async () => {
-    const ran: string[] = [];
-    const dying = new CrashingStore(store);
-    const w1 = runnerOn(dying, tools(ran, { store: dying, in: 'charge' }), {
-      leaseMs: LEASE,
-    });
-    await w1.run(orderFlow(), {}, { runId: 'o3' }).catch(() => undefined);
+    const ledger: LedgerEntry[] = [];
+    const w1 = worker(store, ledger, 'w1', { dieIn: 'charge_card' });
+    await w1.run(ticketsFlow(), ORDER, { runId: 'o3' }).catch(() => 0);
     await settle();
-    const w2 = runnerOn(store, tools(ran), { leaseMs: LEASE });
-    const outcomes: Array<RecoveryOutcome<unknown>> = [];
-    const takeover = w2.takeOver([orderFlow()], {
-      everyMs: 20,
-      onOutcome: (_flow, o) => outcomes.push(o),
-    });
+    const w2 = worker(store, ledger, 'w2');
+    const { takeover, outcomes } = watching(w2, 20);
     try {
       expect(await until(async () => outcomes.length > 0, LEASE + 2_000)).toBe(
         true,
       );
-      await new Promise((r) => setTimeout(r, 300)); // many looks
+      await sleep(300); // many looks
       expect(outcomes).toHaveLength(1);
       expect(outcomes[0]![1]).toBeInstanceOf(RecoveryNeedsDecision);
-      expect(ran).toEqual([]);
+      expect(by(ledger, 'w2')).toEqual([]);
       // The operator decides (a new checkpoint): the takeover finishes it.
-      await w2.resolve(orderFlow(), 'o3', {
+      await w2.resolve(ticketsFlow(), 'o3', {
         calls: [{ call: 'pay#0', ran: true, result: 'charged elsewhere' }],
         by: 'ann',
         reason: 'provider says charged',
       });
-      expect(
-        await until(
-          async () => (await store.head('o3'))?.status === 'done',
-          LEASE + 2_000,
-        ),
-      ).toBe(true);
-      expect(ran).toEqual(['mail:o3']);
+      expect(await until(() => done('o3'), LEASE + 2_000)).toBe(true);
+      expect(by(ledger, 'w2')).toEqual(['email_tickets']);
     } finally {
       await takeover.stop();
       w1.close();
@@ -161,27 +144,29 @@ describe.each(memoryAndSqlite('takeover'))('takeOver on %s', (_name, fresh) => {
   });
 
   it('stop() ends the looks and waits for the takeovers in flight', async () => {
-    const w = runnerOn(store, tools([]), { leaseMs: LEASE });
+    const w = worker(store, [], 'w');
     let looks = 0;
     const listDue = store.listDue.bind(store);
-    store.listDue = (q) => {
+    store.listDue = (query) => {
       looks++;
-      return listDue(q);
+      return listDue(query);
     };
-    const takeover = w.takeOver([orderFlow()], { everyMs: 10 });
-    await new Promise((r) => setTimeout(r, 100));
+    const takeover = w.takeOver([ticketsFlow()], { everyMs: 10 });
+    await sleep(100);
     await takeover.stop();
     const seen = looks;
     expect(seen).toBeGreaterThan(2);
-    await new Promise((r) => setTimeout(r, 60));
+    await sleep(60);
     expect(looks).toBe(seen);
     w.close();
   });
 
   it('refuses an everyMs or concurrency that is not a whole number in range', () => {
-    const w = runnerOn(store, tools([]), { leaseMs: LEASE });
-    expect(() => w.takeOver([orderFlow()], { everyMs: 0 })).toThrow(/everyMs/);
-    expect(() => w.takeOver([orderFlow()], { concurrency: 1.5 })).toThrow(
+    const w = worker(store, [], 'w');
+    expect(() => w.takeOver([ticketsFlow()], { everyMs: 0 })).toThrow(
+      /everyMs/,
+    );
+    expect(() => w.takeOver([ticketsFlow()], { concurrency: 1.5 })).toThrow(
       /concurrency/,
     );
     w.close();
