@@ -298,9 +298,7 @@ export class FlowRunner {
    * A run whose owner's lease is still live is not taken (that worker may be healthy): it maps to
    * `RunLeaseHeld`, which says until when; call again after that. Runs this worker id owns but is
    * not driving are taken at once (this process restarted under a stable `workerId`).
-   *
-   * The map holds every run's outcome: for a sweep over many runs, `recoverEach` gives the same
-   * outcomes one at a time, in memory that does not grow with the number of runs.
+   * For many runs, `recoverEach` gives the same outcomes one at a time, in flat memory.
    */
   async recoverAll<S extends object>(
     flow: Flow<S>,
@@ -316,13 +314,7 @@ export class FlowRunner {
    * `recoverAll` as a stream: recovers every unfinished run of the flow and yields each run's
    * outcome (`[runId, result | error]`) as it settles, so a sweep over any number of runs holds at
    * most one page of listed runs (100) and `concurrency` recoveries (running, or settled and not
-   * yet taken) at a time.
-   *
-   * ```ts
-   * for await (const [runId, outcome] of runner.recoverEach(flow, { concurrency: 8 })) {
-   *   if (outcome instanceof RecoveryNeedsDecision) alert(runId, outcome.calls);
-   * }
-   * ```
+   * yet taken) at a time (an example: docs/flows.md, "Recovering many runs").
    *
    * No run is skipped or taken twice; a slow consumer slows the sweep; leaving the loop stops it
    * (the recoveries already started finish first). Leases, `force`, `rerunInDoubt` and `ctxFor`
@@ -342,26 +334,21 @@ export class FlowRunner {
    */
   takeOver<States extends readonly object[]>(
     flows: { readonly [K in keyof States]: Flow<States[K]> },
-    options: TakeoverOptions &
-      Pick<RecoverAllOptions, 'rerunInDoubt' | 'ctxFor'> = {},
+    options: TakeoverOptions = {},
   ): Takeover {
     // Each flow has its own state type; a source only needs the flow itself.
     const sources = (flows as readonly Flow<object>[]).map((flow) =>
       this.takeoverSource(flow, options),
     );
     const { leaseMs, logger } = this.settings;
-    return new Takeover(
-      this.store,
-      sources,
-      { ...options, leaseMs },
-      logger,
-    ).start();
+    const settings = { ...options, leaseMs };
+    return new Takeover(this.store, sources, settings, logger).start();
   }
 
   /** A flow's due runs recovered by this runner (lease checked), for a `Takeover`. @internal */
   takeoverSource<S extends object>(
     flow: Flow<S>,
-    options: Pick<RecoverAllOptions, 'rerunInDoubt' | 'ctxFor'> = {},
+    options: TakeoverOptions = {},
   ): TakeoverSource {
     const port = this.sweepPort(flow);
     return {

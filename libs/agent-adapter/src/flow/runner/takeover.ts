@@ -6,7 +6,7 @@ import {
 import { Messages } from '../../errors/messages';
 import type { CheckpointStore } from '../../exec/checkpoints/checkpoint-store';
 import type { DurableLogger } from '../../observability/logger';
-import type { RecoveryOutcome } from '../flow.interfaces';
+import type { RecoverAllOptions, RecoveryOutcome } from '../flow.interfaces';
 import { integerOption, type OptionNames } from './flow-runner.options';
 
 /** One flow whose due runs a takeover recovers, and how (the runner's lease-checked recovery). */
@@ -15,8 +15,11 @@ export interface TakeoverSource {
   recover(runId: string): Promise<RecoveryOutcome<unknown>>;
 }
 
-/** For `FlowRunner.takeOver`. @publicApi */
-export interface TakeoverOptions {
+/** For `FlowRunner.takeOver` (`rerunInDoubt` and `ctxFor` as in `recoverAll`). @publicApi */
+export interface TakeoverOptions extends Pick<
+  RecoverAllOptions,
+  'rerunInDoubt' | 'ctxFor'
+> {
   /**
    * How often this worker looks for due work; each wait is drawn between half and one and a half
    * times this, so a fleet's workers look at different moments and one of them takes a run while
