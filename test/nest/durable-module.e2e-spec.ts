@@ -336,33 +336,34 @@ describe('DurableModule (e2e)', () => {
         }),
       ]);
       const core = app.get(FlowRunner).core;
-      const stopRunner = core.close.bind(core);
-      jest.spyOn(core, 'close').mockImplementation(() => {
-        order.push('runner leases stopped');
-        stopRunner();
+      const drainRunner = core.drain.bind(core);
+      jest.spyOn(core, 'drain').mockImplementation(async (options) => {
+        const left = await drainRunner(options);
+        order.push('runner drained, leases stopped');
+        return left;
       });
       const loops = app.get(ToolLoopRunner);
-      const stopLoops = loops.close.bind(loops);
-      jest.spyOn(loops, 'close').mockImplementation(() => {
-        order.push('loop leases stopped');
-        stopLoops();
+      const drainLoops = loops.drain.bind(loops);
+      jest.spyOn(loops, 'drain').mockImplementation((ms) => {
+        order.push('loops draining');
+        return drainLoops(ms);
       });
       await app.close();
       expect(order).toEqual([
-        'runner leases stopped',
-        'loop leases stopped',
+        'loops draining',
+        'runner drained, leases stopped',
         'store closed',
       ]);
       close.mockRestore();
     });
 
-    it('stops lease renewal before shutdown', async () => {
+    it('drains the runner (drainMs, default 10 s) before shutdown', async () => {
       const app = await apps.boot([
-        DurableModule.forRoot({ store: { type: 'memory' } }),
+        DurableModule.forRoot({ store: { type: 'memory' }, drainMs: 2_500 }),
       ]);
-      const stop = jest.spyOn(app.get(FlowRunner).core, 'close');
+      const drain = jest.spyOn(app.get(FlowRunner).core, 'drain');
       await app.close();
-      expect(stop).toHaveBeenCalled();
+      expect(drain).toHaveBeenCalledWith({ deadlineMs: 2_500 });
     });
   });
 

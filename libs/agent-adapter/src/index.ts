@@ -110,6 +110,7 @@ export {
   FlowError,
   RunAccessDenied,
   RunLeaseHeld,
+  WorkerDraining,
   InvalidFlowState,
   ToolFailed,
   ToolDenied,

@@ -26,6 +26,21 @@ export class RunLeaseHeld extends DurableError {
   }
 }
 
+/**
+ * This worker is shutting down (`FlowRunner.drain`): the run stopped at a superstep boundary, its
+ * latest checkpoint stored and its lease released, so another worker takes it over at once.
+ * Nothing is lost or run twice. @publicApi
+ */
+export class WorkerDraining extends DurableError {
+  constructor(
+    runId: string,
+    readonly worker: string,
+    readonly step: number,
+  ) {
+    super(Messages.workerDraining(runId, worker, step), runId);
+  }
+}
+
 /** Nothing is stored for the run id. @publicApi */
 export class CheckpointNotFound extends DurableError {
   constructor(runId: string) {

@@ -8,6 +8,7 @@ import {
 import {
   CheckpointConflict,
   CheckpointNotFound,
+  WorkerDraining,
   DurableError,
   InvalidFlowState,
   InvalidToolArguments,
@@ -63,6 +64,9 @@ export class DurableHttpExceptionFilter implements ExceptionFilter {
     if (error instanceof RunLeaseHeld)
       return [HttpStatus.CONFLICT, { owner: error.owner, until: error.until }];
     if (error instanceof CheckpointConflict) return [HttpStatus.CONFLICT, {}];
+    // The worker is shutting down; the run goes on elsewhere: ask again (at another worker).
+    if (error instanceof WorkerDraining)
+      return [HttpStatus.SERVICE_UNAVAILABLE, { runId: error.runId }];
     return [HttpStatus.INTERNAL_SERVER_ERROR, {}];
   }
 }

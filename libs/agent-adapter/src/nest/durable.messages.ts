@@ -118,8 +118,10 @@ export const NestMessages = {
     'DurableModule: the run viewer can approve, deny and rerun calls, and NODE_ENV is "production" but it has no guard. Give viewer.guard (a CanActivate), or viewer.privateNetwork: true if the app is only reachable from a private network.',
   takeoverStarted: (sources: number, everyMs: number) =>
     `Takeover: looking for due runs of ${sources} flow(s) and tool loop(s) every ~${everyMs} ms (runs whose worker's lease expired are finished here).`,
-  shutdown: () =>
-    'Shutting down: lease renewal stopped; runs in flight here are recovered by another worker once their leases expire.',
+  shutdown: (left: number) =>
+    left === 0
+      ? 'Shut down: every run driven here stopped at a superstep boundary, stored and released; another worker takes each over at once.'
+      : `Shut down: ${left} run(s) were still in a superstep at the drain deadline; their leases are no longer renewed, so another worker takes them over once they expire.`,
   listenerThrew: (event: string) => `A "${event}" listener threw`,
   noSchema: (where: string) =>
     `${where}: @Tool({ args }) is validated, but models see no JSON schema for it: npm install class-validator-jsonschema (or give "parameters").`,

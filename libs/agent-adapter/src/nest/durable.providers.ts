@@ -33,6 +33,8 @@ export interface ResolvedDurableOptions {
    */
   runner: Omit<FlowRunnerOptions, 'events'>;
   recoveryConcurrency: number;
+  /** How long a shutdown waits for runs to reach a superstep boundary (`FlowRunner.drain`). */
+  drainMs: number;
   /** Continuous takeover's settings (checked), or false when it is off. */
   takeover: false | { everyMs: number; concurrency: number; leaseMs: number };
 }
@@ -58,6 +60,13 @@ export function resolveDurableOptions(
     given.recoveryConcurrency,
     DEFAULT_RECOVERY_CONCURRENCY,
     1,
+    MODULE_NAMES,
+  );
+  const drainMs = integerOption(
+    'drainMs',
+    given.drainMs,
+    10_000,
+    0,
     MODULE_NAMES,
   );
   const { store, owned } = createCheckpointStore(given.store);
@@ -87,7 +96,14 @@ export function resolveDurableOptions(
     if (owned) void store.close().catch(() => undefined);
     throw error;
   }
-  return { store, ownsStore: owned, runner, recoveryConcurrency, takeover };
+  return {
+    store,
+    ownsStore: owned,
+    runner,
+    recoveryConcurrency,
+    drainMs,
+    takeover,
+  };
 }
 
 /** The framework-free objects the module wires together, built by pure functions. @internal */

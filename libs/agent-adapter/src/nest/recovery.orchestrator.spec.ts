@@ -57,8 +57,8 @@ function orchestrator(
     core: {
       recoverEach: (_flow: unknown, options: { signal?: AbortSignal }) =>
         flowSweep(options),
+      drain: () => Promise.resolve(0),
     },
-    close: () => undefined,
   } as unknown as DurableFlowRunner;
   const flows = new FlowRegistry();
   flows.register({
@@ -76,7 +76,7 @@ function orchestrator(
           }) as unknown as DurableToolLoop,
       ),
     markSwept: () => undefined,
-    close: () => undefined,
+    drain: () => [],
   } as unknown as ToolLoopRunner;
   return new RecoveryOrchestrator(
     runner,

@@ -71,8 +71,9 @@ export interface RecoverySummary {
  * worker's lease get one more look after the latest lease expires.
  *
  * Recovery runs in the background: `waitUntilRecovered()` resolves when the boot sweep is done.
- * On shutdown (`beforeApplicationShutdown`) it stops the sweeps and every runner's lease renewal,
- * before `DurableModule` closes a store it created (`onApplicationShutdown`).
+ * On shutdown (`beforeApplicationShutdown`) it stops the sweeps and the takeover and drains every
+ * runner (`FlowRunner.drain`, up to `drainMs`), before `DurableModule` closes a store it created
+ * (`onApplicationShutdown`).
  * @publicApi
  */
 @Injectable()
@@ -258,11 +259,17 @@ export class RecoveryOrchestrator
     this.stop.abort();
     if (this.resweepTimer) clearTimeout(this.resweepTimer);
     this.resweepTimer = undefined;
-    // No more takeovers; those in flight finish (their runs' leases are renewed until then).
-    await this.takeover?.stop();
-    this.runner.close();
-    this.loops.close();
-    this.logger.log(NestMessages.shutdown());
+    // No more looks; every run driven here (a request's, a takeover's, a loop's) stops at its next
+    // superstep boundary, stored and released, so another worker takes it over at once.
+    const deadlineMs = this.options.drainMs;
+    const [, ...left] = await Promise.all([
+      this.takeover?.stop(),
+      this.runner.core.drain({ deadlineMs }),
+      ...this.loops.drain(deadlineMs),
+    ]);
+    this.logger.log(
+      NestMessages.shutdown(left.reduce<number>((n, l) => n + (l ?? 0), 0)),
+    );
   }
 
   /** The worker holding the run now (the one that won the race), if the store says. */

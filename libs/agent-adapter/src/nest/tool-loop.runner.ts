@@ -101,6 +101,11 @@ export class DurableToolLoop {
   close(): void {
     this.built?.close();
   }
+
+  /** @internal Drains the loop's runner (`FlowRunner.drain`), if it was ever built. */
+  drain(deadlineMs: number): Promise<number> {
+    return this.built?.runner.drain({ deadlineMs }) ?? Promise.resolve(0);
+  }
 }
 
 /**
@@ -173,5 +178,10 @@ export class ToolLoopRunner {
   /** Stops lease renewal of every loop (on shutdown). */
   close(): void {
     for (const loop of this.loops.values()) loop.close();
+  }
+
+  /** @internal Drains every loop (on shutdown): each resolves with the runs it still drove. */
+  drain(deadlineMs: number): Array<Promise<number>> {
+    return [...this.loops.values()].map((loop) => loop.drain(deadlineMs));
   }
 }

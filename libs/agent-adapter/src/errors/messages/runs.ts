@@ -65,6 +65,10 @@ export const RunMessages = {
     `Run "${runId}": the run's (sealed) head is at step ${head}, but the newest stored checkpoint is ${latest === undefined ? 'missing' : `step ${latest}`}: checkpoint rows were deleted, or this worker reads the store through a replica that lags behind (read it from the primary). Nothing was run. Inspect the run (agent-adapter runs verify).`,
   corruptHeadIncarnation: (runId: string, head: number, checkpoint: number) =>
     `Run "${runId}": the run's head is of incarnation ${head}, its latest checkpoint of incarnation ${checkpoint}: rows of an earlier run with this id were copied in. Nothing was run. Inspect the run (agent-adapter runs verify) and restore the store from a backup (then mark its runs: npx agent-adapter runs restored, docs/operations.md#restoring-a-backup).`,
+  workerDraining: (runId: string, worker: string, step: number) =>
+    `Run "${runId}": worker "${worker}" is shutting down, so it stopped the run after step ${step} (stored) and released it: another worker takes it over at once (its continuous takeover, or recover).`,
+  drainTimedOut: (worker: string, runs: number, ms: number) =>
+    `agent-adapter: worker "${worker}" still drives ${runs} run(s) after draining for ${ms} ms (a superstep still running); their leases are no longer renewed, so another worker takes them over once they expire.`,
   takeoverFailed: (why: string) =>
     `agent-adapter: a takeover of a due run failed unexpectedly (${why}); the run stays due and is looked at again.`,
   takeoverLookFailed: (why: string) =>

@@ -2,19 +2,11 @@ import { randomBytes } from 'node:crypto';
 import { CheckpointConflict } from '../../errors';
 import { Messages } from '../../errors/messages';
 import type { DurableEvents } from '../../events/durable.events';
-import type {
-  CheckpointStore,
-  RunHead,
-} from '../../exec/checkpoints/checkpoint-store';
+import type { CheckpointStore } from '../../exec/checkpoints/checkpoint-store';
 import type { KeyRing } from '../../exec/durable/key-ring';
-import type {
-  CallIdentity,
-  Checkpoint,
-  RunIdentity,
-} from '../../exec/durable/records';
+import type { RunIdentity } from '../../exec/durable/records';
 import type { Executor } from '../../exec/executor';
 import type { Flow } from '../flow.builder';
-import type { CompiledFlow } from '../flow.graph';
 import type {
   RecoverAllOptions,
   RecoverOptions,
@@ -26,6 +18,7 @@ import type {
 } from '../flow.interfaces';
 import { checkRunId } from '../run-id';
 import {
+  integerOption,
   normalizeRunnerOptions,
   type FlowRunnerOptions,
   type RunnerSettings,
@@ -47,13 +40,13 @@ import {
   claimCheckpoint,
   resumeCheckpoint,
   startCheckpoint,
+  resultOf,
 } from './run-transitions';
-import { resultOf, SegmentDriver } from './segment-driver';
+import { SegmentDriver } from './segment-driver';
 import { rerunDecision } from './decisions';
 import { storeResolution, type ResolveRequest } from './resolve';
 import {
   checkOwnRun,
-  readCutDecided,
   readLatest,
   readPaused,
   readResult,
@@ -178,7 +171,8 @@ export class FlowRunner {
     // The claim: one racing recoverer wins this step, the other gets CheckpointConflict here.
     // (A forked run adopts this graph here: readLatest let its digest differ.) A rerun of calls in
     // doubt is sealed with it: who, when, why, which calls.
-    return this.takeOverCut(
+    return this.driver.takeOverCut(
+      this.sources,
       compiled,
       runId,
       { head, cp },
@@ -192,32 +186,6 @@ export class FlowRunner {
           }),
         }),
     );
-  }
-
-  /**
-   * The end of a recovery or a resume: reads the cut superstep (calls in doubt stop the run here
-   * unless `rerunInDoubt`), then writes the transition `next` makes of the calls it decided to run
-   * again, and drives the new segment on what it replays.
-   */
-  private async takeOverCut<S extends object>(
-    compiled: CompiledFlow<S>,
-    runId: string,
-    { head, cp }: { head: RunHead; cp: Checkpoint },
-    how: { rerunInDoubt: boolean | undefined; recovered: boolean },
-    next: (undecided: CallIdentity[]) => Checkpoint,
-  ): Promise<RunResult<S>> {
-    const { calls, book, undecided } = await readCutDecided(
-      this.sources,
-      runId,
-      cp,
-      head,
-      how.rerunInDoubt,
-    );
-    return this.driver.takeOver(compiled, next(undecided), head.calls, {
-      book,
-      seen: calls.length,
-      recovered: how.recovered,
-    });
   }
 
   /**
@@ -272,7 +240,8 @@ export class FlowRunner {
         resumePolicyAllows(this.settings.canResume, cp, requester, decision),
     );
     const pending = cp.pending!;
-    return this.takeOverCut(
+    return this.driver.takeOverCut(
+      this.sources,
       compiled,
       runId,
       { head, cp },
@@ -390,9 +359,16 @@ export class FlowRunner {
   }
 
   /**
-   * Stops renewing leases (for shutdown): runs still in flight here become recoverable by other
-   * workers once their leases expire. The store is not closed.
+   * Graceful shutdown: the runs driven here stop at their next superstep boundary (stored, lease
+   * released: `WorkerDraining`, so another worker takes them at once); waits up to `deadlineMs`
+   * (default 10 s) for them, then stops renewing leases. Resolves with the runs still driven then.
    */
+  async drain(options: { deadlineMs?: number } = {}): Promise<number> {
+    const ms = integerOption('deadlineMs', options.deadlineMs, 10_000, 0);
+    return this.leases.drain(ms);
+  }
+
+  /** Stops renewing leases (a shutdown without `drain`): runs in flight here expire elsewhere. */
   close(): void {
     this.leases.close();
   }

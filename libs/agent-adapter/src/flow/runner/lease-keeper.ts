@@ -23,6 +23,10 @@ export class LeaseKeeper {
   private renewTimer?: NodeJS.Timeout;
   private renewing = false;
   private closed = false;
+  /** Set by `drain`: drives stop at their next superstep boundary. */
+  draining = false;
+  /** Wakes `drain` whenever a drive ends. */
+  private idle?: () => void;
 
   constructor(
     readonly store: CheckpointStore,
@@ -37,6 +41,7 @@ export class LeaseKeeper {
     const drives = (this.driving.get(runId) ?? 0) + (driving ? 1 : -1);
     if (drives > 0) this.driving.set(runId, drives);
     else this.driving.delete(runId);
+    if (!driving) this.idle?.();
     if (this.driving.size > 0 && !this.renewTimer && !this.closed) {
       this.renewTimer = setInterval(
         () => void this.renew(),
@@ -89,6 +94,31 @@ export class LeaseKeeper {
       await new Promise((resolve) => setTimeout(resolve, delay));
       delay *= 2;
     }
+  }
+
+  /**
+   * Graceful shutdown: every drive stops at its next superstep boundary (its checkpoint stored, its
+   * lease released: `WorkerDraining`); waits up to `deadlineMs` for them, renewing their leases
+   * meanwhile, then stops renewing. Resolves with the number of runs still driven then.
+   */
+  async drain(deadlineMs: number): Promise<number> {
+    this.draining = true;
+    const until = Date.now() + deadlineMs;
+    while (this.driving.size > 0 && Date.now() < until) {
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, until - Date.now());
+        this.idle = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
+      this.idle = undefined;
+    }
+    const left = this.driving.size;
+    if (left > 0)
+      this.logger.warn(Messages.drainTimedOut(this.workerId, left, deadlineMs));
+    this.close();
+    return left;
   }
 
   /** Stops renewing (for shutdown): the runs still driven here expire and become recoverable. */

@@ -29,7 +29,7 @@ import {
   type CutSuperstep,
 } from './run-reader';
 import { needsDecision } from './in-doubt';
-import { resultOf } from './segment-driver';
+import { resultOf } from './run-transitions';
 
 /**
  * What a run must pass before a transition is written, read and checked in the order that leaks

@@ -1,5 +1,7 @@
 import { createHash, randomInt } from 'node:crypto';
 import type { CanonicalText } from '../../exec/durable/canonical-json';
+import type { CompiledFlow } from '../flow.graph';
+import type { RunResult } from '../flow.interfaces';
 import type {
   ApprovalDecision,
   CancelDecision,
@@ -286,5 +288,20 @@ export function forkCheckpoint(
     cancelled: undefined,
     error: undefined,
     recoveries: undefined,
+  };
+}
+
+/** A checkpoint as the result a caller gets. */
+export function resultOf<S extends object>(
+  flow: CompiledFlow<S>,
+  cp: Checkpoint,
+): RunResult<S> {
+  return {
+    runId: cp.runId,
+    status: cp.status,
+    step: cp.step,
+    state: flow.state.view(cp.state),
+    ...(cp.error && { error: cp.error }),
+    ...(cp.pending && { pending: cp.pending }),
   };
 }

@@ -2,13 +2,15 @@ import {
   CheckpointStoreUnavailable,
   RecoveryAttemptsExceeded,
   RecoveryNeedsDecision,
+  WorkerDraining,
 } from '../../errors';
 import { Messages } from '../../errors/messages';
 import type { DurableEvents } from '../../events/durable.events';
 import type { SuperstepScope } from '../../exec/call-context';
 import type { ApprovalPort } from '../../exec/approvals';
 import type { KeyRing } from '../../exec/durable/key-ring';
-import type { Checkpoint } from '../../exec/durable/records';
+import type { CallIdentity, Checkpoint } from '../../exec/durable/records';
+import type { RunHead } from '../../exec/checkpoints/checkpoint-store';
 import type { ReplayBook } from '../../exec/durable/replay';
 import type { CheckpointWriteOptions } from '../../exec/durable/segment-writer';
 import { SegmentWriter } from '../../exec/durable/segment-writer';
@@ -24,7 +26,9 @@ import {
   advanceCheckpoint,
   parkCheckpoint,
   pauseCheckpoint,
+  resultOf,
 } from './run-transitions';
+import { readCutDecided, type RunSources } from './run-checks';
 import type { RunnerSettings } from './flow-runner.options';
 
 /** What a recovery or resume found of the superstep it took over. */
@@ -119,6 +123,33 @@ export class SegmentDriver {
   }
 
   /**
+   * The end of a recovery or a resume: reads the cut superstep (calls in doubt stop the run here
+   * unless `rerunInDoubt`), then writes the transition `next` makes of the calls it decided to run
+   * again, and drives the new segment on what it replays.
+   */
+  async takeOverCut<S extends object>(
+    sources: RunSources,
+    compiled: CompiledFlow<S>,
+    runId: string,
+    { head, cp }: { head: RunHead; cp: Checkpoint },
+    how: { rerunInDoubt: boolean | undefined; recovered: boolean },
+    next: (undecided: CallIdentity[]) => Checkpoint,
+  ): Promise<RunResult<S>> {
+    const { calls, book, undecided } = await readCutDecided(
+      sources,
+      runId,
+      cp,
+      head,
+      how.rerunInDoubt,
+    );
+    return this.takeOver(compiled, next(undecided), head.calls, {
+      book,
+      seen: calls.length,
+      recovered: how.recovered,
+    });
+  }
+
+  /**
    * Dead letter: ends the run as `failed` instead of claiming it again, with a compare-and-set on
    * the head's call count (a worker still driving it is fenced; a call it logged meanwhile makes
    * this conflict).
@@ -179,6 +210,11 @@ export class SegmentDriver {
       // Records of the current superstep that other segments wrote before this one took over.
       let seen = taken?.seen ?? 0;
       while (cp.status === 'running') {
+        if (this.leases.draining) {
+          // Shutting down: stop at this boundary, once its checkpoint (maybe deferred) is stored.
+          await writer.settled();
+          throw new WorkerDraining(cp.runId, this.leases.workerId, cp.step);
+        }
         const scope = this.scopeOf(cp, writer, book);
         const outcome = await traced(
           'agent-adapter.superstep',
@@ -244,7 +280,8 @@ export class SegmentDriver {
       // The store stayed unavailable, or a call waits for a decision: free the run at once.
       lost =
         error instanceof CheckpointStoreUnavailable ||
-        error instanceof RecoveryNeedsDecision;
+        error instanceof RecoveryNeedsDecision ||
+        error instanceof WorkerDraining;
       throw error;
     } finally {
       this.leases.hold(start.runId, false);
@@ -301,19 +338,4 @@ export class SegmentDriver {
       this.logger.warn(Messages.savedListenerFailed(), error);
     }
   }
-}
-
-/** A checkpoint as the result a caller gets. */
-export function resultOf<S extends object>(
-  flow: CompiledFlow<S>,
-  cp: Checkpoint,
-): RunResult<S> {
-  return {
-    runId: cp.runId,
-    status: cp.status,
-    step: cp.step,
-    state: flow.state.view(cp.state),
-    ...(cp.error && { error: cp.error }),
-    ...(cp.pending && { pending: cp.pending }),
-  };
 }

@@ -2,6 +2,7 @@ import {
   CheckpointConflict,
   RecoveryNeedsDecision,
   RunLeaseHeld,
+  WorkerDraining,
 } from '../../errors';
 import { Messages } from '../../errors/messages';
 import type { CheckpointStore } from '../../exec/checkpoints/checkpoint-store';
@@ -169,7 +170,11 @@ export class Takeover {
         this.undecided.set(runId, sealed);
     } else this.undecided.delete(runId);
     // Races are not news: another worker took the run first, or renewed it since the listing.
-    if (result instanceof CheckpointConflict || result instanceof RunLeaseHeld)
+    if (
+      result instanceof CheckpointConflict ||
+      result instanceof RunLeaseHeld ||
+      result instanceof WorkerDraining
+    )
       return;
     this.onOutcome?.(flow, outcome);
   }

@@ -57,6 +57,12 @@ export interface DurableModuleOptions extends Omit<
   /** Runs recovered at the same time on bootstrap. @default 4 */
   recoveryConcurrency?: number;
   /**
+   * On shutdown, how long to wait for the runs driven here to reach a superstep boundary: each
+   * stops there, stored and released, so another worker takes it at once (`FlowRunner.drain`).
+   * @default 10000
+   */
+  drainMs?: number;
+  /**
    * Continuous takeover: after the boot sweep, this worker keeps looking for due work (runs of the
    * application's flows and tool loops whose owner's lease expired) and finishes it, so a fleet
    * heals when a worker dies without waiting for one to boot. `everyMs` (jittered) and
