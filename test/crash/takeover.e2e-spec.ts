@@ -90,6 +90,39 @@ function takeoverSuite(kind: StoreKind): void {
       ledger.filter((l) => l.tool === 'hold_seats' && l.phase === 'end'),
     ).toHaveLength(RUNS);
   }, 60_000);
+
+  it(`a rolling restart: a worker sent SIGTERM drains, and the live worker finishes its ${RUNS} runs at once, long before their lease, with every call run once`, async () => {
+    const t = boxes.fresh();
+    const lease = ['--lease-ms', '30000'];
+    const live = t.start(['takeover', ...lease, '--every-ms', '100']);
+    await live.waitForLine(/^STARTED$/);
+    const leaving = t.start(
+      ['run-many', '--count', String(RUNS), '--run-prefix', t.runId, ...lease],
+      { TOOL_DELAY_MS: '200' },
+    );
+    await leaving.waitForLine(/^STARTED$/);
+    await new Promise((r) => setTimeout(r, 300));
+    leaving.child.kill('SIGTERM');
+    const report = await leaving.report();
+    const stopped = Object.entries(report.runs ?? {})
+      .filter(([, o]) => 'error' in o && o.error === 'WorkerDraining')
+      .map(([id]) => id);
+    const drained = Date.now();
+    expect(stopped.length).toBeGreaterThan(0);
+    await printed(live, /^TOOK /, stopped.length, 10_000);
+    // Taken over within a few looks, not after the 30 s lease.
+    expect(Date.now() - drained).toBeLessThan(5_000);
+    await live.kill();
+    for (const line of live.lines.filter((l) => l.startsWith('TOOK ')))
+      expect(JSON.parse(line.replace(/^TOOK \S+ /, ''))).toMatchObject({
+        status: 'done',
+      });
+    const ledger = t.ledger();
+    for (const tool of ['hold_seats', 'charge_card', 'email_tickets'])
+      expect(
+        ledger.filter((l) => l.tool === tool && l.phase === 'begin'),
+      ).toHaveLength(RUNS);
+  }, 60_000);
 }
 
 for (const kind of ['postgres', 'redis', 'sqlite'] as const) {

@@ -423,6 +423,11 @@ async function main(): Promise<number> {
     mode,
     bootMs: Math.round(performance.now()),
   };
+  // SIGTERM (a rolling restart): drain, so each run stops at its next superstep boundary, stored
+  // and released for another worker; the outcomes are reported as usual.
+  process.once('SIGTERM', () => {
+    void Promise.all([runner.drain(), refunds.drain(), loop?.runner.drain()]);
+  });
   process.stdout.write('STARTED\n');
   const settle = <T>(p: Promise<T>) =>
     p.then(
