@@ -4,7 +4,7 @@
  * every script's keys must sit in one slot, as the layout's hash tags promise.
  */
 import calculateSlot from 'cluster-key-slot';
-import type { Cluster } from 'ioredis';
+import { Redis, type Cluster } from 'ioredis';
 import { RedisCheckpointStore, type CheckpointStore } from 'agent-adapter';
 import { describeCheckpointStoreConformance } from 'agent-adapter/testing';
 import { RedisKeys } from 'agent-adapter/exec/checkpoints/redis/redis.layout';
@@ -58,5 +58,47 @@ describeWithRedisCluster(
       make: async () => open(),
       raw: redisRaw(client, tag),
     });
+
+    // Last: it leaves the cluster with one master replaced.
+    it('a master SIGKILLed: its replica is promoted and the store goes on, on every slot, with what was replicated', async () => {
+      const store = open();
+      const ids = Array.from({ length: 40 }, (_, i) => `fail-${i}`);
+      const cp = (runId: string, step: number) => ({
+        runId,
+        step,
+        flow: 'f',
+        status: 'running' as const,
+        segment: 1,
+        sealed: `cp-${runId}-${step}`,
+      });
+      for (const id of ids) await store.save(cp(id, 0), { head: `h0-${id}` });
+      // Every write on a replica before the kill (asynchronous replication loses what is not).
+      const masters = await cluster().masters();
+      expect(masters).toHaveLength(3);
+      for (const port of masters) {
+        const node = new Redis({ port, host: '127.0.0.1' });
+        expect(await node.call('WAIT', '1', '5000')).toBe(1);
+        node.disconnect();
+      }
+      const victim = masters[0]!;
+      await cluster().kill(victim);
+      // The others notice after the node timeout (1.5 s), then its replica is promoted.
+      let now: number[] = [];
+      for (let i = 0; i < 300 && now.length < 3; i++) {
+        await new Promise((r) => setTimeout(r, 100));
+        now = await cluster().masters();
+      }
+      expect(now).toHaveLength(3);
+      expect(now).not.toContain(victim);
+      await cluster().healthy(30_000);
+
+      for (const id of ids)
+        await store.save(cp(id, 1), { head: `h1-${id}`, expectCalls: 0 });
+      const heads = await Promise.all(ids.map((id) => store.head(id)));
+      expect(heads.map((h) => h?.step)).toEqual(ids.map(() => 1));
+      expect(
+        (await store.listDue({ now: Date.now(), flows: ['f'] })).length,
+      ).toBe(ids.length);
+    }, 60_000);
   },
 );
