@@ -7,6 +7,7 @@ import {
   Executor,
   FlowRunner,
   RecoveryNeedsDecision,
+  RunAccessDenied,
   type CheckpointStore,
   type RecoveryOutcome,
 } from 'agent-adapter';
@@ -136,6 +137,31 @@ describe.each(memoryAndSqlite('takeover'))('takeOver on %s', (_name, fresh) => {
       });
       expect(await until(() => done('o3'), LEASE + 2_000)).toBe(true);
       expect(by(ledger, 'w2')).toEqual(['email_tickets']);
+    } finally {
+      await takeover.stop();
+      w1.close();
+      w2.close();
+    }
+  });
+
+  it('a run it cannot take as it stands (it needs its principal) is reported once, not at every look', async () => {
+    const w1 = worker(store, [], 'w1', { dieIn: 'hold_seats' });
+    await w1
+      .run(ticketsFlow(), ORDER, {
+        runId: 'o4',
+        ctx: { user: 'u1', principal: 'svc-1' },
+      })
+      .catch(() => 0);
+    await settle();
+    const w2 = worker(store, [], 'w2');
+    const { takeover, outcomes } = watching(w2, 20);
+    try {
+      expect(await until(async () => outcomes.length > 0, LEASE + 2_000)).toBe(
+        true,
+      );
+      await sleep(300); // many looks
+      expect(outcomes).toHaveLength(1);
+      expect(outcomes[0]![1]).toBeInstanceOf(RunAccessDenied);
     } finally {
       await takeover.stop();
       w1.close();

@@ -1,6 +1,6 @@
 import {
   CheckpointConflict,
-  RecoveryNeedsDecision,
+  CheckpointStoreUnavailable,
   RunLeaseHeld,
   WorkerDraining,
 } from '../../errors';
@@ -49,26 +49,27 @@ export function takeoverSettings(
   };
 }
 
-/** Due runs listed per look, beyond those known to wait for a decision. */
+/** Due runs listed per look, beyond those known to be stuck. */
 const PAGE = 100;
-/** Runs waiting for a decision remembered per worker (each is looked at again once it changes). */
-const MAX_UNDECIDED = 10_000;
+/** Runs that cannot be finished remembered per worker (each is looked at again once it changes). */
+const MAX_STUCK = 10_000;
 
 /**
  * Continuous takeover: every `everyMs` (jittered), asks the store for due work (`listDue`: running
  * runs whose owner's lease expired, O(due)) and recovers each due run of its flows through the
  * runner's lease-checked recovery, so a run whose worker died is finished by a live worker within
  * the lease plus one look, with no restart. The claim is the store's compare-and-set: workers that
- * race for a run cannot both take it. A run that needs a decision is not retried until its head
- * changes (an operator's decision writes a checkpoint).
+ * race for a run cannot both take it. A run that cannot be finished as it stands (it needs a
+ * decision, it is corrupt) is reported once and not retried until its head changes (an operator's
+ * decision writes a checkpoint).
  */
 export class Takeover {
   private timer?: NodeJS.Timeout;
   private stopped = false;
   private looking?: Promise<void>;
   private readonly inFlight = new Map<string, Promise<void>>();
-  /** Run id → the head seal it needed a decision at. */
-  private readonly undecided = new Map<string, string>();
+  /** Run id → the head seal at which it could not be finished (a decision, corruption...). */
+  private readonly stuck = new Map<string, string>();
   private readonly everyMs: number;
   private readonly concurrency: number;
   private readonly sources: Map<string, TakeoverSource>;
@@ -103,20 +104,20 @@ export class Takeover {
     const heads = await this.store.listDue({
       now: Date.now(),
       flows: [...this.sources.keys()],
-      limit: PAGE + this.undecided.size,
+      limit: PAGE + this.stuck.size,
     });
-    if (heads.length < PAGE + this.undecided.size) {
+    if (heads.length < PAGE + this.stuck.size) {
       // Every due run was listed: forget decisions no longer due (decided, ended).
       const due = new Set(heads.map((h) => h.runId));
-      for (const id of this.undecided.keys())
-        if (!due.has(id)) this.undecided.delete(id);
+      for (const id of this.stuck.keys())
+        if (!due.has(id)) this.stuck.delete(id);
     }
     let started = 0;
     for (const head of heads) {
       if (this.stopped || this.inFlight.size >= this.concurrency) break;
       const source = this.sources.get(head.flow);
       if (!source || this.inFlight.has(head.runId)) continue;
-      if (this.undecided.get(head.runId) === head.sealed) continue;
+      if (this.stuck.get(head.runId) === head.sealed) continue;
       const task = source
         .recover(head.runId)
         .then((outcome) => this.settled(source.flow, head.sealed, outcome))
@@ -165,17 +166,20 @@ export class Takeover {
     outcome: RecoveryOutcome<unknown>,
   ): void {
     const [runId, result] = outcome;
-    if (result instanceof RecoveryNeedsDecision) {
-      if (this.undecided.size < MAX_UNDECIDED)
-        this.undecided.set(runId, sealed);
-    } else this.undecided.delete(runId);
     // Races are not news: another worker took the run first, or renewed it since the listing.
-    if (
+    const race =
       result instanceof CheckpointConflict ||
       result instanceof RunLeaseHeld ||
-      result instanceof WorkerDraining
-    )
-      return;
-    this.onOutcome?.(flow, outcome);
+      result instanceof WorkerDraining;
+    // A run this worker cannot finish as it stands (it needs a decision, is corrupt, needs its
+    // principal...) is reported once and left until its head changes; a store that failed may
+    // pass, so that run is tried again at the next look.
+    const cannot =
+      result instanceof Error &&
+      !race &&
+      !(result instanceof CheckpointStoreUnavailable);
+    if (cannot && this.stuck.size < MAX_STUCK) this.stuck.set(runId, sealed);
+    else this.stuck.delete(runId);
+    if (!race) this.onOutcome?.(flow, outcome);
   }
 }
