@@ -58,6 +58,16 @@ function isFree(port: number): Promise<boolean> {
   });
 }
 
+/** SIGKILLs a node's process (unless it has exited) and resolves once it has. */
+function killed(node: RedisClusterNode): Promise<void> {
+  return new Promise<void>((resolve) => {
+    if (node.process.exitCode !== null || node.process.signalCode !== null)
+      return resolve();
+    node.process.once('exit', () => resolve());
+    node.process.kill('SIGKILL');
+  });
+}
+
 async function ping(port: number, timeoutMs: number): Promise<void> {
   const until = Date.now() + timeoutMs;
   for (;;) {
@@ -93,17 +103,7 @@ export async function startRedisCluster(
   const taken = new Set<number>();
   const nodes: RedisClusterNode[] = [];
   const stop = async () => {
-    await Promise.all(
-      nodes.map(
-        (n) =>
-          new Promise<void>((resolve) => {
-            if (n.process.exitCode !== null || n.process.signalCode !== null)
-              return resolve();
-            n.process.once('exit', () => resolve());
-            n.process.kill('SIGKILL');
-          }),
-      ),
-    );
+    await Promise.all(nodes.map(killed));
     rmSync(dir, { recursive: true, force: true });
   };
   try {
@@ -197,10 +197,7 @@ export async function startRedisCluster(
     kill: async (port) => {
       const node = nodes.find((n) => n.port === port);
       if (!node) throw new Error(`no node on port ${port}`);
-      await new Promise<void>((resolve) => {
-        node.process.once('exit', () => resolve());
-        node.process.kill('SIGKILL');
-      });
+      await killed(node);
     },
     healthy: async (timeoutMs = 20_000) => {
       const until = Date.now() + timeoutMs;

@@ -136,7 +136,6 @@ export class RecoveryOrchestrator
         }
       }),
     ];
-    const calls = new RecoveredCalls(undefined);
     this.takeover = new Takeover(
       this.options.store,
       sources,
@@ -144,7 +143,6 @@ export class RecoveryOrchestrator
         ...settings,
         onOutcome: (flow, [runId, outcome]) =>
           void this.report(flow, runId, outcome as Outcome | Error, {
-            calls,
             retry: false,
           }),
       },
@@ -300,9 +298,9 @@ export class RecoveryOrchestrator
     flow: string,
     runId: string,
     outcome: Outcome | Error,
-    sweep: { calls: RecoveredCalls; retry: boolean },
+    sweep: { calls?: RecoveredCalls; retry: boolean },
   ): Promise<RecoveryOutcomeKind> {
-    const recovered = sweep.calls.take(runId);
+    const recovered = sweep.calls?.take(runId);
     if (!(outcome instanceof Error)) {
       const calls = recovered && describeCalls(recovered);
       if (outcome.status === 'paused')
