@@ -1,8 +1,11 @@
 import {
   CheckpointStore,
+  type AdmitQuery,
   type CallRecord,
   type CheckpointRecord,
   type DueQuery,
+  type Enqueued,
+  type QueuePlacement,
   type HeadlessPage,
   type HeadlessQuery,
   type HistoryPage,
@@ -36,6 +39,16 @@ export class ForwardingStore extends CheckpointStore {
 
   save(checkpoint: CheckpointRecord, options?: SaveOptions): Promise<void> {
     return this.pass(() => this.inner.save(checkpoint, options));
+  }
+  enqueue(
+    checkpoint: CheckpointRecord,
+    placement: QueuePlacement,
+    options?: Pick<SaveOptions, 'head'>,
+  ): Promise<Enqueued> {
+    return this.pass(() => this.inner.enqueue(checkpoint, placement, options));
+  }
+  admit(query: AdmitQuery): Promise<RunHead[]> {
+    return this.pass(() => this.inner.admit(query));
   }
   latest(runId: string): Promise<CheckpointRecord | undefined> {
     return this.pass(() => this.inner.latest(runId));

@@ -20,6 +20,8 @@ export const StoreMessages = {
   foreignTables: (runs: string) =>
     `${runs} exists but the agent-adapter meta table does not: these tables were not made by agent-adapter. Use another tablePrefix/schema. Nothing was changed.`,
   storeClosed: (store: string) => `This ${store} was closed.`,
+  queuesNeedPool: () =>
+    'Queues on Postgres need the pg pool of a TypeORM DataSource (an admission is a transaction on one connection); this DataSource has none. Nothing was admitted.',
   redisQuitTimedOut: () => 'QUIT timed out',
   redisRefusedUnknown: (runId: string, code: string) =>
     `RedisCheckpointStore: run "${runId}": the write was refused (${code}) and nothing was written; retry it.`,

@@ -69,6 +69,58 @@ export interface RunHead {
    * it (a renewal writes them without one).
    */
   sealed: string;
+  /** For a run enqueued on a queue (`enqueue`): where it stands there. */
+  queue?: RunQueueState;
+}
+
+/** A queued run's place on its queue (`RunHead.queue`). Outside the head seal, like the lease. */
+export interface RunQueueState {
+  name: string;
+  /** Its concurrency key (a tenant, a user), if it has one. */
+  key?: string;
+  /** Lower runs first. */
+  priority: number;
+  /** While it waits: epoch ms from which it may be admitted. Absent once admitted. */
+  availableAt?: number;
+  /** Epoch ms it was admitted at; absent while it waits. */
+  admittedAt?: number;
+}
+
+/** Where `enqueue` puts a run. */
+export interface QueuePlacement {
+  /** The queue's name. */
+  queue: string;
+  /** Concurrency key: the queue's `perKey` limit counts the admitted runs of each key. */
+  key?: string;
+  /** At most one unfinished run per (queue, dedupe key): another enqueue returns that run. */
+  dedupeKey?: string;
+  /** Lower is admitted first; then by `availableAt`, then in enqueue order. @default 0 */
+  priority?: number;
+  /** Epoch ms from which the run may be admitted (now, or later for a delay). */
+  availableAt: number;
+}
+
+/** What `enqueue` did. */
+export interface Enqueued {
+  /** The run enqueued, or the unfinished run already holding the dedupe key. */
+  runId: string;
+  /** False when the dedupe key's run was returned and nothing was written. */
+  created: boolean;
+}
+
+/** One admission look at a queue (`admit`): its limits, checked against the whole fleet. */
+export interface AdmitQuery {
+  queue: string;
+  /** Epoch ms: runs available at or before it; the rate window ends here. */
+  now: number;
+  /** At most this many runs admitted by this look. */
+  limit: number;
+  /** At most this many admitted, unfinished (running or paused) runs on the queue. */
+  concurrency?: number;
+  /** At most this many admitted, unfinished runs per concurrency key (runs without a key: no limit). */
+  perKey?: number;
+  /** At most `limit` runs admitted in any window of `intervalMs`. */
+  rate?: { limit: number; intervalMs: number };
 }
 
 export interface SaveOptions {
@@ -99,7 +151,7 @@ export interface ListUnfinishedOptions {
 }
 
 export interface DueQuery {
-  /** Epoch ms: work due at or before it. */
+  /** Epoch ms: work due at or before it. Runs waiting on a queue are never due. */
   now: number;
   /** Only runs of these flows. @default every flow */
   flows?: readonly string[];
@@ -159,7 +211,10 @@ export abstract class CheckpointStore {
   /** The run's latest checkpoint, or undefined if nothing is stored. */
   abstract latest(runId: string): Promise<CheckpointRecord | undefined>;
 
-  /** Heads of the flow's unfinished (running or paused) runs, by run id, one page at a time. */
+  /**
+   * Heads of the flow's unfinished (running or paused) runs, by run id, one page at a time. Runs
+   * waiting on a queue are left out: only `admit` starts them.
+   */
   abstract listUnfinished(
     flow: string,
     options?: ListUnfinishedOptions,
@@ -172,6 +227,25 @@ export abstract class CheckpointStore {
    * look often. A run listed here is only a candidate; taking it is the claim's compare-and-set.
    */
   abstract listDue(query: DueQuery): Promise<RunHead[]>;
+
+  /**
+   * Stores a run's step 0 on a queue, waiting: it is not due work and not unfinished for
+   * `listUnfinished` until `admit` admits it. With a dedupe key held by an unfinished run of the
+   * queue, writes nothing and returns that run. A run id already stored is `CheckpointConflict`.
+   */
+  abstract enqueue(
+    checkpoint: CheckpointRecord,
+    placement: QueuePlacement,
+    options?: Pick<SaveOptions, 'head'>,
+  ): Promise<Enqueued>;
+
+  /**
+   * Admits waiting runs of a queue, in order (priority, then availability, then enqueue order),
+   * as far as its limits allow, counted over every worker's admissions: concurrent looks (other
+   * processes included) never admit past a limit. An admitted run is due work at once (no lease),
+   * so any worker's claim takes it. Returns the admitted runs' heads.
+   */
+  abstract admit(query: AdmitQuery): Promise<RunHead[]>;
 
   /** Removes the run, its checkpoints and its call log. True if anything was removed. */
   abstract delete(runId: string): Promise<boolean>;

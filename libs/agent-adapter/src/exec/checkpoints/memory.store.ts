@@ -7,13 +7,17 @@ import {
   UNFINISHED,
   type CallRecord,
   type CheckpointRecord,
+  type AdmitQuery,
   type DueQuery,
+  type Enqueued,
+  type QueuePlacement,
   type HeadlessPage,
   type HistoryPage,
   type ListQuery,
   type ListUnfinishedOptions,
   type RunHead,
   type RunPage,
+  type RunQueueState,
   type SaveOptions,
 } from './checkpoint-store';
 
@@ -24,6 +28,7 @@ interface MemoryRun {
   calls: Map<string, CallRecord>;
   /** insertion order, for "newest first" listing */
   created: number;
+  dedupeKey?: string;
 }
 
 /**
@@ -104,12 +109,99 @@ export class MemoryCheckpointStore extends CheckpointStore {
       // A counter, as the other stores keep it: rows lost below the store show as missing.
       calls: (run?.head.calls ?? 0) + (options.calls?.length ?? 0),
       sealed: options.head ?? '',
+      ...(run?.head.queue && { queue: run.head.queue }),
       ...(options.owner !== undefined && { owner: options.owner }),
       ...(options.leaseExpiresAt !== undefined && {
         leaseExpiresAt: options.leaseExpiresAt,
       }),
     };
     this.runs.set(checkpoint.runId, target);
+  }
+
+  async enqueue(
+    checkpoint: CheckpointRecord,
+    placement: QueuePlacement,
+    options: Pick<SaveOptions, 'head'> = {},
+  ): Promise<Enqueued> {
+    const { queue, key, dedupeKey, priority = 0, availableAt } = placement;
+    if (dedupeKey !== undefined) {
+      for (const run of this.runs.values()) {
+        if (
+          run.dedupeKey === dedupeKey &&
+          run.head.queue?.name === queue &&
+          UNFINISHED.includes(run.head.status)
+        )
+          return { runId: run.head.runId, created: false };
+      }
+    }
+    // The queue state is set before anything awaits: no look may see the run without it.
+    const existed = this.runs.has(checkpoint.runId);
+    const saved = this.save(checkpoint, options);
+    const run = this.runs.get(checkpoint.runId);
+    if (!existed && run) {
+      run.head.queue = {
+        name: queue,
+        ...(key !== undefined && { key }),
+        priority,
+        availableAt,
+      };
+      if (dedupeKey !== undefined) run.dedupeKey = dedupeKey;
+    }
+    await saved;
+    return { runId: checkpoint.runId, created: true };
+  }
+
+  async admit(query: AdmitQuery): Promise<RunHead[]> {
+    const { queue, now, concurrency, perKey, rate } = query;
+    const onQueue = [...this.runs.values()]
+      .map((r) => r.head)
+      .filter((h) => h.queue?.name === queue);
+    const active = onQueue.filter(
+      (h) => h.queue?.admittedAt !== undefined && UNFINISHED.includes(h.status),
+    );
+    const recent = rate
+      ? onQueue.filter(
+          (h) => (h.queue?.admittedAt ?? -Infinity) > now - rate.intervalMs,
+        ).length
+      : 0;
+    let room = Math.min(
+      query.limit,
+      concurrency === undefined ? Infinity : concurrency - active.length,
+      rate === undefined ? Infinity : rate.limit - recent,
+    );
+    const perKeyActive = new Map<string, number>();
+    for (const h of active)
+      if (h.queue?.key !== undefined)
+        perKeyActive.set(h.queue.key, (perKeyActive.get(h.queue.key) ?? 0) + 1);
+    const waiting = [...this.runs.values()]
+      .filter(
+        (r) =>
+          r.head.queue?.name === queue &&
+          r.head.status === 'running' &&
+          r.head.queue.availableAt !== undefined &&
+          r.head.queue.availableAt <= now,
+      )
+      .sort(
+        (a, b) =>
+          (a.head.queue?.priority ?? 0) - (b.head.queue?.priority ?? 0) ||
+          (a.head.queue?.availableAt ?? 0) - (b.head.queue?.availableAt ?? 0) ||
+          a.created - b.created,
+      );
+    const admitted: RunHead[] = [];
+    for (const { head } of waiting) {
+      if (room <= 0) break;
+      const place = head.queue as RunQueueState;
+      if (perKey !== undefined && place.key !== undefined) {
+        const n = perKeyActive.get(place.key) ?? 0;
+        if (n >= perKey) continue;
+        perKeyActive.set(place.key, n + 1);
+      }
+      const { availableAt: _, ...rest } = place;
+      head.queue = { ...rest, admittedAt: now };
+      admitted.push({ ...head });
+      room--;
+    }
+    return admitted;
   }
 
   async latest(runId: string): Promise<CheckpointRecord | undefined> {
@@ -134,6 +226,7 @@ export class MemoryCheckpointStore extends CheckpointStore {
         (h) =>
           h.flow === flow &&
           UNFINISHED.includes(h.status) &&
+          h.queue?.availableAt === undefined &&
           (after === undefined || h.runId > after) &&
           (leaseExpiredBefore === undefined ||
             h.leaseExpiresAt === undefined ||
@@ -200,6 +293,7 @@ export class MemoryCheckpointStore extends CheckpointStore {
     const { now, flows, limit = 100 } = query;
     const due = (h: RunHead) =>
       h.status === 'running' &&
+      h.queue?.availableAt === undefined &&
       (h.leaseExpiresAt === undefined || h.leaseExpiresAt < now) &&
       (flows === undefined || flows.includes(h.flow));
     return [...this.runs.values()]

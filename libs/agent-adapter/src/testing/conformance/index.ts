@@ -5,6 +5,7 @@ import type { CheckpointStoreFixture } from './context';
 import { resolveFramework, type TestFramework } from './framework';
 import { describeListingLeasesDelete } from './listing';
 import { describeDurableProtocol } from './protocol';
+import { describeQueues } from './queues';
 import { describeCompareAndSetSave } from './save';
 
 export type { CheckpointStoreFixture, RawStoreAccess } from './context';
@@ -12,7 +13,7 @@ export type { TestFramework } from './framework';
 
 /**
  * Declares the CheckpointStore conformance suite for one store: compare-and-set saves, the fenced
- * call log, listing, leases, due work, deletion, namespaces, then the durable protocol (crash recovery,
+ * call log, listing, leases, due work, queues, deletion, namespaces, then the durable protocol (crash recovery,
  * approvals, racing recoverers) run on it, and, with `fixture.raw`, tampered rows. Every store of
  * this library passes it; a store of your own should too.
  *
@@ -55,6 +56,7 @@ export function describeCheckpointStoreConformance(
     describeFencedCallLog(suite);
     describeListingLeasesDelete(suite);
     describeDueWork(suite);
+    describeQueues(suite);
     describeDurableProtocol(suite, fixture.raw);
   });
 }

@@ -1,10 +1,12 @@
 import { createHash } from 'node:crypto';
 import type { CallRecord, CheckpointRecord } from '../checkpoint-store';
 import type { DataSourceLike } from './sql.driver';
-import { Engine, foreignTables } from './sql.engine';
+import { Engine, foreignTables, type SqlStep } from './sql.engine';
+import { CheckpointStoreUnavailable } from '../../../errors';
+import { Messages } from '../../../errors/messages';
 import { CALL_COLUMNS } from './sql.rows';
 import type { SqlNames } from './sql.schema';
-import { appendHeadSql, insertCheckpointSql, saveHeadSql } from './sql.writes';
+import { appendHeadSql, insertCheckpointSql } from './sql.writes';
 
 /** The part of pg's Pool the engine uses. */
 interface PgPool {
@@ -17,7 +19,7 @@ interface PgPool {
     query(
       text: string,
       values?: unknown[],
-    ): Promise<{ rowCount: number | null }>;
+    ): Promise<{ rowCount: number | null; rows: unknown[] }>;
     release(): void;
   }>;
 }
@@ -84,6 +86,45 @@ export class PostgresEngine extends Engine {
     }
   }
 
+  override async admission<T>(
+    queue: string,
+    steps: Generator<SqlStep, T, unknown[]>,
+    busy: T,
+  ): Promise<T> {
+    if (!this.pool)
+      throw new CheckpointStoreUnavailable(Messages.queuesNeedPool());
+    const n = this.tables;
+    await this.all(
+      `INSERT INTO ${n.queues} (name) VALUES ($1) ON CONFLICT (name) DO NOTHING`,
+      [queue],
+    );
+    const client = await this.pool.connect();
+    try {
+      await client.query('BEGIN');
+      // Each statement below reads a snapshot taken after this lock: admissions never overlap.
+      const locked = await client.query(
+        `SELECT name FROM ${n.queues} WHERE name = $1 FOR UPDATE SKIP LOCKED`,
+        [queue],
+      );
+      if (!locked.rowCount) {
+        await client.query('ROLLBACK');
+        return busy;
+      }
+      let next = steps.next([]);
+      while (!next.done) {
+        const { rows } = await client.query(next.value.sql, next.value.params);
+        next = steps.next(rows);
+      }
+      await client.query('COMMIT');
+      return next.value;
+    } catch (error) {
+      await client.query('ROLLBACK').catch(() => undefined);
+      throw error;
+    } finally {
+      client.release();
+    }
+  }
+
   override async all<T>(sql: string, params: unknown[]): Promise<T[]> {
     if (!this.pool || !this.prepared)
       return (await this.ds.query(sql, params)) as T[];
@@ -109,6 +150,7 @@ export class PostgresEngine extends Engine {
     cp: CheckpointRecord,
     calls: readonly CallRecord[],
     params: unknown[],
+    headSql: string,
   ): Promise<boolean> {
     const n = this.tables;
     // The batch as one array per column, bound after the shared parameters.
@@ -120,7 +162,7 @@ export class PostgresEngine extends Engine {
       calls.map((c) => c.sealed),
     );
     const [row] = await this.all<{ n: number }>(
-      `WITH head AS (${saveHeadSql('postgres', n, cp.step)} RETURNING run_id),
+      `WITH head AS (${headSql} RETURNING run_id),
        cp AS (${insertCheckpointSql(n)} SELECT run_id, $2, $8, $3, $4, $10 FROM head),
        calls AS (INSERT INTO ${n.calls} (${CALL_COLUMNS})
               SELECT head.run_id, c.superstep, c.segment, c.seq, c.sealed FROM head,

@@ -3,10 +3,22 @@ import { CheckpointStoreUnavailable } from '../../../errors';
 import type {
   CallRecord,
   CheckpointRecord,
+  QueuePlacement,
   SaveOptions,
 } from '../checkpoint-store';
 import type { SqlDialect, SqlNames } from './sql.schema';
-import { appendParams, saveParams } from './sql.writes';
+import {
+  appendParams,
+  enqueueHeadSql,
+  saveHeadSql,
+  saveParams,
+} from './sql.writes';
+
+/** One statement of a transaction given as steps (see `Engine.admission`): its rows come back. */
+export interface SqlStep {
+  sql: string;
+  params: unknown[];
+}
 
 /**
  * Does one statement (or one transaction): the dialect-specific part of the store. A save and an
@@ -27,8 +39,36 @@ export abstract class Engine {
    * also catches a throw from binding).
    */
   save(cp: CheckpointRecord, o: SaveOptions, now: number): Promise<boolean> {
-    return this.writeSave(cp, o.calls ?? [], saveParams(cp, o, now));
+    const head = saveHeadSql(this.dialect, this.tables, cp.step);
+    return this.writeSave(cp, o.calls ?? [], saveParams(cp, o, now), head);
   }
+
+  /**
+   * A run's step 0 waiting on a queue; resolves to whether it was inserted (not when the run id
+   * is stored or the dedupe key held).
+   */
+  enqueue(
+    cp: CheckpointRecord,
+    q: QueuePlacement,
+    head: string | undefined,
+    now: number,
+  ): Promise<boolean> {
+    const params = saveParams(cp, { head }, now);
+    // prettier-ignore
+    params.push(q.queue, q.key ?? null, q.dedupeKey ?? null, q.priority ?? 0, Math.floor(q.availableAt));
+    return this.writeSave(cp, [], params, enqueueHeadSql(this.tables));
+  }
+
+  /**
+   * Runs `steps` (each statement's rows go back to it) in one transaction that no other admission
+   * of `queue` overlaps. Resolves to `busy` without running them when another admission of the
+   * queue holds it (Postgres skips a locked queue rather than wait).
+   */
+  abstract admission<T>(
+    queue: string,
+    steps: Generator<SqlStep, T, unknown[]>,
+    busy: T,
+  ): Promise<T>;
 
   /** Fenced append; resolves to whether the head matched (else nothing was written). */
   recordCall(
@@ -41,11 +81,12 @@ export abstract class Engine {
     return this.writeAppend(calls, appendParams(runId, segment, calls, head));
   }
 
-  /** The head write over `saveParams`, the checkpoint and `calls`: all or nothing. */
+  /** The head write `headSql` over `params`, the checkpoint and `calls`: all or nothing. */
   protected abstract writeSave(
     cp: CheckpointRecord,
     calls: readonly CallRecord[],
     params: unknown[],
+    headSql: string,
   ): Promise<boolean>;
 
   /** The head write over `appendParams` and `calls`: all or nothing. */

@@ -25,7 +25,8 @@ export async function unfinishedHeads(
   options: ListUnfinishedOptions,
 ): Promise<RunHead[]> {
   const params: unknown[] = [flow];
-  let where = `flow = $1 AND ${UNFINISHED_SQL}`;
+  // A run waiting on a queue is not recovery's: only an admission starts it.
+  let where = `flow = $1 AND ${UNFINISHED_SQL} AND available_at IS NULL`;
   if (options.after !== undefined)
     where += ` AND run_id > $${params.push(options.after)}`;
   if (options.leaseExpiredBefore !== undefined) {

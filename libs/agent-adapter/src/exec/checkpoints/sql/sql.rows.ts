@@ -18,6 +18,11 @@ export interface RunRow {
   owner: string | null;
   lease_expires_at: number | string | null;
   updated_at: number | string;
+  queue: string | null;
+  queue_key: string | null;
+  priority: number;
+  available_at: number | string | null;
+  admitted_at: number | string | null;
   id?: number | string;
 }
 
@@ -40,7 +45,7 @@ export interface CallRow {
 
 /** The columns of a `RunRow` (without `id`, which only listing reads). */
 export const HEAD_COLUMNS =
-  'run_id, flow, step, status, segment, calls, sealed, owner, lease_expires_at, updated_at';
+  'run_id, flow, step, status, segment, calls, sealed, owner, lease_expires_at, updated_at, queue, queue_key, priority, available_at, admitted_at';
 export const CHECKPOINT_COLUMNS = 'run_id, step, flow, status, segment, sealed';
 export const CALL_COLUMNS = 'run_id, superstep, segment, seq, sealed';
 
@@ -59,6 +64,15 @@ export function toHead(r: RunRow): RunHead {
     ...(r.owner !== null && { owner: r.owner }),
     ...(r.lease_expires_at !== null && {
       leaseExpiresAt: num(r.lease_expires_at),
+    }),
+    ...(r.queue !== null && {
+      queue: {
+        name: r.queue,
+        ...(r.queue_key !== null && { key: r.queue_key }),
+        priority: num(r.priority),
+        ...(r.available_at !== null && { availableAt: num(r.available_at) }),
+        ...(r.admitted_at !== null && { admittedAt: num(r.admitted_at) }),
+      },
     }),
   };
 }

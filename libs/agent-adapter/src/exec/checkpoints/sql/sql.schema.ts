@@ -11,11 +11,12 @@ export type SqlDialect = 'postgres' | 'sqlite';
 export const UNFINISHED_SQL = `status IN ('running', 'paused')`;
 
 /** The schema version these tables have; stored in the meta table. */
-export const SCHEMA_VERSION = 3;
+export const SCHEMA_VERSION = 4;
 /** Earlier versions, refused by name (development builds; nothing migrates). */
 export const RETIRED_SCHEMA_VERSIONS: ReadonlyMap<string, string> = new Map([
   ['1', 'run heads without a seal'],
   ['2', 'no index of due work (running runs by lease expiry)'],
+  ['3', 'no queues'],
 ]);
 
 /** @publicApi */
@@ -31,6 +32,8 @@ export interface SqlNames {
   checkpoints: string;
   calls: string;
   meta: string;
+  /** One row per queue: the lock an admission takes (Postgres). */
+  queues: string;
   /** For index names (unquoted, prefixed). */
   prefix: string;
   schema?: string;
@@ -60,13 +63,23 @@ export function sqlNames(
     checkpoints: q('checkpoints'),
     calls: q('calls'),
     meta: q('meta'),
+    queues: q('queues'),
     prefix,
     ...(schema !== undefined && { schema }),
   };
 }
 
-/** The runs whose lease is due work (see `runs_due`). */
-export const DUE_SQL = `status = 'running'`;
+/** The runs whose lease is due work (see `runs_due`): running and not waiting on a queue. */
+export const DUE_SQL = `status = 'running' AND available_at IS NULL`;
+
+/** A queue's waiting runs (`runs_waiting`). */
+export const WAITING_SQL = `available_at IS NOT NULL`;
+
+/** A queue's admitted runs (`runs_admitted`): counted by its rate limit. */
+export const ADMITTED_SQL = `admitted_at IS NOT NULL`;
+
+/** Runs that hold their dedupe key (`runs_dedupe`): unfinished ones. */
+export const DEDUPE_SQL = `dedupe_key IS NOT NULL AND ${UNFINISHED_SQL}`;
 
 /** Statements that create every table and index if missing (idempotent). */
 export function createStatements(dialect: SqlDialect, n: SqlNames): string[] {
@@ -90,7 +103,13 @@ export function createStatements(dialect: SqlDialect, n: SqlNames): string[] {
       sealed TEXT NOT NULL,
       owner VARCHAR(200),
       lease_expires_at BIGINT,
-      updated_at BIGINT NOT NULL
+      updated_at BIGINT NOT NULL,
+      queue VARCHAR(128),
+      queue_key VARCHAR(200),
+      dedupe_key VARCHAR(200),
+      priority INTEGER NOT NULL DEFAULT 0,
+      available_at BIGINT,
+      admitted_at BIGINT
     )${pg ? ' WITH (fillfactor = 70)' : ''}`,
     // Also for a runs table made by TypeORM's synchronize (entities cannot say fillfactor).
     ...(pg ? [`ALTER TABLE ${n.runs} SET (fillfactor = 70)`] : []),
@@ -100,6 +119,11 @@ export function createStatements(dialect: SqlDialect, n: SqlNames): string[] {
     // Due work (listDue): running runs by lease expiry, so a look reads only what is due.
     `CREATE INDEX IF NOT EXISTS ${idx('runs_due')} ON ${n.runs} (lease_expires_at) WHERE ${DUE_SQL}`,
     `CREATE INDEX IF NOT EXISTS ${idx('runs_flow_id')} ON ${n.runs} (flow, id)`,
+    // Queues: each waiting run in admission order, the admitted ones by admission time (the
+    // limits count them), and one unfinished run per dedupe key. Runs of no queue are in none.
+    `CREATE INDEX IF NOT EXISTS ${idx('runs_waiting')} ON ${n.runs} (queue, priority, available_at, id) WHERE ${WAITING_SQL}`,
+    `CREATE INDEX IF NOT EXISTS ${idx('runs_admitted')} ON ${n.runs} (queue, admitted_at) WHERE ${ADMITTED_SQL}`,
+    `CREATE UNIQUE INDEX IF NOT EXISTS ${idx('runs_dedupe')} ON ${n.runs} (queue, dedupe_key) WHERE ${DEDUPE_SQL}`,
     // Operators list by status (failed, paused...), with or without a flow.
     `CREATE INDEX IF NOT EXISTS ${idx('runs_status_id')} ON ${n.runs} (status, id)`,
     `CREATE INDEX IF NOT EXISTS ${idx('runs_flow_status_id')} ON ${n.runs} (flow, status, id)`,
@@ -122,12 +146,13 @@ export function createStatements(dialect: SqlDialect, n: SqlNames): string[] {
       PRIMARY KEY (run_id, superstep, segment, seq)
     )${pg ? '' : ' WITHOUT ROWID'}`,
     `CREATE TABLE IF NOT EXISTS ${n.meta} (key VARCHAR(64) NOT NULL PRIMARY KEY, value TEXT NOT NULL)`,
+    `CREATE TABLE IF NOT EXISTS ${n.queues} (name VARCHAR(128) NOT NULL PRIMARY KEY)`,
     `INSERT INTO ${n.meta} (key, value) VALUES ('schema_version', '${SCHEMA_VERSION}') ON CONFLICT (key) DO NOTHING`,
   ];
 }
 
 export function dropStatements(n: SqlNames): string[] {
-  return [n.calls, n.checkpoints, n.runs, n.meta].map(
+  return [n.calls, n.checkpoints, n.runs, n.queues, n.meta].map(
     (t) => `DROP TABLE IF EXISTS ${t}`,
   );
 }

@@ -8,9 +8,12 @@ import { Messages } from '../../../errors/messages';
 import { requireFeatures } from '../../../peers/optional-packages';
 import {
   CheckpointStore,
+  type AdmitQuery,
   type CallRecord,
   type CheckpointRecord,
   type DueQuery,
+  type Enqueued,
+  type QueuePlacement,
   type HeadlessPage,
   type HeadlessQuery,
   type HistoryPage,
@@ -62,6 +65,7 @@ import {
 } from './sql.listings';
 import { guarded } from '../transient-errors';
 import { SqliteEngine } from './sqlite.engine';
+import { admission, enqueueRun } from './sql.queues';
 
 const STORE = 'SQLCheckpointStore';
 
@@ -214,6 +218,24 @@ export class SQLCheckpointStore extends CheckpointStore {
         save: checkpoint,
         options,
       });
+  }
+
+  enqueue(
+    checkpoint: CheckpointRecord,
+    placement: QueuePlacement,
+    options: Pick<SaveOptions, 'head'> = {},
+  ): Promise<Enqueued> {
+    return guarded(STORE, checkpoint.runId, async () => {
+      const { engine } = await this.open();
+      return enqueueRun(engine, checkpoint, placement, options.head);
+    });
+  }
+
+  admit(query: AdmitQuery): Promise<RunHead[]> {
+    return guarded(STORE, undefined, async () => {
+      const { engine } = await this.open();
+      return engine.admission(query.queue, admission(engine, query), []);
+    });
   }
 
   async recordCall(

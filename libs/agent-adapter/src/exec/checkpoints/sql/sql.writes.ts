@@ -51,6 +51,21 @@ export function saveHeadSql(
     return `INSERT INTO ${n.runs} (run_id, flow, step, status, segment, calls, sealed, owner, lease_expires_at, updated_at)
       VALUES ($1, $8, $2, $3, $4, $9, $11, $5, $6, $7) ON CONFLICT (run_id) DO NOTHING`;
   }
+  return updateHeadSql(dialect, n);
+}
+
+/**
+ * The head write of an enqueue: step 0 with its place on the queue, over `saveParams` and then
+ * `placementParams`. Inserts nothing when the run id is stored or the dedupe key is held by an
+ * unfinished run of the queue (no conflict target: every unique index counts).
+ */
+export function enqueueHeadSql(n: SqlNames): string {
+  return `INSERT INTO ${n.runs} (run_id, flow, step, status, segment, calls, sealed, owner, lease_expires_at, updated_at,
+      queue, queue_key, dedupe_key, priority, available_at)
+    VALUES ($1, $8, $2, $3, $4, $9, $11, $5, $6, $7, $12, $13, $14, $15, $16) ON CONFLICT DO NOTHING`;
+}
+
+function updateHeadSql(dialect: SqlDialect, n: SqlNames): string {
   const int = (i: number) => (dialect === 'postgres' ? `$${i}::int` : `$${i}`);
   return `UPDATE ${n.runs} SET step = $2, status = $3, segment = $4, owner = $5, lease_expires_at = $6,
       updated_at = $7, calls = calls + $9, sealed = $11

@@ -2,10 +2,10 @@ import { Messages } from '../../../errors/messages';
 import { CheckpointStoreUnavailable } from '../../../errors';
 import type { CallRecord, CheckpointRecord } from '../checkpoint-store';
 import type { DataSourceLike } from './sql.driver';
-import { Engine, foreignTables } from './sql.engine';
+import { Engine, foreignTables, type SqlStep } from './sql.engine';
 import { CALL_COLUMNS } from './sql.rows';
 import type { SqlNames } from './sql.schema';
-import { appendHeadSql, insertCheckpointSql, saveHeadSql } from './sql.writes';
+import { appendHeadSql, insertCheckpointSql } from './sql.writes';
 
 /** The synchronous better-sqlite3 connection TypeORM holds. */
 interface SqliteStatement {
@@ -85,6 +85,25 @@ export class SqliteEngine extends Engine {
     return { stmt: s.stmt, args: s.order.map((i) => params[i]) };
   }
 
+  /** SQLite's write lock serialises every admission (and every write): never busy. */
+  override async admission<T>(
+    _queue: string,
+    steps: Generator<SqlStep, T, unknown[]>,
+  ): Promise<T> {
+    let result!: T;
+    this.immediate(() => {
+      let next = steps.next([]);
+      while (!next.done) {
+        const { stmt, args } = this.prepare(next.value.sql, next.value.params);
+        // A statement with RETURNING or a SELECT gives rows; better-sqlite3's all() runs both.
+        next = steps.next(stmt.all(...args));
+      }
+      result = next.value;
+      return true;
+    });
+    return result;
+  }
+
   override async all<T>(sql: string, params: unknown[]): Promise<T[]> {
     const { stmt, args } = this.prepare(sql, params);
     return stmt.all(...args) as T[];
@@ -99,12 +118,10 @@ export class SqliteEngine extends Engine {
     cp: CheckpointRecord,
     calls: readonly CallRecord[],
     params: unknown[],
+    headSql: string,
   ): Promise<boolean> {
     return this.immediate(() => {
-      if (
-        !this.sameTenure(cp, params) &&
-        this.run(saveHeadSql('sqlite', this.tables, cp.step), params) !== 1
-      ) {
+      if (!this.sameTenure(cp, params) && this.run(headSql, params) !== 1) {
         return false;
       }
       this.run(
