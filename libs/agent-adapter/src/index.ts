@@ -30,6 +30,11 @@ export type {
 export type { CallFinding, ResolveRequest } from './flow/runner/resolve';
 export { Takeover } from './flow/runner/takeover';
 export type { TakeoverOptions } from './flow/runner/takeover';
+export type {
+  QueueOptions,
+  EnqueueOptions,
+  EnqueueResult,
+} from './flow/runner/queues';
 
 export { Executor } from './exec/executor';
 export { ToolRegistry } from './exec/tool.registry';
@@ -81,6 +86,10 @@ export type {
   ListQuery,
   RunPage,
   DueQuery,
+  AdmitQuery,
+  Enqueued,
+  QueuePlacement,
+  RunQueueState,
   HeadlessPage,
   HeadlessQuery,
   HistoryPage,
@@ -110,6 +119,7 @@ export {
   FlowError,
   RunAccessDenied,
   RunLeaseHeld,
+  RunQueued,
   WorkerDraining,
   InvalidFlowState,
   ToolFailed,

@@ -41,6 +41,19 @@ export class WorkerDraining extends DurableError {
   }
 }
 
+/**
+ * The run waits on its queue (`enqueue`): only an admission under the queue's limits starts it,
+ * so `recover` does not. Leave it to the queue, or cancel it. @publicApi
+ */
+export class RunQueued extends DurableError {
+  constructor(
+    runId: string,
+    readonly queue: string,
+  ) {
+    super(Messages.runQueued(runId, queue), runId);
+  }
+}
+
 /** Nothing is stored for the run id. @publicApi */
 export class CheckpointNotFound extends DurableError {
   constructor(runId: string) {

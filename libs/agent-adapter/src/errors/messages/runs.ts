@@ -31,6 +31,10 @@ export const RunMessages = {
     `Run "${runId}" has ended (${status}); there is nothing to recover. Start a new run, or fork this one from an earlier checkpoint.`,
   otherFlow: (runId: string, stored: string, given: string) =>
     `Run "${runId}" belongs to flow "${stored}", not "${given}". Recover it with its own flow.`,
+  admissionFailed: (queue: string, why: string) =>
+    `agent-adapter: admission from queue "${queue}" failed (${why}); its runs wait, and the next look asks again.`,
+  runQueued: (runId: string, queue: string) =>
+    `Run "${runId}" waits on queue "${queue}": it starts only when a worker admits it there, under the queue's limits. Cancel it, or leave it to the queue.`,
   leaseHeld: (runId: string, owner: string, until: number) =>
     `Run "${runId}" is held by worker "${owner}" until ${new Date(until).toISOString()}: that worker may be alive, so it was not taken. Call recoverAll again after that time, or recover it now (recover(flow, runId), or recoverAll with { force: true }) only if you know that worker is gone.`,
   corruptSignature: (runId: string, what: string) =>

@@ -35,6 +35,16 @@ export const SetupMessages = {
     `Tool "${tool}": ${option} must be ${rule}, got ${got}.`,
   invalidRunId: (runId: unknown) =>
     `Run id ${shown(runId)} is invalid: use 1-200 letters, digits, "_", ".", ":", "@" or "-".`,
+  badQueueName: (name: unknown) =>
+    `Queue name ${shown(name)} is invalid: use 1-128 letters, digits, "_", ".", ":", "@" or "-".`,
+  badRateLimit: (queue: string) =>
+    `queues.${queue}.rateLimit must be { limit, intervalMs }: at most limit runs started in any window of intervalMs.`,
+  badQueueKey: (field: string, value: unknown) =>
+    `enqueue: ${field} must be a string of 1-200 characters, got ${shown(value)}.`,
+  badEnqueueNumber: (field: string, value: unknown) =>
+    field === 'priority'
+      ? `enqueue: priority must be an integer between -1000000 and 1000000 (lower starts first), got ${shown(value)}.`
+      : `enqueue: ${field} must be a non-negative integer, got ${shown(value)}.`,
   badWorkerId: (workerId: unknown, max: number) =>
     `workerId must be a non-empty string of at most ${max} characters without control characters (it is stored as the owner of every run this worker drives), got ${typeof workerId === 'string' ? `${shown(workerId)} (${[...workerId].length} characters)` : shown(workerId)}.`,
 } as const;

@@ -9,6 +9,7 @@ import type { PendingApproval, RunIdentity } from '../../exec/durable/records';
 import type { ResumeDecision } from '../flow.interfaces';
 import { consoleLogger, type DurableLogger } from '../../observability/logger';
 import { workerIdOf } from '../worker-id';
+import { QUEUE_NAME, type QueueLimits, type QueueOptions } from './queues';
 
 /**
  * The runner's options: the one place they are declared, checked and defaulted. The tool loop
@@ -73,6 +74,13 @@ export interface FlowRunnerOptions {
    * @default none: recovered every time
    */
   maxRecoveryAttempts?: number;
+  /**
+   * Queues' flow control, by queue name (see `enqueue`): the same on every worker. A worker's
+   * takeover admits from these queues and from each of its flows' own queue (named after the
+   * flow; without limits unless named here).
+   * @default none
+   */
+  queues?: Readonly<Record<string, QueueOptions>>;
 }
 
 /** What a resume policy is asked. @publicApi */
@@ -105,6 +113,8 @@ export interface RunnerSettings {
   approvals?: ApprovalPort;
   canResume?: ResumePolicy;
   maxRecoveryAttempts?: number;
+  /** The queues' limits by name. */
+  queues: ReadonlyMap<string, QueueLimits>;
 }
 
 /**
@@ -208,6 +218,7 @@ export function normalizeRunnerOptions(
     ...(options.approvals && { approvals: options.approvals }),
     ...(options.canResume && { canResume: options.canResume }),
     ...(maxRecoveryAttempts !== undefined && { maxRecoveryAttempts }),
+    queues: queueLimits(options.queues, names),
   };
 }
 
@@ -228,4 +239,57 @@ export function integerOption(
       Messages.ofOwner(names.owner, Messages.badInteger(option, min, value)),
     );
   return value;
+}
+
+/**
+ * The one check of the runner's `queues` option (the Nest module's too): each queue's name and
+ * limits, named in the error, before anything is stored.
+ */
+export function queueLimits(
+  queues: Readonly<Record<string, QueueOptions>> | undefined,
+  names: Pick<OptionNames, 'owner'>,
+): Map<string, QueueLimits> {
+  const out = new Map<string, QueueLimits>();
+  for (const [name, options] of Object.entries(queues ?? {})) {
+    if (!QUEUE_NAME.test(name))
+      throw new DurableSetupError(
+        Messages.ofOwner(names.owner, Messages.badQueueName(name)),
+      );
+    const option = (field: string) => `queues.${name}.${field}`;
+    const positive = (field: string, value: unknown) =>
+      value === undefined
+        ? undefined
+        : integerOption(option(field), value, 1, 1, names);
+    const concurrency = positive('concurrency', options?.concurrency);
+    const perKey = positive('perKey', options?.perKey);
+    const rate = options?.rateLimit;
+    if (rate !== undefined && (typeof rate !== 'object' || rate === null))
+      throw new DurableSetupError(
+        Messages.ofOwner(names.owner, Messages.badRateLimit(name)),
+      );
+    out.set(name, {
+      name,
+      ...(concurrency !== undefined && { concurrency }),
+      ...(perKey !== undefined && { perKey }),
+      ...(rate !== undefined && {
+        rate: {
+          limit: integerOption(
+            option('rateLimit.limit'),
+            rate.limit ?? 0,
+            1,
+            1,
+            names,
+          ),
+          intervalMs: integerOption(
+            option('rateLimit.intervalMs'),
+            rate.intervalMs ?? 0,
+            1,
+            1,
+            names,
+          ),
+        },
+      }),
+    });
+  }
+  return out;
 }

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { CheckpointConflict } from '../../errors';
+import { CheckpointConflict, RunQueued } from '../../errors';
 import { Messages } from '../../errors/messages';
 import type { DurableEvents } from '../../events/durable.events';
 import type { CheckpointStore } from '../../exec/checkpoints/checkpoint-store';
@@ -43,6 +43,14 @@ import {
   resultOf,
 } from './run-transitions';
 import { SegmentDriver } from './segment-driver';
+import {
+  enqueueStart,
+  placementOf,
+  queuesOf,
+  startFromInput,
+  type EnqueueOptions,
+  type EnqueueResult,
+} from './queues';
 import { rerunDecision } from './decisions';
 import { storeResolution, type ResolveRequest } from './resolve';
 import {
@@ -71,6 +79,7 @@ export class FlowRunner {
   private readonly leases: LeaseKeeper;
   private readonly driver: SegmentDriver;
   private readonly sources: RunSources;
+  private readonly wakers = new Set<() => void>();
 
   constructor(
     readonly executor: Executor,
@@ -106,16 +115,7 @@ export class FlowRunner {
     options: RunOptions = {},
   ): Promise<RunResult<S>> {
     const compiled = flow.compile();
-    const state = compiled.state.encode(await compiled.state.fromInput(input));
-    const runId = options.runId ?? randomBytes(16).toString('hex');
-    checkRunId(runId);
-    const cp = startCheckpoint({
-      runId,
-      flow: compiled,
-      state,
-      identity: identityOf(options.ctx),
-      idemKid: this.settings.ring.current.id,
-    });
+    const cp = await startFromInput(compiled, input, options, this.keyRing);
     const writer = this.driver.writerFor(cp);
     try {
       await this.driver.save(writer, cp);
@@ -128,9 +128,37 @@ export class FlowRunner {
     const driving = this.driver.drive(compiled, cp, writer);
     if (options.wait !== false) return driving;
     driving.catch((error: unknown) =>
-      this.settings.logger.error(Messages.backgroundRunStopped(runId), error),
+      this.settings.logger.error(
+        Messages.backgroundRunStopped(cp.runId),
+        error,
+      ),
     );
     return resultOf(compiled, cp);
+  }
+
+  /**
+   * Stores a run (its step 0, input validated) on a queue and returns its id at once: any worker
+   * whose takeover has the flow starts it when the queue's limits allow (see `QueueOptions`), in
+   * order of priority, then of availability. With a `dedupeKey` an unfinished run holds, nothing
+   * is stored and that run's id comes back (`created: false`).
+   */
+  async enqueue<S extends object>(
+    flow: Flow<S>,
+    input: Partial<NoInfer<S>>,
+    options: EnqueueOptions = {},
+  ): Promise<EnqueueResult> {
+    const placement = placementOf(flow.name, options, Date.now());
+    const compiled = flow.compile();
+    const cp = await startFromInput(compiled, input, options, this.keyRing);
+    const result = await enqueueStart(
+      this.store,
+      this.settings.ring,
+      cp,
+      placement,
+    );
+    // A takeover of this process looks now rather than at its next tick.
+    for (const wake of this.wakers) wake();
+    return result;
   }
 
   /**
@@ -161,6 +189,9 @@ export class FlowRunner {
       runId,
       options.ctx,
     );
+    // A queued run starts only through its queue's admission, under its limits.
+    if (head.queue?.availableAt !== undefined)
+      throw new RunQueued(runId, head.queue.name);
     const held = unlessHeld && this.leases.held(head, Date.now());
     if (held) throw held;
     if (cp.status === 'paused') return resultOf(compiled, cp);
@@ -310,8 +341,18 @@ export class FlowRunner {
       this.takeoverSource(flow, options),
     );
     const { leaseMs, logger } = this.settings;
-    const settings = { ...options, leaseMs };
-    return new Takeover(this.store, sources, settings, logger).start();
+    const queues = queuesOf(this.settings.queues, flows);
+    const settings = { ...options, leaseMs, queues };
+    const takeover = new Takeover(this.store, sources, settings, logger);
+    this.wakeOnEnqueue(takeover);
+    return takeover.start();
+  }
+
+  /** Wakes `takeover` whenever this runner enqueues a run (until it stops). @internal */
+  wakeOnEnqueue(takeover: Takeover): void {
+    const wake = () => takeover.wake();
+    this.wakers.add(wake);
+    takeover.onStop(() => this.wakers.delete(wake));
   }
 
   /** A flow's due runs recovered by this runner (lease checked), for a `Takeover`. @internal */

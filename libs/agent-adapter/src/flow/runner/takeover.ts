@@ -9,6 +9,7 @@ import type { CheckpointStore } from '../../exec/checkpoints/checkpoint-store';
 import type { DurableLogger } from '../../observability/logger';
 import type { RecoverAllOptions, RecoveryOutcome } from '../flow.interfaces';
 import { integerOption, type OptionNames } from './flow-runner.options';
+import { admitQuery, type QueueLimits } from './queues';
 
 /** One flow whose due runs a takeover recovers, and how (the runner's lease-checked recovery). */
 export interface TakeoverSource {
@@ -73,17 +74,30 @@ export class Takeover {
   private readonly everyMs: number;
   private readonly concurrency: number;
   private readonly sources: Map<string, TakeoverSource>;
+  private readonly queues: readonly QueueLimits[];
+  /** The queue the next admission starts at: each look starts one further, so all get a turn. */
+  private nextQueue = 0;
+  /** The last admission filled its room: more may wait, so a settled run triggers a look. */
+  private backlog = false;
+  /** A wake came during a look: look again right after it. */
+  private again = false;
+  private readonly stopListeners: Array<() => void> = [];
 
   constructor(
     private readonly store: CheckpointStore,
     sources: readonly TakeoverSource[],
-    options: TakeoverOptions & { leaseMs: number },
+    options: TakeoverOptions & {
+      leaseMs: number;
+      /** Queues to admit runs from each look (see `FlowRunner.queuesFor`). */
+      queues?: readonly QueueLimits[];
+    },
     private readonly logger: DurableLogger,
   ) {
     const settings = takeoverSettings(options, options.leaseMs);
     this.everyMs = settings.everyMs;
     this.concurrency = settings.concurrency;
     this.sources = new Map(sources.map((s) => [s.flow, s]));
+    this.queues = options.queues ?? [];
     this.onOutcome = options.onOutcome;
   }
 
@@ -101,6 +115,7 @@ export class Takeover {
    */
   async lookNow(): Promise<number> {
     if (this.stopped || this.sources.size === 0) return 0;
+    await this.admit();
     const heads = await this.store.listDue({
       now: Date.now(),
       flows: [...this.sources.keys()],
@@ -124,24 +139,73 @@ export class Takeover {
         .catch((error: unknown) =>
           this.logger.error(Messages.takeoverFailed(String(error))),
         )
-        .finally(() => this.inFlight.delete(head.runId));
+        .finally(() => {
+          this.inFlight.delete(head.runId);
+          // A place came free and the queues may hold more: take the next at once.
+          if (this.backlog) this.wake();
+        });
       this.inFlight.set(head.runId, task);
       started++;
     }
     return started;
   }
 
+  /**
+   * Looks again as soon as the look in progress (if any) ends, instead of at the next tick: a run
+   * was enqueued here, or a place came free.
+   */
+  wake(): void {
+    if (this.stopped || !this.timer) {
+      this.again = !this.stopped;
+      return;
+    }
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    this.schedule(0);
+  }
+
+  /** Calls `listener` once the takeover stops. */
+  onStop(listener: () => void): void {
+    this.stopListeners.push(listener);
+  }
+
+  /**
+   * Admits what fits in this worker's free places from each queue, in turn: the store checks the
+   * queue's limits over the whole fleet. Admitted runs are due work at once (no lease), which the
+   * look then lists, so the claim decides who drives each, as for any run whose lease expired.
+   */
+  private async admit(): Promise<void> {
+    const count = this.queues.length;
+    this.backlog = false;
+    let room = this.concurrency - this.inFlight.size;
+    const now = Date.now();
+    for (let i = 0; i < count && room > 0 && !this.stopped; i++) {
+      const queue = this.queues[(this.nextQueue + i) % count] as QueueLimits;
+      try {
+        const admitted = await this.store.admit(admitQuery(queue, now, room));
+        room -= admitted.length;
+        if (room === 0) this.backlog = true;
+      } catch (error) {
+        // A store that fails an admission (down, a failover) is asked again next look.
+        this.logger.warn(Messages.admissionFailed(queue.name, String(error)));
+      }
+    }
+    this.nextQueue = count === 0 ? 0 : (this.nextQueue + 1) % count;
+  }
+
   /** Stops looking and waits for the takeovers in flight to settle. */
   async stop(): Promise<void> {
     this.stopped = true;
+    for (const listener of this.stopListeners.splice(0)) listener();
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
     await this.looking;
     await Promise.all(this.inFlight.values());
   }
 
-  private schedule(): void {
-    const wait = Math.round(this.everyMs * (0.5 + Math.random()));
+  private schedule(
+    wait = Math.round(this.everyMs * (0.5 + Math.random())),
+  ): void {
     this.timer = setTimeout(() => {
       this.timer = undefined;
       this.looking = this.lookNow()
@@ -153,7 +217,9 @@ export class Takeover {
         )
         .finally(() => {
           this.looking = undefined;
-          if (!this.stopped) this.schedule();
+          const again = this.again;
+          this.again = false;
+          if (!this.stopped) this.schedule(again ? 0 : undefined);
         });
     }, wait);
     // Not unref'd: a worker that takes over runs is alive until it is stopped, even when nothing
