@@ -55,6 +55,12 @@ interface Accepted {
   setHeader(name: string, value: string): unknown;
 }
 
+/** `POST /orders?queue=true`'s answer: the order is stored on its queue. */
+interface Queued {
+  runId: string;
+  queued: true;
+}
+
 /** The flow whose runs are orders (`@Flow('tickets')`); other runs on the store are not orders. */
 const FLOW = 'tickets';
 
@@ -111,7 +117,9 @@ export class OrdersController {
    * An `Idempotency-Key` header is the run's id: a client that retries after a dropped connection
    * gets its order as it is now (nothing is charged twice); the same key with another order is a
    * 409. `?wait=false` answers 202 with the order's URL (`Location`) once it is stored, and the
-   * flow goes on in the background.
+   * flow goes on in the background here. `?queue=true` answers 202 with the order's URL once it is
+   * stored on the tickets queue: any worker on the store starts it under the queue's limits (see
+   * `TicketsFlow`), one order per show at a time.
    */
   @Post()
   async place(
@@ -119,23 +127,39 @@ export class OrdersController {
     @Res({ passthrough: true }) res: Accepted,
     @Headers('idempotency-key') key?: string,
     @Query('wait') wait?: string,
-  ): Promise<RunResult<Order>> {
+    @Query('queue') queue?: string,
+  ): Promise<RunResult<Order> | Queued> {
     if (key !== undefined && !ORDER_KEY.test(key))
       throw new BadRequestException(
         'Idempotency-Key must be 1-200 letters, digits, "_", ".", ":", "@" or "-".',
       );
-    if (wait !== undefined && wait !== 'true' && wait !== 'false')
-      throw new BadRequestException('wait must be true or false');
+    for (const [name, value] of [
+      ['wait', wait],
+      ['queue', queue],
+    ] as const)
+      if (value !== undefined && value !== 'true' && value !== 'false')
+        throw new BadRequestException(`${name} must be true or false`);
+    const runId = key !== undefined ? { runId: key } : {};
+    if (queue === 'true') {
+      const queued = await this.runner.enqueue<Order>(TicketsFlow, order, {
+        ...runId,
+        key: String(order.show),
+      });
+      return this.accepted<Queued>(res, { runId: queued.runId, queued: true });
+    }
     const background = wait === 'false';
     const placed = await this.runner.start<Order>(TicketsFlow, order, {
-      ...(key !== undefined && { runId: key }),
+      ...runId,
       ...(background && { wait: false }),
     });
-    if (background) {
-      res.status(202);
-      res.setHeader('Location', `/orders/${placed.runId}`);
-    }
-    return placed;
+    return background ? this.accepted(res, placed) : placed;
+  }
+
+  /** 202 with the order's URL: it is stored and goes on without this request. */
+  private accepted<T extends { runId: string }>(res: Accepted, body: T): T {
+    res.status(202);
+    res.setHeader('Location', `/orders/${body.runId}`);
+    return body;
   }
 
   /** Recent orders, newest first; `?status=running&limit=20&before=<next>` to filter and page. */

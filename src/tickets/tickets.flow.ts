@@ -10,7 +10,12 @@ import { Seats } from './seats.service';
  * tool before doing anything else (`callsFirst`), so the checkpoint before each goes out with that
  * call's `started` record: one store round trip per step.
  */
-@Flow('tickets', { state: Order })
+@Flow('tickets', {
+  state: Order,
+  // Orders placed with `POST /orders?queue=true`: at most 4 charging at once across every worker
+  // on the store, at most one at a time per show.
+  queue: { concurrency: 4, perKey: 1 },
+})
 export class TicketsFlow {
   constructor(
     private readonly seats: Seats,

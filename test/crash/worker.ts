@@ -4,7 +4,8 @@
  *
  *   node -r ./test/utils/ts-register.js test/crash/worker.ts <mode> [flags]
  *
- * Modes: run, run-many, recover, recover-all, takeover (the tickets flow: takeover looks for due
+ * Modes: run, run-many, enqueue (--count runs on the tickets queue, or one --dedupe-key for all),
+ * recover, recover-all, takeover (the tickets flow: takeover looks for due
  * runs every --every-ms until killed and prints `TOOK <runId> <outcome JSON>` per run it took); approval-run, approval-resume,
  * approval-recover (a `refunds` flow: `quote`, then `refund`, which needs approval); loop-run,
  * loop-recover (a tool loop whose model is an OpenAI-compatible server at CHAT_URL, with the tools
@@ -24,7 +25,7 @@
  * to the ledger).
  *
  * Flags: --store redis|sqlite|postgres (default $CRASH_STORE, else redis), --run-id <id> (required
- * for recover), --count <n> and --run-prefix <p> (run-many: n runs at once, ids p-0..p-(n-1)), --rerun-in-doubt, --force (recover-all: ignore leases), --lease-ms <n>, --barrier
+ * for recover), --count <n> and --run-prefix <p> (run-many: n runs at once, ids p-0..p-(n-1)), --rerun-in-doubt, --force (recover-all: ignore leases), --lease-ms <n>, --queue-concurrency <n> (the tickets queue's limit), --barrier
  * (hold the first checkpoint save — the start, or a recovery's claim — until a line arrives on stdin).
  *
  * Environment: LEDGER (the ledger file, required); the store's location (see stores.ts: REDIS_URL +
@@ -93,6 +94,8 @@ export interface LedgerLine {
   phase: 'begin' | 'end';
   /** Fuzz tools: the call's arguments (they name the call: node, superstep, index). */
   args?: unknown;
+  /** Epoch ms the line was written (one host's clock: calls of several workers compare). */
+  at?: number;
 }
 
 /** What a worker prints last. */
@@ -123,6 +126,8 @@ export interface WorkerReport {
   outcome?: Outcome;
   /** recover-all: run id → outcome. */
   runs?: Record<string, Outcome>;
+  /** enqueue: what each enqueue returned. */
+  enqueued?: Array<{ runId: string; created: boolean }>;
 }
 
 const { values, positionals } = parseArgs({
@@ -137,6 +142,8 @@ const { values, positionals } = parseArgs({
     barrier: { type: 'boolean', default: false },
     count: { type: 'string', default: '1' },
     'run-prefix': { type: 'string', default: 'run' },
+    'queue-concurrency': { type: 'string' },
+    'dedupe-key': { type: 'string' },
     decision: { type: 'string' },
     'sync-port': { type: 'string' },
   },
@@ -162,6 +169,7 @@ function appendLedger(
     key,
     phase,
     ...(args !== undefined && { args }),
+    at: Date.now(),
   };
   const fd = openSync(file, 'a');
   try {
@@ -385,10 +393,15 @@ async function main(): Promise<number> {
   const watched = observed(opened.store);
   const store = values.barrier ? withBarrier(watched) : watched;
   const leaseMs = values['lease-ms'] ? Number(values['lease-ms']) : undefined;
+  const concurrency = values['queue-concurrency'];
   const runner = new FlowRunner(new Executor(registry()), {
     checkpoints: store,
     checkpointKey: KEY,
     ...(leaseMs !== undefined && { leaseMs }),
+    // The tickets flow's own queue, limited as every worker of the test says.
+    ...(concurrency !== undefined && {
+      queues: { tickets: { concurrency: Number(concurrency) } },
+    }),
   });
   const port = syncPort(values['sync-port']);
   const refunds = new FlowRunner(new Executor(refundsRegistry()), {
@@ -459,6 +472,21 @@ async function main(): Promise<number> {
       );
       report.runs = Object.fromEntries(
         ids.map((id, i) => [id, outcomeOf(results[i]!)]),
+      );
+      break;
+    }
+    case 'enqueue': {
+      // --count runs on the tickets queue at once, ids <prefix>-<i>, or all with --dedupe-key.
+      const prefix = values['run-prefix'];
+      const dedupeKey = values['dedupe-key'];
+      report.enqueued = await Promise.all(
+        Array.from({ length: Number(values.count) }, (_, i) =>
+          runner.enqueue(
+            flow,
+            { show: `${prefix}-${i}`, seats: 2 },
+            dedupeKey ? { dedupeKey } : { runId: `${prefix}-${i}` },
+          ),
+        ),
       );
       break;
     }

@@ -282,6 +282,53 @@ function httpSuite(
       });
       expect(ledgerLines(ledger(config), 'charge_card')).toHaveLength(2);
     });
+
+    it('?queue=true answers 202 with the order URL at once; a worker takes it from the queue; a retried key finds it', async () => {
+      const { app, config } = await boot('forRoot');
+      const server = app.getHttpServer();
+      const key = `queued-${Date.now()}`;
+      const order = { show: 'Macbeth', seats: 1 };
+      const accepted = await request(server)
+        .post('/orders?queue=true')
+        .set('Idempotency-Key', key)
+        .send(order)
+        .expect(202);
+      expect(accepted.body).toEqual({ runId: key, queued: true });
+      expect(accepted.headers.location).toBe(`/orders/${key}`);
+      const retried = await request(server)
+        .post('/orders?queue=true')
+        .set('Idempotency-Key', key)
+        .send(order)
+        .expect(202);
+      expect(retried.body).toEqual({ runId: key, queued: true });
+      const second = await request(server)
+        .post('/orders?queue=true')
+        .send({ show: 'Macbeth', seats: 2 })
+        .expect(202);
+      await request(server).post('/orders?queue=maybe').send(order).expect(400);
+      const done = async (url: string) => {
+        for (let i = 0; i < 400; i++) {
+          const shown = (await request(server).get(url).expect(200)).body as {
+            status: string;
+          };
+          if (shown.status === 'done') return shown;
+          await new Promise((resolve) => setTimeout(resolve, 25));
+        }
+        throw new Error(`${url} did not finish`);
+      };
+      await done(accepted.headers.location!);
+      await done(second.headers.location!);
+      // Two orders, each charged once; one show, one at a time (the queue's perKey: 1).
+      expect(ledgerLines(ledger(config), 'charge_card')).toHaveLength(2);
+      const heads = await Promise.all(
+        [key, second.body.runId as string].map((id) =>
+          app.get(CheckpointStore).head(id),
+        ),
+      );
+      expect(heads.map((h) => h?.queue?.name)).toEqual(['tickets', 'tickets']);
+      const [first, next] = heads.map((h) => h!.queue!.admittedAt!);
+      expect(next! >= first! && heads[0]!.updatedAt <= next!).toBe(true);
+    });
   });
 }
 

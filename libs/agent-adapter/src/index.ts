@@ -34,6 +34,7 @@ export type {
   QueueOptions,
   EnqueueOptions,
   EnqueueResult,
+  QueueLimits,
 } from './flow/runner/queues';
 
 export { Executor } from './exec/executor';

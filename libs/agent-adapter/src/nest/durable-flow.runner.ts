@@ -16,6 +16,7 @@ import type {
 } from '../flow/flow.interfaces';
 import { FlowRunner as CoreFlowRunner } from '../flow/runner/flow-runner';
 import type { ResolveRequest } from '../flow/runner/resolve';
+import type { EnqueueOptions, EnqueueResult } from '../flow/runner/queues';
 import { checkRunId } from '../flow/run-id';
 import { DURABLE_RESOLVED_OPTIONS } from './durable.constants';
 import { NestMessages } from './durable.messages';
@@ -64,6 +65,20 @@ export class DurableFlowRunner {
     options: RunOptions = {},
   ): Promise<RunResult<S>> {
     return this.core.run(this.flow<S>(flow), input, options);
+  }
+
+  /**
+   * Stores a run on a queue and returns its id at once (see the core `FlowRunner.enqueue`): a
+   * worker's takeover starts it under the queue's limits. The input is validated first
+   * (`InvalidFlowState`; nothing is stored). With a `dedupeKey` an unfinished run holds, that
+   * run's id comes back (`created: false`).
+   */
+  enqueue<S extends object = Record<string, unknown>>(
+    flow: FlowRef,
+    input: Partial<S>,
+    options: EnqueueOptions = {},
+  ): Promise<EnqueueResult> {
+    return this.core.enqueue(this.flow<S>(flow), input, options);
   }
 
   /** Goes on with a run from its latest checkpoint (see the core `FlowRunner.recover`). */

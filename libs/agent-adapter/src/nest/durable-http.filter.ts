@@ -15,6 +15,7 @@ import {
   RecoveryNeedsDecision,
   RunAccessDenied,
   RunLeaseHeld,
+  RunQueued,
 } from '../errors';
 
 /** The part of an HTTP response this filter uses (Express and Fastify both have it). */
@@ -63,6 +64,9 @@ export class DurableHttpExceptionFilter implements ExceptionFilter {
       ];
     if (error instanceof RunLeaseHeld)
       return [HttpStatus.CONFLICT, { owner: error.owner, until: error.until }];
+    // Not started yet: it waits on its queue.
+    if (error instanceof RunQueued)
+      return [HttpStatus.CONFLICT, { queue: error.queue }];
     if (error instanceof CheckpointConflict) return [HttpStatus.CONFLICT, {}];
     // The worker is shutting down; the run goes on elsewhere: ask again (at another worker).
     if (error instanceof WorkerDraining)

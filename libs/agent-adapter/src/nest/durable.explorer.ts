@@ -1,4 +1,4 @@
-import { Injectable, Logger, type OnModuleInit } from '@nestjs/common';
+import { Inject, Injectable, Logger, type OnModuleInit } from '@nestjs/common';
 import { DiscoveryService, MetadataScanner } from '@nestjs/core';
 import type { InstanceWrapper } from '@nestjs/core/injector/instance-wrapper';
 import { asError, DurableSetupError, FlowError } from '../errors';
@@ -19,6 +19,10 @@ import type { FlowMetadata } from './interfaces/flow-options.interface';
 import type { NodeOptions } from './interfaces/node-options.interface';
 import type { ToolDecoratorOptions } from './interfaces/tool-options.interface';
 import { FlowRegistry } from './flow.registry';
+import { queueLimits } from '../flow/runner/flow-runner.options';
+import type { QueueLimits } from '../flow/runner/queues';
+import { DURABLE_RESOLVED_OPTIONS } from './durable.constants';
+import type { ResolvedDurableOptions } from './durable.providers';
 import { ToolArgs } from './tool-args';
 
 type Method = (this: unknown, ...args: unknown[]) => unknown;
@@ -47,6 +51,8 @@ export class DurableExplorer implements OnModuleInit {
     private readonly registry: ToolRegistry,
     private readonly executor: Executor,
     private readonly flows: FlowRegistry,
+    @Inject(DURABLE_RESOLVED_OPTIONS)
+    private readonly options: ResolvedDurableOptions,
   ) {
     flows.discoverWith(() => this.explore());
   }
@@ -137,7 +143,22 @@ export class DurableExplorer implements OnModuleInit {
       flowMeta,
       nodes,
     );
-    this.flows.register({ flow, cls, where: `${className} (${moduleName})` });
+    const queue = this.queueOf(flowMeta);
+    this.flows.register({
+      flow,
+      cls,
+      where: `${className} (${moduleName})`,
+      ...(queue && { queue }),
+    });
+  }
+
+  /** `@Flow(name, { queue })` checked, and refused when the module's `queues` names it too. */
+  private queueOf(meta: FlowMetadata): QueueLimits | undefined {
+    if (meta.queue === undefined) return undefined;
+    if (this.options.queues.has(meta.name))
+      throw new DurableSetupError(NestMessages.queueTwice(meta.name));
+    const owner = `@Flow('${meta.name}')`;
+    return queueLimits({ [meta.name]: meta.queue }, { owner }).get(meta.name);
   }
 
   /** The same builder calls as `new Flow(name).node(...).edge(...).end(...)`, then `compile()`. */

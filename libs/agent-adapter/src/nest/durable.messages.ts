@@ -10,6 +10,8 @@ export const NestMessages = {
     `DurableModule: store { type: "${type}" }: ${problem}.`,
   requestScoped: (where: string, kind: '@Flow' | '@Tool') =>
     `${where} cannot be a durable ${kind}: it is defined in a non-static (request-scoped or transient) provider. Durable flows and tools must be singletons: a run outlives the request, and recovery after a crash has no request. Move the method to a default-scoped provider.`,
+  queueTwice: (name: string) =>
+    `DurableModule: queue "${name}" is configured twice, in @Flow('${name}', { queue }) and in the module's queues. Keep one.`,
   duplicateFlow: (name: string, first: string, second: string) =>
     `Flow "${name}" is defined twice: by ${first} and by ${second}. Flow names must be unique (they are stored in every checkpoint).`,
   duplicateTool: (name: string, first: string, second: string) =>

@@ -10,6 +10,7 @@ import {
   type OptionNames,
 } from '../flow/runner/flow-runner.options';
 import { takeoverSettings } from '../flow/runner/takeover';
+import type { QueueLimits } from '../flow/runner/queues';
 import { createCheckpointStore } from './create-store';
 import {
   DEFAULT_RECOVERY_CONCURRENCY,
@@ -35,6 +36,8 @@ export interface ResolvedDurableOptions {
   recoveryConcurrency: number;
   /** How long a shutdown waits for runs to reach a superstep boundary (`FlowRunner.drain`). */
   drainMs: number;
+  /** The module's `queues`, checked (the flows' own come with them, from `@Flow`). */
+  queues: ReadonlyMap<string, QueueLimits>;
   /** Continuous takeover's settings (checked), or false when it is off. */
   takeover: false | { everyMs: number; concurrency: number; leaseMs: number };
 }
@@ -82,10 +85,14 @@ export function resolveDurableOptions(
     ...(given.maxRecoveryAttempts !== undefined && {
       maxRecoveryAttempts: given.maxRecoveryAttempts,
     }),
+    ...(given.queues !== undefined && { queues: given.queues }),
   };
   let takeover: ResolvedDurableOptions['takeover'] = false;
+  let queues: ResolvedDurableOptions['queues'];
   try {
-    const { leaseMs } = normalizeRunnerOptions(runner, MODULE_NAMES);
+    const settings = normalizeRunnerOptions(runner, MODULE_NAMES);
+    const { leaseMs } = settings;
+    queues = settings.queues;
     if (given.takeover !== false) {
       const settings = takeoverSettings(given.takeover ?? {}, leaseMs, {
         owner: 'DurableModule: takeover',
@@ -102,6 +109,7 @@ export function resolveDurableOptions(
     runner,
     recoveryConcurrency,
     drainMs,
+    queues,
     takeover,
   };
 }

@@ -3,6 +3,7 @@ import type { Flow as CoreFlow } from '../flow/flow.builder';
 import type { AnyClass } from './durable-packages';
 import { NestMessages } from './durable.messages';
 import { DurableSetupError } from '../errors';
+import type { QueueLimits } from '../flow/runner/queues';
 
 /**
  * A flow as `FlowRunner` methods take it: the `@Flow()` class, or the flow's name.
@@ -19,6 +20,8 @@ export interface DiscoveredFlow {
   readonly cls: AnyClass;
   /** `ClassName (ModuleName)`, for messages. */
   readonly where: string;
+  /** The flow's own queue's limits (`@Flow(name, { queue })`), checked. */
+  readonly queue?: QueueLimits;
 }
 
 /**

@@ -31,6 +31,7 @@ import { FlowRegistry } from './flow.registry';
 import { RecoveredCalls, describeCalls } from './recovery.log';
 import { nestDurableLogger } from './nest-logger';
 import { Takeover } from '../flow/runner/takeover';
+import { queuesOf } from '../flow/runner/queues';
 
 /** The outcomes a recovery sweep tells apart. @publicApi */
 export type RecoveryOutcomeKind =
@@ -136,18 +137,27 @@ export class RecoveryOrchestrator
         }
       }),
     ];
+    // The module's queues and each flow's own (its `@Flow` limits, or none).
+    const named = new Map(this.options.queues);
+    for (const { flow, queue } of this.flows.all())
+      if (queue) named.set(flow.name, queue);
+    const flows = this.flows.all().map(({ flow }) => flow);
     this.takeover = new Takeover(
       this.options.store,
       sources,
       {
         ...settings,
+        queues: queuesOf(named, flows),
         onOutcome: (flow, [runId, outcome]) =>
           void this.report(flow, runId, outcome as Outcome | Error, {
             retry: false,
           }),
       },
       nestDurableLogger('DurableTakeover'),
-    ).start();
+    );
+    // An enqueue through this module's runner wakes the takeover at once.
+    this.runner.core.wakeOnEnqueue(this.takeover);
+    this.takeover.start();
     new Logger('DurableTakeover').log(
       NestMessages.takeoverStarted(sources.length, settings.everyMs),
     );

@@ -1,4 +1,3 @@
-import { randomBytes } from 'node:crypto';
 import { CheckpointConflict, RunQueued } from '../../errors';
 import { Messages } from '../../errors/messages';
 import type { DurableEvents } from '../../events/durable.events';
@@ -35,17 +34,15 @@ import {
   type TakeoverSource,
 } from './takeover';
 import { headProblem, readHeadless } from './run-reader';
-import { identityOf, resumePolicyAllows } from './run-access';
+import { resumePolicyAllows } from './run-access';
 import {
   claimCheckpoint,
   resumeCheckpoint,
-  startCheckpoint,
   resultOf,
 } from './run-transitions';
 import { SegmentDriver } from './segment-driver';
 import {
-  enqueueStart,
-  placementOf,
+  enqueueRun,
   queuesOf,
   startFromInput,
   type EnqueueOptions,
@@ -147,15 +144,7 @@ export class FlowRunner {
     input: Partial<NoInfer<S>>,
     options: EnqueueOptions = {},
   ): Promise<EnqueueResult> {
-    const placement = placementOf(flow.name, options, Date.now());
-    const compiled = flow.compile();
-    const cp = await startFromInput(compiled, input, options, this.keyRing);
-    const result = await enqueueStart(
-      this.store,
-      this.settings.ring,
-      cp,
-      placement,
-    );
+    const result = await enqueueRun(this.sources, flow, input, options);
     // A takeover of this process looks now rather than at its next tick.
     for (const wake of this.wakers) wake();
     return result;

@@ -12,7 +12,10 @@ import {
   type Checkpoint,
   type RunIdentity,
 } from '../../exec/durable/records';
+import { CheckpointConflict } from '../../errors';
+import type { Flow } from '../flow.builder';
 import type { CompiledFlow } from '../flow.graph';
+import { startedAlready, type RunSources } from './run-checks';
 import { checkRunId } from '../run-id';
 import { identityOf } from './run-access';
 import { startCheckpoint } from './run-transitions';
@@ -123,10 +126,33 @@ export function admitQuery(
 }
 
 /**
+ * `FlowRunner.enqueue`: the run's step 0 from its input, stored on its queue. A run id already
+ * stored is a client's retry: its run comes back when it started from the same input.
+ */
+export async function enqueueRun<S extends object>(
+  sources: RunSources,
+  flow: Flow<S>,
+  input: Partial<S>,
+  options: EnqueueOptions,
+): Promise<EnqueueResult> {
+  const placement = placementOf(flow.name, options, Date.now());
+  const compiled = flow.compile();
+  const cp = await startFromInput(compiled, input, options, sources.ring);
+  try {
+    return await enqueueStart(sources.store, sources.ring, cp, placement);
+  } catch (error) {
+    if (!(error instanceof CheckpointConflict) || options.runId === undefined)
+      throw error;
+    await startedAlready(sources, compiled, cp, options.ctx);
+    return { runId: cp.runId, created: false };
+  }
+}
+
+/**
  * Stores `cp` (a run's step 0) waiting on its queue, sealed like any save, with its head: it starts
  * when a worker's takeover admits it (any worker with the flow), under the queue's limits.
  */
-export async function enqueueStart(
+async function enqueueStart(
   store: CheckpointStore,
   ring: KeyRing,
   cp: Checkpoint,

@@ -2,6 +2,7 @@ import type { CanActivate, Type } from '@nestjs/common';
 import type { CheckpointStore } from '../../exec/checkpoints/checkpoint-store';
 import type { FlowRunnerOptions } from '../../flow/runner/flow-runner.options';
 import type { TakeoverOptions } from '../../flow/runner/takeover';
+import type { QueueOptions } from '../../flow/runner/queues';
 
 // One definition of the store descriptors, shared with the operator CLI's store URLs: the module
 // creates the store a descriptor names (and closes it on shutdown). With `@nestjs/typeorm`, give
@@ -70,6 +71,13 @@ export interface DurableModuleOptions extends Omit<
    * @default on, every fifth of the lease (at most 1000 ms), 4 at a time
    */
   takeover?: false | Pick<TakeoverOptions, 'everyMs' | 'concurrency'>;
+  /**
+   * Queues' flow control by queue name, for runs started with `FlowRunner.enqueue` (a flow's own
+   * queue can also be set with `@Flow(name, { queue })`): the same on every worker. The takeover
+   * admits runs from these queues and from each flow's own.
+   * @default none
+   */
+  queues?: Readonly<Record<string, QueueOptions>>;
 }
 
 /**

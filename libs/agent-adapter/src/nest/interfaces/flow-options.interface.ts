@@ -1,4 +1,5 @@
 import type { StateClass } from '../../flow/flow.interfaces';
+import type { QueueOptions } from '../../flow/runner/queues';
 
 /** Options of `@Flow(name, options)`. @publicApi */
 export interface FlowDecoratorOptions<S extends object = object> {
@@ -9,6 +10,12 @@ export interface FlowDecoratorOptions<S extends object = object> {
    * @default 25
    */
   maxVisits?: number;
+  /**
+   * The flow's own queue (named after the flow) and its flow control, for runs started with
+   * `FlowRunner.enqueue`: the same on every worker. Without it the flow's queue has no limits.
+   * The module's `queues` may name other queues; naming this one there too is refused.
+   */
+  queue?: QueueOptions;
 }
 
 /** What `@Flow()` stores. @internal */
