@@ -10,6 +10,7 @@ export type {
   AgentAdapterCheckpointRow,
   AgentAdapterCallRow,
   AgentAdapterMetaRow,
+  AgentAdapterQueueRow,
 } from '../exec/checkpoints/sql/sql.entities';
 export { agentAdapterMigrations } from '../exec/checkpoints/sql/migrations/1795900000000-agent-adapter-init';
 export type {

@@ -6,7 +6,10 @@ import {
   type EntitySchemaOptions,
 } from 'typeorm';
 import {
+  ADMITTED_SQL,
+  DEDUPE_SQL,
   DUE_SQL,
+  WAITING_SQL,
   sqlNames,
   UNFINISHED_SQL,
   type SqlDialect,
@@ -42,6 +45,22 @@ export interface AgentAdapterRunRow {
   lease_expires_at: string | number | null;
   /** Epoch milliseconds. */
   updated_at: string | number;
+  /** A queued run's queue (`enqueue`); null for a run started directly. */
+  queue: string | null;
+  /** Its concurrency key. */
+  queue_key: string | null;
+  /** Its dedupe key: one unfinished run per (queue, dedupe key). */
+  dedupe_key: string | null;
+  priority: number;
+  /** Epoch milliseconds from which it may be admitted; null once admitted (or never queued). */
+  available_at: string | number | null;
+  /** Epoch milliseconds of its admission. */
+  admitted_at: string | number | null;
+}
+
+/** One queue: the row an admission locks (Postgres). @publicApi */
+export interface AgentAdapterQueueRow {
+  name: string;
 }
 
 /** One checkpoint (sealed envelope) of a run. @publicApi */
@@ -75,6 +94,7 @@ export type AgentAdapterEntities = [
   EntitySchema<AgentAdapterCheckpointRow>,
   EntitySchema<AgentAdapterCallRow>,
   EntitySchema<AgentAdapterMetaRow>,
+  EntitySchema<AgentAdapterQueueRow>,
 ];
 
 /**
@@ -140,6 +160,12 @@ export function agentAdapterEntities(
       owner: varchar(200, { nullable: true }),
       lease_expires_at: { ...bigint, nullable: true },
       updated_at: bigint,
+      queue: varchar(128, { nullable: true }),
+      queue_key: varchar(200, { nullable: true }),
+      dedupe_key: varchar(200, { nullable: true }),
+      priority: { ...integer, default: 0 },
+      available_at: { ...bigint, nullable: true },
+      admitted_at: { ...bigint, nullable: true },
     },
     ...(pg && {
       uniques: [{ name: `${prefix}runs_run_id_key`, columns: ['run_id'] }],
@@ -157,6 +183,22 @@ export function agentAdapterEntities(
         where: DUE_SQL,
       },
       { name: index('runs_flow_id'), columns: ['flow', 'id'] },
+      {
+        name: index('runs_waiting'),
+        columns: ['queue', 'priority', 'available_at', 'id'],
+        where: WAITING_SQL,
+      },
+      {
+        name: index('runs_admitted'),
+        columns: ['queue', 'admitted_at'],
+        where: ADMITTED_SQL,
+      },
+      {
+        name: index('runs_dedupe'),
+        columns: ['queue', 'dedupe_key'],
+        unique: true,
+        where: DEDUPE_SQL,
+      },
       { name: index('runs_status_id'), columns: ['status', 'id'] },
       { name: index('runs_flow_status_id'), columns: ['flow', 'status', 'id'] },
     ],
@@ -204,5 +246,10 @@ export function agentAdapterEntities(
     },
   });
 
-  return [runs, checkpoints, calls, meta];
+  const queues = new EntitySchema<AgentAdapterQueueRow>({
+    ...table('queues'),
+    columns: { name: keyOf('queues')(varchar(128)) },
+  });
+
+  return [runs, checkpoints, calls, meta, queues];
 }
