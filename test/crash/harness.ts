@@ -12,7 +12,7 @@ import {
   dropStore,
   storeLocation,
   type StoreEnv,
-  type StoreKind,
+  type BackendKind,
 } from './stores';
 import type { LedgerLine, WorkerReport } from './worker';
 
@@ -129,7 +129,7 @@ export interface Sandbox {
  * Sandboxes on one backend, each dropped (store, files) by `cleanup` — call it in afterAll, after
  * killAll.
  */
-export function sandboxes(kind: StoreKind, prefix = 'crash') {
+export function sandboxes(kind: BackendKind, prefix = 'crash') {
   const made: Array<{ env: StoreEnv; dir: string }> = [];
   return {
     fresh(): Sandbox {

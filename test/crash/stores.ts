@@ -17,6 +17,11 @@ import { DATABASE_URL, REDIS_URL } from '../utils/services';
 
 export const STORE_KINDS = ['redis', 'sqlite', 'postgres'] as const;
 export type StoreKind = (typeof STORE_KINDS)[number];
+/**
+ * Every backend a worker can open: the kinds the crash suites iterate, and a Redis Cluster (the
+ * chaos test's; its nodes in REDIS_CLUSTER_NODES, `host:port,host:port...`).
+ */
+export type BackendKind = StoreKind | 'redis-cluster';
 
 export interface OpenedStore {
   store: CheckpointStore;
@@ -37,7 +42,28 @@ interface Backend {
   drop(env: StoreEnv): Promise<void>;
 }
 
-const BACKENDS: Record<StoreKind, Backend> = {
+const BACKENDS: Record<BackendKind, Backend> = {
+  'redis-cluster': {
+    location: (id) => ({
+      REDIS_CLUSTER_NODES: need(process.env, 'REDIS_CLUSTER_NODES'),
+      REDIS_PREFIX: id,
+    }),
+    async open(env) {
+      const { Cluster } = await import('ioredis');
+      const nodes = need(env, 'REDIS_CLUSTER_NODES')
+        .split(',')
+        .map((n) => {
+          const [host, port] = n.split(':');
+          return { host: host!, port: Number(port) };
+        });
+      const store = new RedisCheckpointStore(() => new Cluster(nodes), {
+        prefix: need(env, 'REDIS_PREFIX'),
+      });
+      return { store, close: () => store.close() };
+    },
+    // The cluster is the test's own, stopped (data and all) when the test ends.
+    drop: async () => undefined,
+  },
   redis: {
     service: 'redis',
     location: (id) => ({ REDIS_URL, REDIS_PREFIX: id }),
@@ -103,7 +129,7 @@ const BACKENDS: Record<StoreKind, Backend> = {
   },
 };
 
-export function serviceOf(kind: StoreKind): 'redis' | 'postgres' | undefined {
+export function serviceOf(kind: BackendKind): 'redis' | 'postgres' | undefined {
   return BACKENDS[kind].service;
 }
 
@@ -111,23 +137,27 @@ export function isStoreKind(value: string): value is StoreKind {
   return (STORE_KINDS as readonly string[]).includes(value);
 }
 
+export function isBackendKind(value: string): value is BackendKind {
+  return value in BACKENDS;
+}
+
 /** Opens the store of `kind` at the location `env` names (REDIS_URL+REDIS_PREFIX, SQLITE_PATH, DATABASE_URL+PG_SCHEMA). */
 export async function openStore(
-  kind: StoreKind,
+  kind: BackendKind,
   env: NodeJS.ProcessEnv = process.env,
 ): Promise<OpenedStore> {
   return BACKENDS[kind].open(env);
 }
 
 export function storeLocation(
-  kind: StoreKind,
+  kind: BackendKind,
   id: string,
   dir: string,
 ): StoreEnv {
   return BACKENDS[kind].location(id, dir);
 }
 
-export function dropStore(kind: StoreKind, env: StoreEnv): Promise<void> {
+export function dropStore(kind: BackendKind, env: StoreEnv): Promise<void> {
   return BACKENDS[kind].drop(env);
 }
 

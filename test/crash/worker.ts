@@ -84,7 +84,7 @@ import {
   type FaultPlan,
   type FaultReport,
 } from '../../tools/crash/store-faults';
-import { isStoreKind, openStore } from './stores';
+import { isBackendKind, openStore, type BackendKind } from './stores';
 
 /** One ledger line: a tool's side effect is about to happen (`begin`) or has happened (`end`). */
 export interface LedgerLine {
@@ -143,6 +143,8 @@ const { values, positionals } = parseArgs({
     count: { type: 'string', default: '1' },
     'run-prefix': { type: 'string', default: 'run' },
     'queue-concurrency': { type: 'string' },
+    'queue-per-key': { type: 'string' },
+    keys: { type: 'string' },
     'dedupe-key': { type: 'string' },
     decision: { type: 'string' },
     'sync-port': { type: 'string' },
@@ -203,10 +205,11 @@ const tool =
   <A>(name: string, result: (a: A) => string) =>
   async (a: A) => {
     await jitter();
-    appendLedger(name, 'begin');
+    // The arguments name the run (the tickets flow's show is its run id in queue tests).
+    appendLedger(name, 'begin', idempotencyKey(), a);
     if (HANG_IN === name) await hang(name);
     await jitter();
-    appendLedger(name, 'end');
+    appendLedger(name, 'end', idempotencyKey(), a);
     return result(a);
   };
 
@@ -384,8 +387,8 @@ function outcomeOf(
 }
 
 async function main(): Promise<number> {
-  if (!isStoreKind(values.store))
-    throw new Error(`--store must be redis, sqlite or postgres`);
+  if (!isBackendKind(values.store))
+    throw new Error(`--store must be redis, redis-cluster, sqlite or postgres`);
   if (mode === 'fuzz-serve') return fuzzServe(values.store);
   if (!LEDGER) throw new Error('LEDGER (the ledger file) must be set');
   const runId = values['run-id'];
@@ -400,7 +403,14 @@ async function main(): Promise<number> {
     ...(leaseMs !== undefined && { leaseMs }),
     // The tickets flow's own queue, limited as every worker of the test says.
     ...(concurrency !== undefined && {
-      queues: { tickets: { concurrency: Number(concurrency) } },
+      queues: {
+        tickets: {
+          concurrency: Number(concurrency),
+          ...(values['queue-per-key'] && {
+            perKey: Number(values['queue-per-key']),
+          }),
+        },
+      },
     }),
   });
   const port = syncPort(values['sync-port']);
@@ -479,12 +489,17 @@ async function main(): Promise<number> {
       // --count runs on the tickets queue at once, ids <prefix>-<i>, or all with --dedupe-key.
       const prefix = values['run-prefix'];
       const dedupeKey = values['dedupe-key'];
+      const keys = values.keys === undefined ? 0 : Number(values.keys);
       report.enqueued = await Promise.all(
         Array.from({ length: Number(values.count) }, (_, i) =>
           runner.enqueue(
             flow,
             { show: `${prefix}-${i}`, seats: 2 },
-            dedupeKey ? { dedupeKey } : { runId: `${prefix}-${i}` },
+            {
+              ...(dedupeKey ? { dedupeKey } : { runId: `${prefix}-${i}` }),
+              // --keys n: run i's concurrency key is k<i mod n>.
+              ...(keys > 0 && { key: `k${i % keys}` }),
+            },
           ),
         ),
       );
@@ -745,9 +760,7 @@ async function fuzzJob(
  * SIGKILLs it. A worker serves many runs, as a real one does: nothing of a job outlives it but
  * the connection.
  */
-async function fuzzServe(
-  kind: 'redis' | 'sqlite' | 'postgres',
-): Promise<number> {
+async function fuzzServe(kind: BackendKind): Promise<number> {
   const opened = await openStore(kind);
   await opened.store.head('warm-up');
   const jobs: FuzzJob[] = [];
