@@ -98,7 +98,8 @@ export class RedisRunIndex {
         this.drop([unfinished, this.keys.runs], 'forget', gone),
       ]);
       for (const head of await this.complete(live)) {
-        // Only a claim's index write puts a waiting run here (an operator's); it stays waiting.
+        // A waiting run is here only after a refused step-0 save of its id announced it: it stays
+        // waiting (an admission enters it for good).
         if (waiting(head)) continue;
         const lease = head.leaseExpiresAt;
         const expired =

@@ -55,6 +55,8 @@ end
 export const ENQUEUE_LUA = `${NOW}
 if ARGV[3] ~= '' then
   local holder = redis.call('HGET', KEYS[2], ARGV[3]) or ''
+  -- Our own write, resent after its reply was lost: applied already.
+  if holder == ARGV[1] then return {'ok'} end
   if holder ~= ARGV[4] then return {'held', holder} end
   redis.call('HSET', KEYS[2], ARGV[3], ARGV[1])
 end
