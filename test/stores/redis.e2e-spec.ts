@@ -11,6 +11,7 @@ import {
   type RedisCheckpointStoreOptions,
 } from 'agent-adapter';
 import { describeCheckpointStoreConformance } from 'agent-adapter/testing';
+import { RedisKeys } from 'agent-adapter/exec/checkpoints/redis/redis.layout';
 import { tamperFuzz } from '../../tools/tamper/tamper-fuzz';
 import { redisRaw } from './redis.fixtures';
 import { REDIS_URL, describeWithService, suiteId } from '../utils/services';
@@ -308,6 +309,48 @@ describeWithService('redis', 'RedisCheckpointStore', () => {
       const { store } = make();
       await expect(store.save(cp('x{y}', 0))).rejects.toThrow(/run id/);
       await expect(store.recordCall('x}', 1, [])).rejects.toThrow(/run id/);
+    });
+
+    it('queues: the next admission repairs an end its queue missed (a crash before the drop); a waiting run ended so is not admitted', async () => {
+      const { store, prefix } = make();
+      const q = new RedisKeys(prefix).queue('q');
+      const now = Date.now();
+      const [a, b, c] = [uid(), uid(), uid()];
+      for (const id of [a, b, c])
+        await store.enqueue(cp(id, 0), { queue: 'q', availableAt: now });
+      const look = (concurrency: number) =>
+        store.admit({ queue: 'q', now, limit: 10, concurrency });
+      expect((await look(1)).map((h) => h.runId)).toEqual([a]);
+      // Ended in its hash, as by a save whose index drop never ran.
+      await admin.hset(`${tag(store, a)}:run`, { status: 'done' });
+      expect((await look(1)).map((h) => h.runId)).toEqual([b]);
+      await admin.hset(`${tag(store, c)}:run`, { status: 'failed' });
+      expect(await look(5)).toEqual([]);
+      expect(await admin.zrange(q.active, '0', '-1')).toEqual([b]);
+      expect(
+        (await store.listDue({ now: now + 1 })).map((h) => h.runId),
+      ).toEqual([b]);
+    });
+
+    it('queues: a waiting run gets no TTL until it runs; a delete leaves no trace on its queue', async () => {
+      const { store, prefix } = make({ ttlSeconds: 60 });
+      const id = uid();
+      const now = Date.now();
+      await store.enqueue(cp(id, 0), {
+        queue: 'q',
+        key: 'k',
+        dedupeKey: 'd',
+        availableAt: now,
+      });
+      const [run] = await runKeys(store, id);
+      expect(await admin.ttl(run!)).toBe(-1);
+      await store.admit({ queue: 'q', now, limit: 1, perKey: 1 });
+      await store.save(cp(id, 1, { segment: 2 }), { expectCalls: 0 });
+      expect(await admin.ttl(run!)).toBeGreaterThan(50);
+      expect(await scan(`{${prefix}}:q:*`)).not.toEqual([]);
+      expect(await store.delete(id)).toBe(true);
+      expect(await scan(`{${prefix}}:q:*`)).toEqual([]);
+      expect(await admin.exists(new RedisKeys(prefix).queued)).toBe(0);
     });
 
     it('a duplicate call is refused with the duplicate message, a cut-off one with the fenced message', async () => {

@@ -12,11 +12,24 @@ import { guarded } from '../transient-errors';
 import { runScript, type RedisClient } from './redis.client';
 import { HEAD_FIELDS, type RedisKeys } from './redis.layout';
 import { withOwnerLeases } from './redis.leases';
+import { withPlacements } from './redis.placement';
 import { toHead } from './redis.rows';
 import type { REDIS_SCRIPTS, Reply } from './redis.scripts';
 
 /** What an index scan returns: server time (ms), run ids (or id/score pairs), their born times. */
 type Scan = [number, string[], Array<string | null>];
+
+/**
+ * How `drop` treats the runs it removes: 'index' from the sets only; 'ended' (a run that ended)
+ * also from its queue's counts; 'forget' (deleted, or its hash gone) also its creation time and
+ * every trace on its queue. See INDEX_DROP_LUA.
+ */
+export type DropMode = 'index' | 'ended' | 'forget';
+
+/** A run waiting on a queue: not due, not unfinished for recovery, until admitted. */
+function waiting(head: RunHead): boolean {
+  return head.queue?.availableAt !== undefined;
+}
 
 export const STORE = 'RedisCheckpointStore';
 /**
@@ -81,10 +94,13 @@ export class RedisRunIndex {
         else if (head) ended.push(ids[i]!, scan[2][i] ?? '');
       });
       await Promise.all([
-        this.drop([unfinished], false, ended),
-        this.drop([unfinished, this.keys.runs], true, gone),
+        this.drop([unfinished], 'ended', ended),
+        this.drop([unfinished, this.keys.runs], 'forget', gone),
       ]);
-      for (const head of await this.withLeases(live)) {
+      for (const head of await this.complete(live)) {
+        // A waiting run is here only after a refused step-0 save of its id announced it: it stays
+        // waiting (an admission enters it for good).
+        if (waiting(head)) continue;
         const lease = head.leaseExpiresAt;
         const expired =
           leaseExpiredBefore === undefined ||
@@ -122,14 +138,14 @@ export class RedisRunIndex {
           found.push({ head, score: page[2 * i + 1]! });
         }
       });
-      await this.drop([runs], true, gone);
+      await this.drop([runs], 'forget', gone);
       if (ids.length < chunk) break;
       max = `(${page[page.length - 1]}`;
     }
     const shown = found.slice(0, limit);
     const last = shown[shown.length - 1];
     return {
-      runs: await this.withLeases(shown.map((f) => f.head)),
+      runs: await this.complete(shown.map((f) => f.head)),
       ...(found.length > limit && last && { next: last.score }),
     };
   }
@@ -179,7 +195,6 @@ export class RedisRunIndex {
     ]) as Promise<Scan>;
   }
 
-  /** Adds the run to the flow's unfinished index and the list; returns [server ms, created]. */
   /**
    * Due work (`CheckpointStore.listDue`): `{P}:due` read by score up to `now`, each candidate
    * checked against its head and its owner's lease. What is not due leaves the range, so the next
@@ -201,7 +216,7 @@ export class RedisRunIndex {
       const ids = scan[1];
       if (ids.length === 0) break;
       const { heads, gone } = await this.readHeads(scan, ids);
-      const running = await this.withLeases(
+      const running = await this.complete(
         heads.filter((h): h is RunHead => h?.status === 'running'),
       );
       const leased = new Map(running.map((h) => [h.runId, h]));
@@ -213,6 +228,9 @@ export class RedisRunIndex {
         if (!head) return;
         const run = leased.get(id);
         if (!run) return void leave.push(id, '*');
+        // A waiting run is here only after an operator's claim or a refused save of its id: it
+        // stays (skipped), since an admission may make it due at any moment.
+        if (waiting(run)) return;
         const lease = run.leaseExpiresAt;
         if (lease !== undefined && lease >= now)
           return void later.push(lease, id);
@@ -220,7 +238,7 @@ export class RedisRunIndex {
           out.push(run);
       });
       await Promise.all([
-        this.drop([this.keys.due], false, [...leave, ...gone]),
+        this.drop([this.keys.due], 'index', [...leave, ...gone]),
         later.length && this.client.zadd(this.keys.due, 'XX', ...later),
       ]);
       if (ids.length < chunk) break;
@@ -252,6 +270,7 @@ export class RedisRunIndex {
     );
   }
 
+  /** Adds the run to the flow's unfinished index and the list; returns [server ms, created]. */
   async announce(
     runId: string,
     flow: string,
@@ -267,18 +286,14 @@ export class RedisRunIndex {
     return [String(at), String(created)];
   }
 
-  /** Removes (runId, born seen) entries from index sets; `forget` also drops their born time. */
-  async drop(
-    sets: string[],
-    forget: boolean,
-    entries: string[],
-  ): Promise<void> {
+  /** Removes (runId, born seen) entries from index sets, and from their queues as `mode` says. */
+  async drop(sets: string[], mode: DropMode, entries: string[]): Promise<void> {
     if (entries.length === 0) return;
     await storeScript(
       this.client,
       'aaIndexDrop',
-      [this.keys.born, ...sets],
-      [forget ? '1' : '0', ...entries],
+      [this.keys.born, this.keys.queued, ...sets],
+      [mode, this.keys.queuePrefix, ...entries],
     );
   }
 
@@ -328,8 +343,17 @@ export class RedisRunIndex {
     return raw.map((values, i) => toHead(ids[i]!, values));
   }
 
-  /** The heads with their owners' renewed leases (see redis.leases.ts). */
-  withLeases(heads: RunHead[]): Promise<RunHead[]> {
-    return withOwnerLeases(this.client, this.keys, heads);
+  /**
+   * The heads with their owners' renewed leases (see redis.leases.ts) and their queue placements
+   * (redis.placement.ts): two reads sent together, each only for the heads that need it.
+   */
+  async complete(heads: RunHead[]): Promise<RunHead[]> {
+    await guarded(STORE, undefined, () =>
+      Promise.all([
+        withOwnerLeases(this.client, this.keys, heads),
+        withPlacements(this.client, this.keys, heads),
+      ]),
+    );
+    return heads;
   }
 }

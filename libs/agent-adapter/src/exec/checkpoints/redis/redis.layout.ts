@@ -16,6 +16,18 @@
  *   unfinished run → when it may be due: its lease expiry as last renewed; see listDue).
  * - `{P:owner:<owner>}:leases` sorted set (run id → lease expiry ms) of the runs an owner drives:
  *   one write renews them all, and several runners of one worker id add to it side by side.
+ * - Queues, tagged `{P}` too: `{P}:queued` hash (run id → its queue's name) and, per queue,
+ *   `{P}:q:<queue>:<part>` (`QUEUE_PARTS`): `delayed` sorted set (waiting run → availableAt),
+ *   `ready` sorted set (score priority, member `<availableAt>:<seq>:<runId>`, both fixed width: an
+ *   equal score sorts by member, so the set is in admission order), `active` sorted set (admitted,
+ *   unfinished run → admittedAt), `keys` hash (concurrency key → its active count), `admitted`
+ *   sorted set (run → admittedAt: the rate window), `dedupe` hash (dedupe key → run id), `runs`
+ *   hash (run id → its placement, JSON: see redis.queues.ts). The run hash names its queue
+ *   (`queue` field). Why `{P}` and not a tag per queue: an admission must count the queue, admit,
+ *   and enter the admitted runs in `{P}:due` and `{P}:unfinished:<flow>` in one script, so in one
+ *   slot; the scripts that end or drop a run (in `{P}` already) clean its queue in the same call.
+ *   Those scripts name a queue's keys (and `{P}:unfinished:<flow>` of an admitted run's flow) from
+ *   the queue's name they read, by the prefixes below: the same `{P}` tag, so the same slot.
  */
 
 import { DurableSetupError } from '../../../errors';
@@ -32,7 +44,21 @@ export const HEAD_FIELDS = [
   'sealed',
   'owner',
   'lease',
+  'queue',
 ] as const;
+
+/** The keys of one queue, `{P}:q:<queue>:<part>` (see the header). */
+export const QUEUE_PARTS = [
+  'delayed',
+  'ready',
+  'active',
+  'keys',
+  'admitted',
+  'dedupe',
+  'runs',
+] as const;
+
+export type QueueKeys = Record<(typeof QUEUE_PARTS)[number], string>;
 
 /** Field prefixes of the run hash: `cp:<step>`, `cols:<step>`, `call:<superstep>:<segment>:<seq>`. */
 export const CHECKPOINT_FIELD = 'cp:';
@@ -55,6 +81,10 @@ export class RedisKeys {
   readonly seq: string;
   /** Due work: every unfinished run by when it may be due (its lease expiry, as last renewed). */
   readonly due: string;
+  /** Run id → the name of its queue, for the scripts that drop a run from every index. */
+  readonly queued: string;
+  /** `queue(name)` keys are this, the name, `:`, the part; the scripts build them the same way. */
+  readonly queuePrefix: string;
 
   constructor(readonly prefix: string) {
     if (!/^[^{}:]+$/.test(prefix)) {
@@ -64,6 +94,16 @@ export class RedisKeys {
     this.born = `{${prefix}}:born`;
     this.seq = `{${prefix}}:seq`;
     this.due = `{${prefix}}:due`;
+    this.queued = `{${prefix}}:queued`;
+    this.queuePrefix = `{${prefix}}:q:`;
+  }
+
+  /** One queue's keys. A part has no `:`, so two queues' keys never meet, whatever their names. */
+  queue(name: string): QueueKeys {
+    const keys = {} as QueueKeys;
+    for (const part of QUEUE_PARTS)
+      keys[part] = `${this.queuePrefix}${name}:${part}`;
+    return keys;
   }
 
   /** The KEYS of a run script: both of the run's keys, in one slot. */

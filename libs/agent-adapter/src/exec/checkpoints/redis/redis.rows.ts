@@ -110,6 +110,8 @@ export function toHead(
     sealed: h.sealed ?? '',
     ...(h.owner !== undefined && { owner: h.owner }),
     ...(h.lease !== undefined && { leaseExpiresAt: Number(h.lease) }),
+    // Its name only: the store completes it from the queue's placement (redis.queues.ts).
+    ...(h.queue !== undefined && { queue: { name: h.queue, priority: 0 } }),
   };
 }
 

@@ -6,7 +6,8 @@
  *   every checkpoint and every call record), 2 the calls' index (by superstep, so one superstep's
  *   records are a range read). One hash, so a save reads what it checks with one HMGET and writes
  *   everything with one HSET.
- * - index scripts: KEYS tagged `{prefix}` (unfinished index per flow, list index, creation times).
+ * - index scripts: KEYS tagged `{prefix}` (unfinished index per flow, list index, creation times,
+ *   and the queues: redis.queue-scripts.ts).
  *
  * Refusals are replies, not errors: `{code, ...details}`; `refusal` below builds the message.
  * Scripts that stamp a time read the server's TIME; Redis 7 allows it in writing scripts
@@ -16,6 +17,7 @@ import { CheckpointConflict } from '../../../errors';
 import { Messages } from '../../../errors/messages';
 import type { CallRecord } from '../checkpoint-store';
 import { CALL_FIELD, CHECKPOINT_FIELD, COLUMNS_FIELD } from './redis.layout';
+import { ADMIT_LUA, ENQUEUE_LUA, LEAVE_QUEUE_LUA } from './redis.queue-scripts';
 
 const NOW = `
 local function now_ms()
@@ -111,10 +113,11 @@ end
 /**
  * ARGV: 1 write token, 2 ttl, 3 step, 4 status, 5 segment, 6 flow, 7 sealed, 8 checkpoint
  * columns (JSON), 9 owner, 10 lease, 11 expectCalls, 12 created, 13 intent ms, 14 max intent age
- * ms, 15 head seal, 16 foreign call index, 17 call count, 18.. calls ('' = absent).
+ * ms, 15 head seal, 16 queue (step 0 of an enqueue), 17 foreign call index, 18 call count, 19..
+ * calls ('' = absent). An enqueue gives no created nor intent: its index entry follows its hash.
  */
 export const SAVE_LUA = `${RUN}
-local members, calls = batch(17)
+local members, calls = batch(18)
 local head, stored = read({'step', 'status', 'segment', 'calls', 'w'}, calls)
 -- Our own write, resent by the client after its reply was lost: it is already applied.
 if head[5] == ARGV[1] then return {'ok'} end
@@ -123,12 +126,12 @@ if step == 0 then
   if head[1] then return {'step', head[1]} end
   -- The index entry was written at ARGV[13]; an index cleaner only drops entries whose head is
   -- still missing long after that, so a creation must not land late.
-  if now_ms() - tonumber(ARGV[13]) > tonumber(ARGV[14]) then return {'late'} end
+  if ARGV[13] ~= '' and now_ms() - tonumber(ARGV[13]) > tonumber(ARGV[14]) then return {'late'} end
   -- Leftovers of an expired incarnation (keys expire one by one) must not leak into the new run:
   -- deleted, so what read() found of them does not count.
   delete_run()
   head = {}
-  local refused = check_calls(ARGV[5], ARGV[5], 'running', tonumber(ARGV[16]), 17, members, nil)
+  local refused = check_calls(ARGV[5], ARGV[5], 'running', tonumber(ARGV[17]), 18, members, nil)
   if refused then return refused end
 else
   if not head[1] or tonumber(head[1]) ~= step - 1 then return {'step', head[1]} end
@@ -138,23 +141,26 @@ else
   local seg, cur = tonumber(ARGV[5]), tonumber(head[3])
   if seg ~= cur and seg ~= cur + 1 then return {'fenced', ARGV[5], head[3]} end
   if ARGV[11] ~= '' and tonumber(head[4] or 0) ~= tonumber(ARGV[11]) then return {'moved'} end
-  if tonumber(ARGV[17]) > 0 then
-    local refused = check_calls(head[3], head[3], head[2], tonumber(ARGV[16]), 17, members, stored)
+  if tonumber(ARGV[18]) > 0 then
+    local refused = check_calls(head[3], head[3], head[2], tonumber(ARGV[17]), 18, members, stored)
     if refused then return refused end
   end
 end
 -- The head, the checkpoint and the call records: one HSET (and an HDEL only when the run loses
 -- its owner or lease).
 local fields = {'step', ARGV[3], 'status', ARGV[4], 'segment', ARGV[5], 'flow', ARGV[6],
-  'updatedAt', now_ms(), 'calls', tonumber(head[4] or 0) + tonumber(ARGV[17]), 'w', ARGV[1], 'sealed', ARGV[15],
+  'updatedAt', now_ms(), 'calls', tonumber(head[4] or 0) + tonumber(ARGV[18]), 'w', ARGV[1], 'sealed', ARGV[15],
   '${CHECKPOINT_FIELD}' .. ARGV[3], ARGV[7], '${COLUMNS_FIELD}' .. ARGV[3], ARGV[8]}
 local gone = {}
-if step == 0 then fields[#fields + 1] = 'created'; fields[#fields + 1] = ARGV[12] end
+if step == 0 and ARGV[12] ~= '' then fields[#fields + 1] = 'created'; fields[#fields + 1] = ARGV[12] end
+if step == 0 and ARGV[16] ~= '' then fields[#fields + 1] = 'queue'; fields[#fields + 1] = ARGV[16] end
 if ARGV[9] ~= '' then fields[#fields + 1] = 'owner'; fields[#fields + 1] = ARGV[9] else gone[#gone + 1] = 'owner' end
 if ARGV[10] ~= '' then fields[#fields + 1] = 'lease'; fields[#fields + 1] = ARGV[10] else gone[#gone + 1] = 'lease' end
-write(fields, 17, members, calls)
+write(fields, 18, members, calls)
 if #gone > 0 then redis.call('HDEL', KEYS[1], unpack(gone)) end
-touch(ARGV[4], tonumber(ARGV[2]))
+-- A run waiting on a queue gets no TTL (a fresh hash has none): like a paused run, it may wait
+-- longer than that. Its first save once admitted sets it.
+if step > 0 or ARGV[16] == '' then touch(ARGV[4], tonumber(ARGV[2])) end
 return {'ok'}
 `;
 
@@ -274,12 +280,6 @@ return {now_ms(), page, born}
 `;
 
 /**
- * Removes index entries. KEYS: born, then the sorted sets to remove from. ARGV: 1 '1' to forget
- * the creation time too, then (runId, expected born time) pairs: an entry is removed only if its
- * creation time is still the one the caller saw ('' = none, '*' = any), so a run created again
- * meanwhile keeps its entry.
- */
-/**
  * Due candidates: run ids of {P}:due (KEYS[1]) due before ARGV[1] ms, from offset ARGV[2], at most
  * ARGV[3], with their born times (KEYS[2]).
  */
@@ -290,12 +290,21 @@ if #ids > 0 then born = redis.call('HMGET', KEYS[2], unpack(ids)) end
 return {now_ms(), ids, born}
 `;
 
-export const INDEX_DROP_LUA = `
-for i = 2, #ARGV, 2 do
+/**
+ * Removes index entries. KEYS: born, queued, then the sorted sets to remove from. ARGV: 1 mode:
+ * 'index' (those sets only), 'ended' (the run ended: it leaves its queue's counts too), 'forget'
+ * (deleted or gone: its creation time and every trace on its queue too); 2 the queue key prefix;
+ * then (runId, expected born time) pairs: an entry is removed only if its creation time is still
+ * the one the caller saw ('' = none, '*' = any), so a run created again meanwhile keeps its entry.
+ */
+export const INDEX_DROP_LUA = `${LEAVE_QUEUE_LUA}
+local mode = ARGV[1]
+for i = 3, #ARGV, 2 do
   local id, expected = ARGV[i], ARGV[i + 1]
   if expected == '*' or (redis.call('HGET', KEYS[1], id) or '') == expected then
-    for k = 2, #KEYS do redis.call('ZREM', KEYS[k], id) end
-    if ARGV[1] == '1' then redis.call('HDEL', KEYS[1], id) end
+    for k = 3, #KEYS do redis.call('ZREM', KEYS[k], id) end
+    if mode ~= 'index' then leave_queue(KEYS[2], ARGV[2], id, mode == 'forget') end
+    if mode == 'forget' then redis.call('HDEL', KEYS[1], id) end
   end
 end
 return 1
@@ -316,6 +325,8 @@ export const REDIS_SCRIPTS = {
   aaScanRuns: SCAN_RUNS_LUA,
   aaIndexDrop: INDEX_DROP_LUA,
   aaScanDue: SCAN_DUE_LUA,
+  aaEnqueue: ENQUEUE_LUA,
+  aaAdmit: ADMIT_LUA,
 } as const;
 
 /** A script's reply: `{'ok'}`, or a refusal code and its details. */

@@ -2,14 +2,17 @@ import { randomBytes } from 'node:crypto';
 import {
   CheckpointStore,
   UNFINISHED,
+  type AdmitQuery,
   type CallRecord,
   type CheckpointRecord,
   type DueQuery,
+  type Enqueued,
   type HeadlessPage,
   type HeadlessQuery,
   type HistoryPage,
   type ListQuery,
   type ListUnfinishedOptions,
+  type QueuePlacement,
   type RunHead,
   type RunPage,
   type RunStatus,
@@ -29,6 +32,7 @@ import {
 import { HALF_CREATE_WINDOW, RedisRunIndex, storeScript } from './redis.index';
 import type { RedisClientLike } from './redis.client-like';
 import { renewOwnedRuns } from './redis.leases';
+import { RedisRunQueues } from './redis.queues';
 import {
   byCallKey,
   checkpointFromHash,
@@ -64,6 +68,7 @@ export class RedisCheckpointStore extends CheckpointStore {
   private readonly ttl: number;
   private readonly keys: RedisKeys;
   private readonly index: RedisRunIndex;
+  private readonly queues: RedisRunQueues;
   /** Write tokens: random per store instance, then counted (see `token`). */
   private readonly tokenBase = randomBytes(9).toString('base64');
   private writes = 0;
@@ -78,6 +83,7 @@ export class RedisCheckpointStore extends CheckpointStore {
     this.ttl = Math.ceil(options.ttlSeconds ?? 0);
     this.client = connectWithScripts(connect);
     this.index = new RedisRunIndex(this.client, this.keys);
+    this.queues = new RedisRunQueues(this.client, this.keys, this.index);
   }
 
   async save(
@@ -107,7 +113,7 @@ export class RedisCheckpointStore extends CheckpointStore {
         token, String(this.ttl), String(step), status, String(segment), flow, checkpoint.sealed,
         JSON.stringify([flow, status, segment]), owner ?? '', lease == null ? '' : String(lease),
         options.expectCalls == null ? '' : String(options.expectCalls), created, intent,
-        HALF_CREATE_WINDOW, options.head ?? '',
+        HALF_CREATE_WINDOW, options.head ?? '', '',
       ];
       pushCalls(args, runId, options.calls);
       const reply = (await this.script('aaSave', keys, args)) as Reply;
@@ -118,12 +124,48 @@ export class RedisCheckpointStore extends CheckpointStore {
     }
     if (!UNFINISHED.includes(status)) {
       // Only once the run has ended; a crash before this leaves an entry that readers clean.
+      // A queued run leaves its queue's counts in the same script.
       await this.index.drop(
         [this.keys.unfinished(flow), this.keys.due],
-        false,
+        'ended',
         [runId, '*'],
       );
     }
+  }
+
+  enqueue(
+    checkpoint: CheckpointRecord,
+    placement: QueuePlacement,
+    options: Pick<SaveOptions, 'head'> = {},
+  ): Promise<Enqueued> {
+    return this.queues.enqueue(checkpoint, placement, () =>
+      this.writeWaiting(checkpoint, placement.queue, options.head),
+    );
+  }
+
+  admit(query: AdmitQuery): Promise<RunHead[]> {
+    return this.queues.admit(query);
+  }
+
+  /**
+   * An enqueue's step 0: the save script with no index entry before it (so no creation time to
+   * land within) and the run's queue named in its hash. A stored run id is refused.
+   */
+  private async writeWaiting(
+    checkpoint: CheckpointRecord,
+    queue: string,
+    head: string | undefined,
+  ): Promise<void> {
+    const { runId, step, flow, status, segment } = checkpoint;
+    // prettier-ignore
+    const args = [
+      this.token(), String(this.ttl), String(step), status, String(segment), flow, checkpoint.sealed,
+      JSON.stringify([flow, status, segment]), '', '', '', '', '', HALF_CREATE_WINDOW, head ?? '', queue,
+    ];
+    pushCalls(args, runId);
+    const reply = await this.script('aaSave', this.keys.run(runId), args);
+    const refused = refusal(reply as Reply, runId, step);
+    if (refused) throw refused;
   }
 
   async recordCall(
@@ -165,7 +207,8 @@ export class RedisCheckpointStore extends CheckpointStore {
   async head(runId: string): Promise<RunHead | undefined> {
     const [head] = await this.index.readHeadFields([runId]);
     // A second round trip only for an owned, unfinished run: its owner's lease key may be later.
-    return head && (await this.index.withLeases([head]))[0];
+    // and one for a queued run: its placement (both sent together).
+    return head && (await this.index.complete([head]))[0];
   }
 
   async calls(runId: string, superstep: number): Promise<CallRecord[]> {
@@ -206,7 +249,7 @@ export class RedisCheckpointStore extends CheckpointStore {
     if (!deleted) return false;
     const sets = [this.keys.runs, this.keys.due];
     if (flow != null) sets.push(this.keys.unfinished(String(flow)));
-    await this.index.drop(sets, true, [runId, '*']);
+    await this.index.drop(sets, 'forget', [runId, '*']);
     return true;
   }
 

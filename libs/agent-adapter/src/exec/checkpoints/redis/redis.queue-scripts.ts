@@ -1,0 +1,146 @@
+/**
+ * Lua of the Redis store's queues (keys: redis.layout.ts's header). Every script here runs in the
+ * tenant's `{P}` slot: the queue's keys, `{P}:due`, `{P}:unfinished:<flow>` and the list of runs
+ * share that tag. A queue's keys are named from `{P}:q:`, the queue's name and the part, as
+ * `RedisKeys.queue` names them (a flow's unfinished set likewise): same tag, same slot.
+ *
+ * A placement (the `runs` hash's values) is JSON of strings only: `f` flow, `k` concurrency key,
+ * `d` dedupe key, `p` priority, `a` availableAt while waiting, `t` admittedAt once admitted, `m`
+ * the run's member in `ready` while waiting. Strings, so cjson's re-encoding keeps every digit.
+ */
+
+const NOW = `
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+`;
+
+/**
+ * `leave_queue(queued, qp, id, forget)`: the run leaves its queue (it ended, or its hash is gone):
+ * out of the waiting sets, the admitted count and its key's count, and the dedupe key if that
+ * still names it (an enqueue may have taken the key over once the run ended). `forget` (a delete,
+ * a hash gone) also drops its placement, its admission (the rate window) and its queue's name.
+ * Idempotent: `active` says whether its counts still hold it.
+ */
+export const LEAVE_QUEUE_LUA = `
+local function leave_queue(queued, qp, id, forget)
+  local name = redis.call('HGET', queued, id)
+  if not name then return end
+  local q = qp .. name .. ':'
+  local raw = redis.call('HGET', q .. 'runs', id)
+  if raw then
+    local p = cjson.decode(raw)
+    redis.call('ZREM', q .. 'delayed', id)
+    if p.m then redis.call('ZREM', q .. 'ready', p.m) end
+    if redis.call('ZREM', q .. 'active', id) == 1 and p.k then
+      if redis.call('HINCRBY', q .. 'keys', p.k, -1) <= 0 then redis.call('HDEL', q .. 'keys', p.k) end
+    end
+    if p.d and redis.call('HGET', q .. 'dedupe', p.d) == id then redis.call('HDEL', q .. 'dedupe', p.d) end
+  end
+  if forget then
+    redis.call('HDEL', q .. 'runs', id)
+    redis.call('ZREM', q .. 'admitted', id)
+    redis.call('HDEL', queued, id)
+  end
+end
+`;
+
+/**
+ * An enqueue's index write, after its run hash (step 0) is stored. KEYS: queued, dedupe, delayed,
+ * runs (placements), the list of runs, seq, born. ARGV: 1 run id, 2 queue, 3 dedupe key ('' none),
+ * 4 the key's holder the caller saw ('' none), 5 placement JSON, 6 availableAt (16 digits).
+ * Returns {'ok'}, or {'held', holder} when the dedupe key names another run than the caller saw.
+ */
+export const ENQUEUE_LUA = `${NOW}
+if ARGV[3] ~= '' then
+  local holder = redis.call('HGET', KEYS[2], ARGV[3]) or ''
+  -- Our own write, resent after its reply was lost: applied already.
+  if holder == ARGV[1] then return {'ok'} end
+  if holder ~= ARGV[4] then return {'held', holder} end
+  redis.call('HSET', KEYS[2], ARGV[3], ARGV[1])
+end
+local seq = redis.call('INCR', KEYS[6])
+local p = cjson.decode(ARGV[5])
+-- Fixed width, so members of one priority sort by availableAt, then by enqueue order.
+p.m = ARGV[6] .. ':' .. string.format('%016d', seq) .. ':' .. ARGV[1]
+redis.call('HSET', KEYS[4], ARGV[1], cjson.encode(p))
+redis.call('ZADD', KEYS[3], p.a, ARGV[1])
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+redis.call('HSET', KEYS[7], ARGV[1], now_ms())
+redis.call('ZADD', KEYS[5], seq, ARGV[1])
+return {'ok'}
+`;
+
+/** Ready members start with the run id at this (1-based) position: `<16 digits>:<16 digits>:`. */
+const ID_AT = 35;
+
+/**
+ * One admission. KEYS: the queue's delayed, ready, active, keys, admitted, runs, dedupe, then
+ * queued, due. ARGV: 1 queue key prefix, 2 queue, 3 unfinished key prefix, 4 now, 5 limit,
+ * 6 concurrency, 7 perKey, 8 rate limit ('' = none), 9 rate window start (exclusive), 10 drop
+ * admissions at or before this, 11.. admitted runs found ended (repaired first).
+ * Returns {runId, placement JSON, ...} of the runs admitted, in order.
+ */
+export const ADMIT_LUA = `${LEAVE_QUEUE_LUA}
+for i = 11, #ARGV do leave_queue(KEYS[8], ARGV[1], ARGV[i], false) end
+local now = ARGV[4]
+-- Runs whose time has come join the ready set (at most 1000 a look; the rest at the next one).
+local available = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, 1000)
+for _, id in ipairs(available) do
+  local raw = redis.call('HGET', KEYS[6], id)
+  if raw then
+    local p = cjson.decode(raw)
+    if p.m then redis.call('ZADD', KEYS[2], p.p, p.m) end
+  end
+  redis.call('ZREM', KEYS[1], id)
+end
+redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', ARGV[10])
+local room = tonumber(ARGV[5])
+if ARGV[6] ~= '' then room = math.min(room, tonumber(ARGV[6]) - redis.call('ZCARD', KEYS[3])) end
+if ARGV[8] ~= '' then
+  room = math.min(room, tonumber(ARGV[8]) - redis.call('ZCOUNT', KEYS[5], '(' .. ARGV[9], '+inf'))
+end
+if room <= 0 then return {} end
+local perKey = tonumber(ARGV[7])
+-- Per key, saturated keys are walked past (bounded: 1000 ready runs a look).
+local walk = 1000
+if not perKey then walk = math.min(room, walk) end
+local out, counts = {}, {}
+for _, m in ipairs(redis.call('ZRANGE', KEYS[2], 0, walk - 1)) do
+  if room <= 0 then break end
+  local id = string.sub(m, ${ID_AT})
+  local raw = redis.call('HGET', KEYS[6], id)
+  local p = raw and cjson.decode(raw)
+  if not p or p.m ~= m then
+    redis.call('ZREM', KEYS[2], m)
+  else
+    local fits = true
+    if perKey and p.k then
+      counts[p.k] = counts[p.k] or tonumber(redis.call('HGET', KEYS[4], p.k) or '0')
+      fits = counts[p.k] < perKey
+    end
+    if fits then
+      if p.k then
+        redis.call('HINCRBY', KEYS[4], p.k, 1)
+        if counts[p.k] then counts[p.k] = counts[p.k] + 1 end
+      end
+      redis.call('ZREM', KEYS[2], m)
+      p.a = nil
+      p.m = nil
+      p.t = now
+      local placed = cjson.encode(p)
+      redis.call('HSET', KEYS[6], id, placed)
+      redis.call('ZADD', KEYS[3], now, id)
+      redis.call('ZADD', KEYS[5], now, id)
+      -- Due at once (no lease), and unfinished for recovery: as a run saved without an owner.
+      redis.call('ZADD', KEYS[9], 0, id)
+      redis.call('ZADD', ARGV[3] .. p.f, 0, id)
+      out[#out + 1] = id
+      out[#out + 1] = placed
+      room = room - 1
+    end
+  end
+end
+return out
+`;

@@ -1,0 +1,160 @@
+/**
+ * The Redis store's queues (keys: redis.layout.ts; Lua: redis.queue-scripts.ts). A run's hash is
+ * in its own slot and the queue in the tenant's `{P}`, so an enqueue is two writes: the run hash
+ * first, then the queue's and the list's entries. An admission is one `{P}` script.
+ */
+import { CheckpointConflict } from '../../../errors';
+import { Messages } from '../../../errors/messages';
+import {
+  UNFINISHED,
+  type AdmitQuery,
+  type CheckpointRecord,
+  type Enqueued,
+  type QueuePlacement,
+  type RunHead,
+  type RunStatus,
+} from '../checkpoint-store';
+import { guarded } from '../transient-errors';
+import type { RedisClient } from './redis.client';
+import { STORE, storeScript, type RedisRunIndex } from './redis.index';
+import type { RedisKeys } from './redis.layout';
+import { withOwnerLeases } from './redis.leases';
+import { placementOf, sortableTime, toQueueState } from './redis.placement';
+import type { Reply } from './redis.scripts';
+
+/** Attempts of an enqueue whose dedupe key changed hands (its holders ending) meanwhile. */
+const ATTEMPTS = 5;
+/** Admitted runs checked for an end their queue missed, per admission (oldest first). */
+const REPAIR = 100;
+/** Without a rate limit, admissions are kept this long for one (the rate window's set). */
+const KEEP_ADMISSIONS_MS = 24 * 3600_000;
+
+export class RedisRunQueues {
+  constructor(
+    private readonly client: RedisClient,
+    private readonly keys: RedisKeys,
+    private readonly index: RedisRunIndex,
+  ) {}
+
+  /**
+   * (1) A dedupe key held by an unfinished run: that run, nothing written. (2) The run hash's step
+   * 0 (`writeRun`; a stored run id is refused there), naming its queue, in no index. (3) One `{P}`
+   * script takes the dedupe key if it still names what (1) saw, and enters the run in its queue
+   * and the list of runs. A crash between (2) and (3) leaves a hash no index lists, whose id the
+   * caller never got: it is inert (and expires with a TTL). Since (2) precedes (3), the dedupe key
+   * always names a run whose hash was written, and no index lists a run without a hash.
+   */
+  async enqueue(
+    checkpoint: CheckpointRecord,
+    place: QueuePlacement,
+    writeRun: () => Promise<void>,
+  ): Promise<Enqueued> {
+    const { runId } = checkpoint;
+    const q = this.keys.queue(place.queue);
+    const dedupe = place.dedupeKey;
+    let expected = '';
+    if (dedupe !== undefined) {
+      const holder = await guarded(STORE, runId, () =>
+        this.client.hget(q.dedupe, dedupe),
+      );
+      if (holder && (await this.live(holder)))
+        return { runId: holder, created: false };
+      expected = holder ?? '';
+    }
+    await writeRun();
+    const keys = [
+      this.keys.queued,
+      q.dedupe,
+      q.delayed,
+      q.runs,
+      this.keys.runs,
+      this.keys.seq,
+      this.keys.born,
+    ];
+    const json = JSON.stringify(placementOf(checkpoint.flow, place));
+    const at = sortableTime(place.availableAt);
+    for (let attempt = 1; attempt <= ATTEMPTS; attempt++) {
+      const [code, holder] = (await storeScript(
+        this.client,
+        'aaEnqueue',
+        keys,
+        [runId, place.queue, dedupe ?? '', expected, json, at],
+      )) as Reply;
+      if (code === 'ok') return { runId, created: true };
+      // 'held': another enqueue took the key. Live, it is the run; ended, the key is free.
+      const current = String(holder ?? '');
+      if (current && (await this.live(current))) {
+        await this.forgetRun(runId);
+        return { runId: current, created: false };
+      }
+      expected = current;
+    }
+    await this.forgetRun(runId);
+    throw new CheckpointConflict(
+      Messages.conflictStep(runId, 0, undefined),
+      runId,
+    );
+  }
+
+  /**
+   * Repairs first: the oldest admitted runs whose end their queue missed (a crash between the end
+   * write and its index drop) leave it in the same script, before it counts. Then one script
+   * admits; the admitted runs' heads are read back (one round trip), and any that had ended (the
+   * same crash, while it waited) leaves its queue and is not returned.
+   */
+  async admit(query: AdmitQuery): Promise<RunHead[]> {
+    const { queue, now, concurrency, perKey, rate } = query;
+    const q = this.keys.queue(queue);
+    const active = await guarded(STORE, undefined, () =>
+      this.client.zrange(q.active, '0', String(REPAIR - 1)),
+    );
+    const statuses = await guarded(STORE, undefined, () =>
+      Promise.all(
+        active.map((id) => this.client.hget(this.keys.runHash(id), 'status')),
+      ),
+    );
+    const ended = active.filter(
+      (_, i) => !UNFINISHED.includes(statuses[i] as RunStatus),
+    );
+    const since = rate ? now - rate.intervalMs : now - KEEP_ADMISSIONS_MS;
+    // prettier-ignore
+    const reply = (await storeScript(this.client, 'aaAdmit', [
+      q.delayed, q.ready, q.active, q.keys, q.admitted, q.runs, q.dedupe, this.keys.queued, this.keys.due,
+    ], [
+      this.keys.queuePrefix, queue, this.keys.unfinished(''), String(now), String(query.limit),
+      concurrency === undefined ? '' : String(concurrency), perKey === undefined ? '' : String(perKey),
+      rate ? String(rate.limit) : '', String(since), String(since), ...ended,
+    ])) as string[];
+    const ids = reply.filter((_, i) => i % 2 === 0);
+    const heads = await this.index.readHeadFields(ids);
+    const admitted: RunHead[] = [];
+    const gone: string[] = [];
+    const flows = new Set<string>();
+    heads.forEach((head, i) => {
+      if (head && UNFINISHED.includes(head.status)) {
+        head.queue = toQueueState(queue, reply[2 * i + 1]);
+        admitted.push(head);
+      } else {
+        gone.push(ids[i]!, '*');
+        if (head) flows.add(head.flow);
+      }
+    });
+    const unfinished = [...flows].map((f) => this.keys.unfinished(f));
+    await this.index.drop([this.keys.due, ...unfinished], 'ended', gone);
+    // Their placements came with the reply: only leases are left to read (owned runs only).
+    return withOwnerLeases(this.client, this.keys, admitted);
+  }
+
+  /** Whether the run's hash says it is unfinished (a dedupe key's holder). */
+  private async live(runId: string): Promise<boolean> {
+    const status = await guarded(STORE, runId, () =>
+      this.client.hget(this.keys.runHash(runId), 'status'),
+    );
+    return UNFINISHED.includes(status as RunStatus);
+  }
+
+  /** Removes the hash an enqueue wrote but did not index (its dedupe key was taken). */
+  private async forgetRun(runId: string): Promise<void> {
+    await storeScript(this.client, 'aaDelete', this.keys.run(runId), []);
+  }
+}
