@@ -148,6 +148,33 @@ export async function chaos(options: ChaosOptions): Promise<ChaosReport> {
     log(`enqueued ${enqueued.enqueued?.length} runs`);
     const operator = operatorOn(opened.store);
 
+    /** Stores a decision for each run waiting for one; resolves to the runs not ended. */
+    const decide = async (): Promise<string[]> => {
+      const unfinished = await progress(opened.store, ids);
+      decisions: for (const runId of unfinished) {
+        const got = await operator.needs(runId).catch(() => undefined);
+        if (!got) continue;
+        const ledger = t.ledger();
+        const calls: CallFinding[] = [];
+        for (const call of got) {
+          const ran = ledger.some(
+            (l) => l.phase === 'end' && l.key === call.idempotencyKey,
+          );
+          if (call.idempotencyKey === undefined) continue decisions;
+          calls.push(
+            ran
+              ? {
+                  call: call.callId,
+                  ran: true,
+                  result: resultOf(call.tool, runId),
+                }
+              : { call: call.callId, ran: false },
+          );
+        }
+        if (await operator.decide(runId, calls)) decided.set(runId, Date.now());
+      }
+      return unfinished;
+    };
     let nextKill = Date.now() + options.killEveryMs * (0.5 + rng());
     const pendingRestarts: Array<{ at: number; slot: number }> = [];
     for (;;) {
@@ -185,30 +212,12 @@ export async function chaos(options: ChaosOptions): Promise<ChaosReport> {
         log(`failover: SIGKILLed master ${master}`);
         void cluster.healthy(30_000).catch(() => undefined);
       }
-      const unfinished = await progress(opened.store, ids);
-      if (unfinished.length === 0) break;
-      decisions: for (const runId of unfinished) {
-        const got = await operator.needs(runId).catch(() => undefined);
-        if (!got) continue;
-        const ledger = t.ledger();
-        const calls: CallFinding[] = [];
-        for (const call of got) {
-          const ran = ledger.some(
-            (l) => l.phase === 'end' && l.key === call.idempotencyKey,
-          );
-          if (call.idempotencyKey === undefined) continue decisions;
-          calls.push(
-            ran
-              ? {
-                  call: call.callId,
-                  ran: true,
-                  result: resultOf(call.tool, runId),
-                }
-              : { call: call.callId, ran: false },
-          );
-        }
-        if (await operator.decide(runId, calls)) decided.set(runId, Date.now());
-      }
+      // The store may fail for a while (a failover): the driver looks again, as a worker does.
+      const unfinished = await decide().catch((error: unknown) => {
+        log(`driver: ${String(error)}`);
+        return undefined;
+      });
+      if (unfinished?.length === 0) break;
       await sleep(200);
     }
     await killAll();
