@@ -522,7 +522,7 @@ async function main(): Promise<number> {
         everyMs: Number(values['every-ms']),
         onOutcome: (_flow, [id, out]) =>
           process.stdout.write(
-            `TOOK ${id} ${JSON.stringify(outcomeOf(out as RunResult<Order> | Error))}\n`,
+            `TOOK ${id} ${JSON.stringify({ ...outcomeOf(out as RunResult<Order> | Error), at: Date.now() })}\n`,
           ),
       });
       await new Promise<never>(() => undefined);

@@ -127,6 +127,13 @@ export async function chaos(options: ChaosOptions): Promise<ChaosReport> {
   ];
   const env = { TOOL_DELAY_MS: String(options.toolDelayMs) };
   const fleet: Array<Worker | undefined> = [];
+  /** Every worker started, killed ones too: their `TOOK` lines say when each took a run. */
+  const everyone: Worker[] = [];
+  const start = () => {
+    const w = t.start(workerArgs, env);
+    everyone.push(w);
+    return w;
+  };
   const kills: Array<{ at: number; pid: number }> = [];
   const decided = new Map<string, number>(); // run id → when its last decision was stored
   let failoverAt: number | undefined;
@@ -198,7 +205,7 @@ export async function chaos(options: ChaosOptions): Promise<ChaosReport> {
           pendingRestarts.push(r);
           continue;
         }
-        fleet[r.slot] = t.start(workerArgs, env);
+        fleet[r.slot] = start();
       }
       if (
         cluster &&
@@ -221,13 +228,21 @@ export async function chaos(options: ChaosOptions): Promise<ChaosReport> {
       await sleep(200);
     }
     await killAll();
+    const took = everyone.flatMap((w) =>
+      w.lines.flatMap((line) => {
+        const m = /^TOOK (\S+) (.*)$/.exec(line);
+        if (!m) return [];
+        const { at } = JSON.parse(m[2]!) as { at: number };
+        return [{ run: m[1]!, pid: w.child.pid!, at }];
+      }),
+    );
     const report = await analyse(
       options,
       t.ledger(),
       ids,
       keyOf,
       kills,
-      decided,
+      { decided, took },
       opened.store,
     );
     report.wallMs = Date.now() - started;
@@ -298,9 +313,14 @@ async function analyse(
   ids: string[],
   keyOf: Map<string, string>,
   kills: Array<{ at: number; pid: number }>,
-  decided: Map<string, number>,
+  seen: {
+    decided: Map<string, number>;
+    /** Each worker's settled takeovers (a run finished, or found needing a decision). */
+    took: Array<{ run: string; pid: number; at: number }>;
+  },
   store: CheckpointStore,
 ): Promise<ChaosReport> {
+  const { decided, took } = seen;
   const violations: string[] = [];
   const heads = await Promise.all(ids.map((id) => store.head(id)));
   const statuses = heads.map((h) => h?.status);
@@ -371,14 +391,17 @@ async function analyse(
       if (last.tool === 'email_tickets' && last.phase === 'end') continue; // it had finished
       const next = ledger.find(
         (l) => runOf(l) === run && l.at! > kill.at && l.pid !== kill.pid,
-      );
-      const decidedAt = decided.get(run);
-      if (decidedAt !== undefined && decidedAt > kill.at) continue; // waited for a decision
-      if (!next) continue; // ended with no call left (its last checkpoint only)
-      takeoverMs.push(next.at! - kill.at);
-      if (next.at! - kill.at > options.leaseMs + 2_000)
+      )?.at;
+      // A run that needs a decision is taken when a worker finds so (its `TOOK` line).
+      const found = took.find(
+        (x) => x.run === run && x.at > kill.at && x.pid !== kill.pid,
+      )?.at;
+      const at = Math.min(next ?? Infinity, found ?? Infinity);
+      if (at === Infinity) continue; // ended with no call left (its last checkpoint only)
+      takeoverMs.push(at - kill.at);
+      if (at - kill.at > options.leaseMs + 2_000)
         violations.push(
-          `V4 run ${run} taken ${next.at! - kill.at} ms after its worker's kill`,
+          `V4 run ${run} taken ${at - kill.at} ms after its worker's kill`,
         );
     }
   }
