@@ -1,5 +1,5 @@
 /**
- * `npm run bench -- [--suite superstep,throughput,recover] [suite flags]`: runs each benchmark
+ * `npm run bench -- [--suite superstep,throughput,recover,queue] [suite flags]`: runs each benchmark
  * suite in its own process (so one suite's heap and JIT state never colour another's figures;
  * the recovery suite measures peak RSS), passing the flags through. Each suite writes
  * bench/out/<suite>.json; `npm run bench:compare` prints them against the targets.
@@ -9,13 +9,15 @@
  *   throughput  concurrent runs and worker processes on Postgres and Redis
  *   recover     recoverEach over thousands of unfinished runs per store: time against a floor,
  *               peak RSS and live heap against N (--stores, --runs, --concurrency, --api)
+ *   queue       queued runs taken by 1, 2 and 4 worker processes: runs/s and p99 against raw
+ *               statements doing the same (--stores, --runs, --processes, --concurrency)
  */
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { arg } from './lib/util';
 
-const SUITES = ['superstep', 'throughput', 'recover'];
+const SUITES = ['superstep', 'throughput', 'recover', 'queue'];
 const wanted = arg(
   'suite',
   process.argv.includes('--cpu') ? 'superstep' : SUITES.join(','),
