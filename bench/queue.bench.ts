@@ -16,9 +16,16 @@
  * an LMOVE claim, three HSETs and a MULTI (HSET done + LREM). Both poll every 50 ms when the queue
  * is empty. Each cell warms up with one round of `processes × concurrency` runs first.
  *
+ * `dbos` (Postgres, when bench/peers has its packages: `cd bench/peers && npm ci`): DBOS queues,
+ * the same shape (bench/peers/dbos-queue.cjs): a three-step workflow, `--concurrency` per worker
+ * process, a poll every 50 ms, enqueued with DBOSClient from the parent.
+ *
  * Figures: runs/s = runs over the wall time from the first enqueue to the last run's end; latency
  * per run = its end (the worker's clock: the same host) minus when its enqueue was sent.
  */
+import { spawnSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import Redis from 'ioredis';
 import {
@@ -44,6 +51,7 @@ import {
 import { KEY, REDIS_URL, arg } from './lib/util';
 
 const WORKER_ENV = 'AA_QUEUE_WORKER';
+const DBOS_SCRIPT = join(__dirname, 'peers', 'dbos-queue.cjs');
 const LOOK_MS = 50;
 
 interface WorkerConfig {
@@ -174,7 +182,7 @@ async function worker(config: WorkerConfig): Promise<void> {
 // ---------------------------------------------------------------- the parent
 
 interface Cell {
-  mode: WorkerConfig['mode'];
+  mode: WorkerConfig['mode'] | 'dbos';
   store: Store;
   processes: number;
   runsPerS: number;
@@ -312,24 +320,58 @@ async function cell(
   }
 }
 
+/** DBOS queues, the same shape (bench/peers/dbos-queue.cjs, with its own node_modules). */
+function dbosCell(processes: number, runs: number, concurrency: number): Cell {
+  const out = spawnSync(
+    process.execPath,
+    [DBOS_SCRIPT, 'cell', String(processes), String(runs), String(concurrency)],
+    {
+      encoding: 'utf8',
+      timeout: 600_000,
+      env: { ...process.env, NODE_NO_WARNINGS: '1' },
+    },
+  );
+  const last = out.stdout.trim().split('\n').at(-1) ?? '';
+  if (out.status !== 0 || !last.startsWith('{'))
+    throw new Error(
+      `DBOS cell failed (${out.status}): ${out.stderr.slice(-2000)}`,
+    );
+  const r = JSON.parse(last) as { runsPerS: number; p50: number; p99: number };
+  return { mode: 'dbos', store: 'postgres', processes, ...r };
+}
+
 async function main(): Promise<void> {
   const stores = arg('stores', 'postgres,redis').split(',') as Store[];
   const processes = arg('processes', '1,2,4').split(',').map(Number);
   const runs = Number(arg('runs', '400'));
   const concurrency = Number(arg('concurrency', '8'));
+  // DBOS beside ours on Postgres, once bench/peers has its packages (cd bench/peers && npm ci).
+  const peers = existsSync(
+    join(__dirname, 'peers', 'node_modules', '@dbos-inc'),
+  );
+  if (!peers)
+    console.log(
+      '(no DBOS: run `npm ci` in bench/peers to compare with DBOS queues)',
+    );
   const cells: Cell[] = [];
   for (const store of stores)
     for (const p of processes)
       // Interleaved: the floor and ours back to back, so a drift of the machine hits both.
-      for (const mode of ['raw', 'ours'] as const) {
-        const c = await cell(mode, store, p, runs, concurrency);
+      for (const mode of ['raw', 'ours', 'dbos'] as const) {
+        if (mode === 'dbos' && (store !== 'postgres' || !peers)) continue;
+        const c =
+          mode === 'dbos'
+            ? dbosCell(p, runs, concurrency)
+            : await cell(mode, store, p, runs, concurrency);
         cells.push(c);
         console.log(
           `${store.padEnd(8)} ${mode.padEnd(4)} ${p} process(es): ${c.runsPerS.toFixed(0).padStart(5)} runs/s  p50 ${c.p50} ms  p99 ${c.p99} ms`,
         );
       }
   const measures: Measure[] = [];
-  console.log('\nstore    processes  ours/raw runs/s   ours p99 / raw p99');
+  console.log(
+    '\nstore    processes  ours/raw runs/s   ours p99 / raw p99   DBOS runs/s, p99',
+  );
   for (const store of stores)
     for (const p of processes) {
       const ours = cells.find(
