@@ -17,22 +17,14 @@ import type { Flow } from '../flow.builder';
 import type { CompiledFlow } from '../flow.graph';
 import { startedAlready, type RunSources } from './run-checks';
 import { checkRunId } from '../run-id';
+import { QUEUE_NAME, type QueueLimits } from './queue-limits';
+
+export type { QueueLimits, QueueOptions } from './queue-limits';
+
+/** Concurrency and dedupe keys: what every store's columns and keys can hold. */
+const KEY_MAX = 200;
 import { identityOf } from './run-access';
 import { startCheckpoint } from './run-transitions';
-
-/**
- * A queue's flow control, the same on every worker of the fleet: each admission counts over the
- * whole fleet's runs in the store, so the limits hold however many workers take from the queue.
- * @publicApi
- */
-export interface QueueOptions {
-  /** At most this many of the queue's runs started and unfinished (running or paused) at once. */
-  concurrency?: number;
-  /** At most this many per concurrency key (a tenant, a user): `enqueue`'s `key`. */
-  perKey?: number;
-  /** At most `limit` runs started in any window of `intervalMs`. */
-  rateLimit?: { limit: number; intervalMs: number };
-}
 
 /** For `FlowRunner.enqueue`. @publicApi */
 export interface EnqueueOptions {
@@ -61,16 +53,6 @@ export interface EnqueueResult {
   /** False when an unfinished run held the dedupe key: `runId` is that run, nothing was stored. */
   created: boolean;
 }
-
-/** A queue a worker admits from, with its limits checked. */
-export interface QueueLimits extends Omit<QueueOptions, 'rateLimit'> {
-  name: string;
-  rate?: { limit: number; intervalMs: number };
-}
-
-/** Queue names and keys: what every store's columns and keys can hold. */
-export const QUEUE_NAME = /^[A-Za-z0-9_.:@-]{1,128}$/;
-const KEY_MAX = 200;
 
 /**
  * Where `enqueue` puts a run, from its options, checked before anything is stored: a bad queue
