@@ -27,7 +27,16 @@ async function sample(
   store: ChaosOptions['store'],
   extra: Partial<ChaosOptions> = {},
 ) {
-  const report = await chaos({ ...SAMPLE, store, failover: false, ...extra });
+  const report = await chaos({
+    ...SAMPLE,
+    store,
+    failover: false,
+    // CHAOS_LOG=1 prints the driver's kills, failover and store errors.
+    ...(process.env.CHAOS_LOG && {
+      log: (line: string) => process.stderr.write(`chaos: ${line}\n`),
+    }),
+    ...extra,
+  });
   expect(report.violations).toEqual([]);
   expect(report.ended).toBe(SAMPLE.runs);
   expect(report.kills).toBeGreaterThan(0);

@@ -739,6 +739,7 @@ describe('agent-adapter as a packed npm package', () => {
           'tenant_a.a_checkpoints',
           'tenant_a.a_calls',
           'tenant_a.a_meta',
+          'tenant_a.a_queues',
         ],
         migration: expect.stringMatching(/^AgentAdapterInit.*1795900000000$/),
       });

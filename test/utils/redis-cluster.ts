@@ -33,6 +33,8 @@ export interface LocalRedisCluster {
   masters(): Promise<number[]>;
   /** SIGKILLs one node's process (a failover follows when it was a master with a replica). */
   kill(port: number): Promise<void>;
+  /** `CLUSTER NODES` as a live node sees it (for a failure's message). */
+  describe(): Promise<string>;
   /** Waits until every live node reports `cluster_state:ok` and every slot has a master. */
   healthy(timeoutMs?: number): Promise<void>;
   stop(): Promise<void>;
@@ -122,6 +124,10 @@ export async function startRedisCluster(
           join(dir, `nodes-${port}.conf`),
           '--cluster-node-timeout',
           '1500',
+          // A replica syncs at once (not after the default 5 s wait for more replicas): one that
+          // never synced refuses to take over its master's slots.
+          '--repl-diskless-sync-delay',
+          '0',
           '--dir',
           dir,
           '--dbfilename',
@@ -194,6 +200,13 @@ export async function startRedisCluster(
       }
       return out;
     },
+    describe: async () => {
+      const [node] = alive();
+      if (!node) return 'no node is alive';
+      return info(node.port, ['CLUSTER', 'NODES']).catch((e: unknown) =>
+        String(e),
+      );
+    },
     kill: async (port) => {
       const node = nodes.find((n) => n.port === port);
       if (!node) throw new Error(`no node on port ${port}`);
@@ -207,10 +220,21 @@ export async function startRedisCluster(
             info(n.port, ['CLUSTER', 'INFO']).catch((e: unknown) => String(e)),
           ),
         );
+        // Every replica synced with its master: a failover can then promote it.
+        const links = await Promise.all(
+          alive().map((n) =>
+            info(n.port, ['INFO', 'replication']).catch((e: unknown) =>
+              String(e),
+            ),
+          ),
+        );
         if (
           states.every(
             (s) =>
               /cluster_state:ok/.test(s) && /cluster_slots_ok:16384/.test(s),
+          ) &&
+          links.every(
+            (l) => !/role:slave/.test(l) || /master_link_status:up/.test(l),
           )
         )
           return;

@@ -21,6 +21,7 @@ import { Flow as CoreFlow } from '../flow/flow.builder';
 import { FlowRunner as CoreFlowRunner } from '../flow/runner/flow-runner';
 import { Flow, Node, Tool } from './decorators';
 import { DurableMetadataAccessor } from './durable-metadata.accessor';
+import { DURABLE_RESOLVED_OPTIONS } from './durable.constants';
 import { DurableExplorer } from './durable.explorer';
 import { FlowRegistry } from './flow.registry';
 import { thrownBy } from '../../../../test/utils/specs';
@@ -102,6 +103,8 @@ async function explorerWith(...providers: Provider[]) {
         useFactory: (registry: ToolRegistry) => new Executor(registry),
         inject: [ToolRegistry],
       },
+      // What the explorer reads of the module's options: its queues (none here).
+      { provide: DURABLE_RESOLVED_OPTIONS, useValue: { queues: new Map() } },
       ...providers,
     ],
   }).compile();

@@ -29,6 +29,7 @@ describeEntryBoundary<{ tables: string[] }>(
           'tenant_a.aa_checkpoints',
           'tenant_a.aa_calls',
           'tenant_a.aa_meta',
+          'tenant_a.aa_queues',
         ]);
         expect(loadedFrom(child().loaded, 'typeorm').length > 0).toBe(true);
       });
