@@ -380,10 +380,20 @@ async function main(): Promise<void> {
       const raw = cells.find(
         (c) => c.store === store && c.processes === p && c.mode === 'raw',
       )!;
+      const dbos = cells.find(
+        (c) => c.store === store && c.processes === p && c.mode === 'dbos',
+      );
       const ratio = ours.runsPerS / raw.runsPerS;
       console.log(
-        `${store.padEnd(8)} ${String(p).padEnd(10)} ${ratio.toFixed(2).padStart(14)}x   ${ours.p99} / ${raw.p99} ms`,
+        `${store.padEnd(8)} ${String(p).padEnd(10)} ${ratio.toFixed(2).padStart(14)}x   ${ours.p99} / ${raw.p99} ms${dbos ? `   ${dbos.runsPerS.toFixed(0)}, ${dbos.p99} ms (ours ${(ours.runsPerS / dbos.runsPerS).toFixed(2)}x)` : ''}`,
       );
+      if (dbos)
+        measures.push({
+          measure: 'queue runs/s / DBOS',
+          store: `${store}, ${p} process(es)`,
+          value: Math.round((ours.runsPerS / dbos.runsPerS) * 100) / 100,
+          unit: 'x',
+        });
       measures.push(
         {
           measure: 'queue runs/s',
