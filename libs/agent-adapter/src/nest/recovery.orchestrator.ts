@@ -148,6 +148,7 @@ export class RecoveryOrchestrator
       {
         ...settings,
         queues: queuesOf(named, flows),
+        owner: this.runner.core.workerId,
         onOutcome: (flow, [runId, outcome]) =>
           void this.report(flow, runId, outcome as Outcome | Error, {
             retry: false,

@@ -121,6 +121,14 @@ export interface AdmitQuery {
   perKey?: number;
   /** At most `limit` runs admitted in any window of `intervalMs`. */
   rate?: { limit: number; intervalMs: number };
+  /**
+   * The admitting worker and the lease it takes on what it admits: no other worker finds those
+   * runs due before `leaseExpiresAt`, so the admitter claims them and one worker, not every one,
+   * wakes for each run; if it dies first they fall due when the lease expires. Without them an
+   * admitted run is due at once, for any worker.
+   */
+  owner?: string;
+  leaseExpiresAt?: number;
 }
 
 export interface SaveOptions {
@@ -242,8 +250,9 @@ export abstract class CheckpointStore {
   /**
    * Admits waiting runs of a queue, in order (priority, then availability, then enqueue order),
    * as far as its limits allow, counted over every worker's admissions: concurrent looks (other
-   * processes included) never admit past a limit. An admitted run is due work at once (no lease),
-   * so any worker's claim takes it. Returns the admitted runs' heads.
+   * processes included) never admit past a limit. An admitted run is due work once the query's
+   * lease (if any) expires, so the admitter's claim takes it first and any worker's after that.
+   * Returns the admitted runs' heads.
    */
   abstract admit(query: AdmitQuery): Promise<RunHead[]>;
 

@@ -198,6 +198,9 @@ export class MemoryCheckpointStore extends CheckpointStore {
       }
       const { availableAt: _, ...rest } = place;
       head.queue = { ...rest, admittedAt: now };
+      if (query.owner !== undefined) head.owner = query.owner;
+      if (query.leaseExpiresAt !== undefined)
+        head.leaseExpiresAt = query.leaseExpiresAt;
       admitted.push({ ...head });
       room--;
     }

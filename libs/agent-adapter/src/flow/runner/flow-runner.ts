@@ -35,11 +35,7 @@ import {
 } from './takeover';
 import { headProblem, readHeadless } from './run-reader';
 import { resumePolicyAllows } from './run-access';
-import {
-  claimCheckpoint,
-  resumeCheckpoint,
-  resultOf,
-} from './run-transitions';
+import { claimCheckpoint, resumeCheckpoint, resultOf } from './run-transitions';
 import { SegmentDriver } from './segment-driver';
 import {
   enqueueRun,
@@ -331,7 +327,7 @@ export class FlowRunner {
     );
     const { leaseMs, logger } = this.settings;
     const queues = queuesOf(this.settings.queues, flows);
-    const settings = { ...options, leaseMs, queues };
+    const settings = { ...options, leaseMs, queues, owner: this.workerId };
     const takeover = new Takeover(this.store, sources, settings, logger);
     this.wakeOnEnqueue(takeover);
     return takeover.start();

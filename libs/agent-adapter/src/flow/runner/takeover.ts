@@ -5,7 +5,10 @@ import {
   WorkerDraining,
 } from '../../errors';
 import { Messages } from '../../errors/messages';
-import type { CheckpointStore } from '../../exec/checkpoints/checkpoint-store';
+import type {
+  CheckpointStore,
+  RunHead,
+} from '../../exec/checkpoints/checkpoint-store';
 import type { DurableLogger } from '../../observability/logger';
 import type { RecoverAllOptions, RecoveryOutcome } from '../flow.interfaces';
 import { integerOption, type OptionNames } from './flow-runner.options';
@@ -82,12 +85,16 @@ export class Takeover {
   /** A wake came during a look: look again right after it. */
   private again = false;
   private readonly stopListeners: Array<() => void> = [];
+  private readonly owner: string;
+  private readonly leaseMs: number;
 
   constructor(
     private readonly store: CheckpointStore,
     sources: readonly TakeoverSource[],
     options: TakeoverOptions & {
       leaseMs: number;
+      /** The worker id admissions are made under (the runner's): its lease covers them. */
+      owner: string;
       /** Queues to admit runs from each look (see `FlowRunner.queuesFor`). */
       queues?: readonly QueueLimits[];
     },
@@ -98,6 +105,8 @@ export class Takeover {
     this.concurrency = settings.concurrency;
     this.sources = new Map(sources.map((s) => [s.flow, s]));
     this.queues = options.queues ?? [];
+    this.owner = options.owner;
+    this.leaseMs = options.leaseMs;
     this.onOutcome = options.onOutcome;
   }
 
@@ -115,7 +124,7 @@ export class Takeover {
    */
   async lookNow(): Promise<number> {
     if (this.stopped || this.sources.size === 0) return 0;
-    await this.admit();
+    const admitted = await this.admit();
     const heads = await this.store.listDue({
       now: Date.now(),
       flows: [...this.sources.keys()],
@@ -127,27 +136,32 @@ export class Takeover {
       for (const id of this.stuck.keys())
         if (!due.has(id)) this.stuck.delete(id);
     }
-    let started = 0;
+    let started = admitted;
     for (const head of heads) {
       if (this.stopped || this.inFlight.size >= this.concurrency) break;
-      const source = this.sources.get(head.flow);
-      if (!source || this.inFlight.has(head.runId)) continue;
-      if (this.stuck.get(head.runId) === head.sealed) continue;
-      const task = source
-        .recover(head.runId)
-        .then((outcome) => this.settled(source.flow, head.sealed, outcome))
-        .catch((error: unknown) =>
-          this.logger.error(Messages.takeoverFailed(String(error))),
-        )
-        .finally(() => {
-          this.inFlight.delete(head.runId);
-          // A place came free and the queues may hold more: take the next at once.
-          if (this.backlog) this.wake();
-        });
-      this.inFlight.set(head.runId, task);
-      started++;
+      if (this.take(head)) started++;
     }
     return started;
+  }
+
+  /** Starts recovering `head`'s run unless it is in flight here or stuck; whether it started. */
+  private take(head: RunHead): boolean {
+    const source = this.sources.get(head.flow);
+    if (!source || this.inFlight.has(head.runId)) return false;
+    if (this.stuck.get(head.runId) === head.sealed) return false;
+    const task = source
+      .recover(head.runId)
+      .then((outcome) => this.settled(source.flow, head.sealed, outcome))
+      .catch((error: unknown) =>
+        this.logger.error(Messages.takeoverFailed(String(error))),
+      )
+      .finally(() => {
+        this.inFlight.delete(head.runId);
+        // A place came free and the queues may hold more: take the next at once.
+        if (this.backlog) this.wake();
+      });
+    this.inFlight.set(head.runId, task);
+    return true;
   }
 
   /**
@@ -170,27 +184,36 @@ export class Takeover {
   }
 
   /**
-   * Admits what fits in this worker's free places from each queue, in turn: the store checks the
-   * queue's limits over the whole fleet. Admitted runs are due work at once (no lease), which the
-   * look then lists, so the claim decides who drives each, as for any run whose lease expired.
+   * Admits what fits in this worker's free places from each queue, in turn (the store checks the
+   * queue's limits over the whole fleet), under this worker's lease, and starts driving each run
+   * admitted: no other worker finds them due meanwhile, so one worker wakes for each run. If this
+   * worker dies first, they fall due when the lease expires, like any run whose worker died.
+   * Resolves with the number of runs started.
    */
-  private async admit(): Promise<void> {
+  private async admit(): Promise<number> {
     const count = this.queues.length;
     this.backlog = false;
-    let room = this.concurrency - this.inFlight.size;
+    let started = 0;
     const now = Date.now();
-    for (let i = 0; i < count && room > 0 && !this.stopped; i++) {
+    for (let i = 0; i < count && !this.stopped; i++) {
+      const room = this.concurrency - this.inFlight.size;
+      if (room <= 0) break;
       const queue = this.queues[(this.nextQueue + i) % count] as QueueLimits;
       try {
-        const admitted = await this.store.admit(admitQuery(queue, now, room));
-        room -= admitted.length;
-        if (room === 0) this.backlog = true;
+        const admitted = await this.store.admit({
+          ...admitQuery(queue, now, room),
+          owner: this.owner,
+          leaseExpiresAt: now + this.leaseMs,
+        });
+        for (const head of admitted) if (this.take(head)) started++;
+        if (admitted.length === room) this.backlog = true;
       } catch (error) {
         // A store that fails an admission (down, a failover) is asked again next look.
         this.logger.warn(Messages.admissionFailed(queue.name, String(error)));
       }
     }
     this.nextQueue = count === 0 ? 0 : (this.nextQueue + 1) % count;
+    return started;
   }
 
   /** Stops looking and waits for the takeovers in flight to settle. */

@@ -46,6 +46,27 @@ export function describeQueues({ describe, it, make }: SuiteContext): void {
       assert.strictEqual((await store.head(id))?.queue?.admittedAt, now + 1);
     });
 
+    it("an admitter's lease keeps its runs from other workers' due work until it expires", async () => {
+      const store = await make();
+      const [flow, queue, id] = [uid('flow'), uid('q'), uid('run')];
+      const now = Date.now();
+      await store.enqueue(cp(id, 0, { flow }), { queue, availableAt: now });
+      const admitted = await store.admit({
+        queue,
+        now,
+        limit: 10,
+        owner: 'w1',
+        leaseExpiresAt: now + 5_000,
+      });
+      equal(ids(admitted), [id]);
+      equal(ids(await store.listDue({ now: now + 1, flows: [flow] })), []);
+      equal(ids(await store.listDue({ now: now + 6_000, flows: [flow] })), [
+        id,
+      ]);
+      // It counts as admitted meanwhile.
+      equal(await store.admit({ queue, now, limit: 10, concurrency: 1 }), []);
+    });
+
     it('admits by priority (lower first), then availability, then enqueue order; a delayed run waits for its time', async () => {
       const store = await make();
       const [flow, queue] = [uid('flow'), uid('q')];

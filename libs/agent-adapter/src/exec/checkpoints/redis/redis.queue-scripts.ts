@@ -79,11 +79,12 @@ const ID_AT = 35;
  * One admission. KEYS: the queue's delayed, ready, active, keys, admitted, runs, dedupe, then
  * queued, due. ARGV: 1 queue key prefix, 2 queue, 3 unfinished key prefix, 4 now, 5 limit,
  * 6 concurrency, 7 perKey, 8 rate limit ('' = none), 9 rate window start (exclusive), 10 drop
- * admissions at or before this, 11.. admitted runs found ended (repaired first).
+ * admissions at or before this, 11 when the admitted runs fall due (the admitter's lease, or 0),
+ * 12.. admitted runs found ended (repaired first).
  * Returns {runId, placement JSON, ...} of the runs admitted, in order.
  */
 export const ADMIT_LUA = `${LEAVE_QUEUE_LUA}
-for i = 11, #ARGV do leave_queue(KEYS[8], ARGV[1], ARGV[i], false) end
+for i = 12, #ARGV do leave_queue(KEYS[8], ARGV[1], ARGV[i], false) end
 local now = ARGV[4]
 -- Runs whose time has come join the ready set (at most 1000 a look; the rest at the next one).
 local available = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, 1000)
@@ -133,8 +134,8 @@ for _, m in ipairs(redis.call('ZRANGE', KEYS[2], 0, walk - 1)) do
       redis.call('HSET', KEYS[6], id, placed)
       redis.call('ZADD', KEYS[3], now, id)
       redis.call('ZADD', KEYS[5], now, id)
-      -- Due at once (no lease), and unfinished for recovery: as a run saved without an owner.
-      redis.call('ZADD', KEYS[9], 0, id)
+      -- Due once the admitter's lease expires (at once without one), and unfinished for recovery.
+      redis.call('ZADD', KEYS[9], ARGV[11], id)
       redis.call('ZADD', ARGV[3] .. p.f, 0, id)
       out[#out + 1] = id
       out[#out + 1] = placed

@@ -123,7 +123,8 @@ export class RedisRunQueues {
     ], [
       this.keys.queuePrefix, queue, this.keys.unfinished(''), String(now), String(query.limit),
       concurrency === undefined ? '' : String(concurrency), perKey === undefined ? '' : String(perKey),
-      rate ? String(rate.limit) : '', String(since), String(since), ...ended,
+      rate ? String(rate.limit) : '', String(since), String(since),
+      String(Math.floor(query.leaseExpiresAt ?? 0)), ...ended,
     ])) as string[];
     const ids = reply.filter((_, i) => i % 2 === 0);
     const heads = await this.index.readHeadFields(ids);

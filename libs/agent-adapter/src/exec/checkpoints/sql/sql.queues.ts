@@ -109,11 +109,15 @@ export function* admission(
     engine.dialect === 'postgres'
       ? 'run_id = ANY($2::varchar[])'
       : 'run_id IN (SELECT value FROM json_each($2))';
+  const lease = query.leaseExpiresAt;
   const rows = (yield {
-    sql: `UPDATE ${n.runs} SET available_at = NULL, admitted_at = $1 WHERE ${listed} RETURNING ${HEAD_COLUMNS}`,
+    sql: `UPDATE ${n.runs} SET available_at = NULL, admitted_at = $1, owner = $3, lease_expires_at = $4
+      WHERE ${listed} RETURNING ${HEAD_COLUMNS}`,
     params: [
       Math.floor(now),
       engine.dialect === 'postgres' ? ids : JSON.stringify(ids),
+      query.owner ?? null,
+      lease === undefined ? null : Math.floor(lease),
     ],
   }) as RunRow[];
   // In admission order (RETURNING keeps none).
