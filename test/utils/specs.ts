@@ -32,6 +32,19 @@ export const ring = KeyRing.from(KEY);
 export const sleep = (ms: number): Promise<void> =>
   new Promise((resolve) => setTimeout(resolve, ms));
 
+/** Polls `ok` every 20 ms until it holds (true) or `ms` pass (false). */
+export async function until(
+  ok: () => Promise<boolean>,
+  ms: number,
+): Promise<boolean> {
+  const end = Date.now() + ms;
+  while (!(await ok())) {
+    if (Date.now() > end) return false;
+    await sleep(20);
+  }
+  return true;
+}
+
 /**
  * The error of class `type` that `fn` throws: fails the test if `fn` throws something else, and
  * throws if it throws nothing.

@@ -17,7 +17,7 @@ import {
   ticketsRegistry,
   type LedgerEntry,
 } from 'agent-adapter/testing/fixtures';
-import { memoryAndSqlite, sleep } from '../../../../../test/utils/specs';
+import { memoryAndSqlite, sleep, until } from '../../../../../test/utils/specs';
 
 const ORDER = { show: 'Hamlet', seats: 2 };
 
@@ -49,15 +49,6 @@ function worker(
     ...(options.queues && { queues: options.queues }),
   });
 }
-
-const until = async (ok: () => Promise<boolean>, ms: number) => {
-  const end = Date.now() + ms;
-  while (!(await ok())) {
-    if (Date.now() > end) return false;
-    await sleep(20);
-  }
-  return true;
-};
 
 describe.each(memoryAndSqlite('queues'))('queues on %s', (_name, fresh) => {
   let store: CheckpointStore;

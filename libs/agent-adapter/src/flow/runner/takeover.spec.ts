@@ -18,7 +18,7 @@ import {
   ticketsRegistry,
   type LedgerEntry,
 } from 'agent-adapter/testing/fixtures';
-import { memoryAndSqlite, sleep } from '../../../../../test/utils/specs';
+import { memoryAndSqlite, sleep, until } from '../../../../../test/utils/specs';
 
 const LEASE = 300;
 const ORDER = { show: 'Hamlet', seats: 2 };
@@ -48,14 +48,6 @@ function worker(
   });
 }
 
-const until = async (ok: () => Promise<boolean>, ms: number) => {
-  const end = Date.now() + ms;
-  while (!(await ok())) {
-    if (Date.now() > end) return false;
-    await sleep(20);
-  }
-  return true;
-};
 /** `runner`'s takeover of tickets runs, looking every `everyMs`, with the outcomes it reported. */
 function watching(runner: FlowRunner, everyMs: number) {
   const outcomes: Array<RecoveryOutcome<unknown>> = [];
