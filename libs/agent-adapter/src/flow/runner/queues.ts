@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { CheckpointConflict } from '../../errors';
 import { Messages } from '../../errors/messages';
 import type {
   AdmitQuery,
@@ -12,19 +13,18 @@ import {
   type Checkpoint,
   type RunIdentity,
 } from '../../exec/durable/records';
-import { CheckpointConflict } from '../../errors';
 import type { Flow } from '../flow.builder';
 import type { CompiledFlow } from '../flow.graph';
-import { startedAlready, type RunSources } from './run-checks';
 import { checkRunId } from '../run-id';
 import { QUEUE_NAME, type QueueLimits } from './queue-limits';
+import { identityOf } from './run-access';
+import { startedAlready, type RunSources } from './run-checks';
+import { startCheckpoint } from './run-transitions';
 
 export type { QueueLimits, QueueOptions } from './queue-limits';
 
 /** Concurrency and dedupe keys: what every store's columns and keys can hold. */
 const KEY_MAX = 200;
-import { identityOf } from './run-access';
-import { startCheckpoint } from './run-transitions';
 
 /** For `FlowRunner.enqueue`. @publicApi */
 export interface EnqueueOptions {

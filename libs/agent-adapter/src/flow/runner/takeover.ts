@@ -95,7 +95,7 @@ export class Takeover {
       leaseMs: number;
       /** The worker id admissions are made under (the runner's): its lease covers them. */
       owner: string;
-      /** Queues to admit runs from each look (see `FlowRunner.queuesFor`). */
+      /** Queues to admit runs from each look (see `queuesOf`). */
       queues?: readonly QueueLimits[];
     },
     private readonly logger: DurableLogger,
