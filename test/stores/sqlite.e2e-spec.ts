@@ -93,6 +93,34 @@ describe('SQLCheckpointStore on SQLite', () => {
       await b.close();
     });
 
+    it('opens a new file while another process holds its write lock: waits, not "database is locked"', async () => {
+      // SQLite does not run the busy handler for the switch to WAL, so processes opening one new
+      // file at once failed at connect (a CI flake of the queue crash suite).
+      const path = join(dir, 'contended.db');
+      const holder = new DataSource({ type: 'better-sqlite3', database: path });
+      await holder.initialize();
+      await holder.query('CREATE TABLE t (a)');
+      const runner = holder.createQueryRunner();
+      await runner.query('BEGIN IMMEDIATE');
+      await runner.query('INSERT INTO t VALUES (1)');
+      const store = new SQLiteCheckpointStore(path);
+      const opened = store.head('r');
+      const started = Date.now();
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      await runner.query('COMMIT');
+      await expect(opened).resolves.toBeUndefined();
+      expect(Date.now() - started).toBeGreaterThanOrEqual(250);
+      await runner.release();
+      await store.close();
+      await holder.destroy();
+      const check = new DataSource({ type: 'better-sqlite3', database: path });
+      await check.initialize();
+      expect(await check.query('PRAGMA journal_mode')).toEqual([
+        { journal_mode: 'wal' },
+      ]);
+      await check.destroy();
+    });
+
     it('refuses an empty path and a Postgres-only option', () => {
       expect(() => new SQLiteCheckpointStore('')).toThrow(/file path/);
       expect(

@@ -25,15 +25,45 @@ export type SqlConnectionOptions =
 
 /** SQLiteCheckpointStore's defaults: WAL, a busy timeout, full sync: many processes on one host. */
 export function sqliteConnection(path: string): SqlConnectionOptions {
+  const timeout = 10_000;
   return {
     type: 'better-sqlite3',
     database: path,
-    enableWAL: true,
-    timeout: 10_000,
-    prepareDatabase: (db: { pragma(s: string): unknown }) => {
+    timeout,
+    // WAL is set here, not with TypeORM's `enableWAL`: see useWal.
+    prepareDatabase: async (db: SqlitePragmas) => {
       db.pragma('synchronous = FULL');
+      await useWal(db, timeout);
     },
   };
+}
+
+interface SqlitePragmas {
+  pragma(source: string, options?: { simple: boolean }): unknown;
+}
+
+/**
+ * Puts the file in WAL mode. Converting takes an exclusive lock and SQLite does not run the busy
+ * handler for it, so processes opening a new file at once would fail with "database is locked":
+ * the mode is read first (WAL is a property of the file, so after the first open nothing is
+ * taken), and a refused conversion is tried again within the busy timeout.
+ */
+async function useWal(db: SqlitePragmas, timeoutMs: number): Promise<void> {
+  const until = Date.now() + timeoutMs;
+  for (let pause = 5; ; pause = Math.min(pause * 2, 200)) {
+    try {
+      if (db.pragma('journal_mode', { simple: true }) !== 'wal')
+        db.pragma('journal_mode = WAL'); // a file SQLite keeps elsewhere (':memory:') stays as it is
+      return;
+    } catch (error) {
+      if ((error as { code?: unknown }).code !== 'SQLITE_BUSY') throw error;
+    }
+    if (Date.now() >= until) {
+      db.pragma('journal_mode = WAL'); // the last try: its error, if any, is the caller's
+      return;
+    }
+    await new Promise((resolve) => setTimeout(resolve, pause));
+  }
 }
 
 export function isDataSource(
