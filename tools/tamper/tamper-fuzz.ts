@@ -97,7 +97,7 @@ type Mutation =
 
 const HEAD_COLUMNS = ['flow', 'step', 'status', 'segment', 'calls'] as const;
 type HeadColumn = (typeof HEAD_COLUMNS)[number];
-const STATUSES = ['running', 'paused', 'done', 'failed'] as const;
+const STATUSES = ['running', 'paused', 'sleeping', 'done', 'failed'] as const;
 
 /** What an earlier incarnation of the victim's run id left: its cut superstep and checkpoint. */
 interface Earlier {

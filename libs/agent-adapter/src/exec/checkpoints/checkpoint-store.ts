@@ -7,10 +7,17 @@
  * @publicApi
  */
 
-/** Where a run stands. `running` and `paused` are unfinished; `done` and `failed` have ended. */
-export type RunStatus = 'running' | 'paused' | 'done' | 'failed';
+/**
+ * Where a run stands. `running`, `paused` (a call waits for a decision) and `sleeping` (a node
+ * waits for a time) are unfinished; `done` and `failed` have ended.
+ */
+export type RunStatus = 'running' | 'paused' | 'sleeping' | 'done' | 'failed';
 
-export const UNFINISHED: readonly RunStatus[] = ['running', 'paused'];
+export const UNFINISHED: readonly RunStatus[] = [
+  'running',
+  'paused',
+  'sleeping',
+];
 
 /** One checkpoint row. `sealed` is opaque to the store; the columns are covered by its signature. */
 export interface CheckpointRecord {
@@ -52,7 +59,12 @@ export interface RunHead {
   segment: number;
   /** Worker that last saved or renewed the run. */
   owner?: string;
-  /** Epoch ms after which the owner is presumed dead. */
+  /**
+   * Epoch ms at which the run is due work (see `SaveOptions.leaseExpiresAt`): for a running run,
+   * when its owner's lease expires (the owner is then presumed dead); for a sleeping run, its wake
+   * time; for a paused run, its decision's deadline. Unsealed: the sealed checkpoint has the times
+   * the runner acts on.
+   */
   leaseExpiresAt?: number;
   /** Epoch ms of the last checkpoint. */
   updatedAt: number;
@@ -146,6 +158,11 @@ export interface SaveOptions {
   expectCalls?: number;
   /** Ownership written with the checkpoint. */
   owner?: string;
+  /**
+   * When the run is due work next: a running run's lease expiry, a sleeping run's wake time, a
+   * paused run's decision deadline. Absent: a running or sleeping run is due at once, a paused one
+   * never (it waits for a person's decision).
+   */
   leaseExpiresAt?: number;
 }
 
@@ -229,10 +246,12 @@ export abstract class CheckpointStore {
   ): Promise<RunHead[]>;
 
   /**
-   * Due work: heads of `running` runs whose lease expired before `now` or was never set (their
-   * owner is gone, released them, or an operator's write left them to a worker), most overdue
-   * first. Found through an index by due time, so a look costs O(runs due), never O(runs): workers
-   * look often. A run listed here is only a candidate; taking it is the claim's compare-and-set.
+   * Due work: heads of unfinished runs whose due time (`leaseExpiresAt`) is before `now`, most
+   * overdue first: `running` runs whose lease expired or was never set (their owner is gone,
+   * released them, or an operator's write left them to a worker), `sleeping` runs whose wake time
+   * came (or that have none), `paused` runs whose decision deadline passed (never one without).
+   * Found through an index by due time, so a look costs O(runs due), never O(runs): workers look
+   * often. A run listed here is only a candidate; taking it is the claim's compare-and-set.
    */
   abstract listDue(query: DueQuery): Promise<RunHead[]>;
 
@@ -294,8 +313,10 @@ export abstract class CheckpointStore {
 
   /**
    * Extends the leases of `runIds` (the runs this worker is driving) that `owner` still holds and
-   * that are unfinished, in one write. Returns how many were extended. A lease of `0` releases
+   * that are `running`, in one write. Returns how many were extended. A lease of `0` releases
    * them: afterwards their heads' `leaseExpiresAt` is 0, so another worker may take them at once.
+   * A paused or sleeping run's due time is its deadline or wake time, never a lease: a renewal
+   * that lands after the save that paused it or put it to sleep leaves it as it is.
    */
   abstract renewLeases(
     owner: string,

@@ -295,9 +295,12 @@ export class MemoryCheckpointStore extends CheckpointStore {
   async listDue(query: DueQuery): Promise<RunHead[]> {
     const { now, flows, limit = 100 } = query;
     const due = (h: RunHead) =>
-      h.status === 'running' &&
+      UNFINISHED.includes(h.status) &&
       h.queue?.availableAt === undefined &&
-      (h.leaseExpiresAt === undefined || h.leaseExpiresAt < now) &&
+      // A paused run without a deadline waits for a person, however long.
+      (h.leaseExpiresAt === undefined
+        ? h.status !== 'paused'
+        : h.leaseExpiresAt < now) &&
       (flows === undefined || flows.includes(h.flow));
     return [...this.runs.values()]
       .map((r) => r.head)
@@ -334,7 +337,7 @@ export class MemoryCheckpointStore extends CheckpointStore {
     let renewed = 0;
     for (const runId of runIds) {
       const head = this.runs.get(runId)?.head;
-      if (head?.owner === owner && UNFINISHED.includes(head.status)) {
+      if (head?.owner === owner && head.status === 'running') {
         head.leaseExpiresAt = leaseExpiresAt;
         renewed++;
       }
