@@ -58,6 +58,7 @@ export type {
   RunIdentity,
   PendingApproval,
   ApprovalDecision,
+  ApprovalTimeoutAction,
   SealedError,
   CallIdentity,
   RerunDecision,
@@ -126,6 +127,8 @@ export {
   ToolFailed,
   ToolDenied,
   RunPaused,
+  RunSleeping,
+  ApprovalTimedOut,
   UnsealableValue,
   CheckpointKeyError,
   DurableSetupError,
@@ -168,6 +171,7 @@ export { ToolTimeout } from './errors';
 export type {
   ApprovalPolicy,
   ApprovalPolicyContext,
+  ApprovalRule,
   RetryPolicy,
 } from './exec/tool.registry';
 export type {

@@ -155,6 +155,34 @@ export class RunPaused extends DurableError {
   }
 }
 
+/**
+ * Thrown into a node that sleeps (`ctx.sleep`, `ctx.sleepUntil`): the superstep puts the run to
+ * sleep (whether or not the node catches it) and it goes on at `wakeAt`. Not an error of the run.
+ */
+export class RunSleeping extends DurableError {
+  constructor(
+    runId: string,
+    node: string,
+    readonly wakeAt: number,
+  ) {
+    super(Messages.sleeping(runId, node, wakeAt), runId);
+  }
+}
+
+/**
+ * The run's error when a call's approval deadline passed with no decision and its tool says
+ * `onTimeout: 'fail'`: the clock ended the run. @publicApi
+ */
+export class ApprovalTimedOut extends DurableError {
+  constructor(
+    runId: string,
+    readonly tool: string,
+    readonly deadline: number,
+  ) {
+    super(Messages.approvalTimedOut(tool, deadline), runId);
+  }
+}
+
 /** A tool call that needed approval was denied. A node may catch it; else the run fails. @publicApi */
 export class ToolDenied extends ToolFailed {}
 

@@ -32,6 +32,8 @@ export interface SuperstepScope {
   decisions?: ApprovalDecision[];
   /** Set by the executor when a call must wait for an approval: the superstep pauses the run. */
   paused?: PendingApproval;
+  /** The earliest wake time of the superstep's sleeps: the run sleeps until then (if not paused). */
+  sleeping?: number;
   /** The store was restored from a backup since the run started (see `RestoreMark`). */
   restored?: RestoreMark;
   /** What the cut-short superstep did; set only for the first superstep after a recovery. */

@@ -4,6 +4,7 @@ import {
   FlowError,
   RecoveryNeedsDecision,
   RunPaused,
+  RunSleeping,
 } from '../errors';
 import { Messages } from '../errors/messages';
 import { checkVerdict, type ApprovalPort } from './approvals';
@@ -59,7 +60,7 @@ export class Executor {
         'agent_adapter.tool': tool,
       },
       (span) => this.run(scope, tool, args, span),
-      (error) => !(error instanceof RunPaused),
+      (error) => !(error instanceof RunPaused || error instanceof RunSleeping),
     );
     step.inflight.add(call);
     const settled = () => void step.inflight.delete(call);
@@ -121,9 +122,11 @@ export class Executor {
             d.argsHash === argsHash,
         )
       : undefined;
-    // A superstep that is pausing for an approval starts nothing more, except a call whose
-    // decision is already sealed (it must be spent now, or it would be asked for again).
+    // A superstep that is pausing for an approval, or going to sleep, starts nothing more, except
+    // a call whose decision is already sealed (it must be spent now, or it would be asked again).
     if (step.paused && !decision) throw new RunPaused(step.runId, tool);
+    if (step.sleeping !== undefined && !decision)
+      throw new RunSleeping(step.runId, scope.node, step.sleeping);
     if (approval && !decision && step.approvals) {
       return this.approveNow(
         step.approvals,
@@ -145,7 +148,17 @@ export class Executor {
         reason: 'awaiting approval',
         at: Date.now(),
       });
-      step.paused ??= { ...identity, args, argsHash };
+      const deadline = definition.approvalDeadline;
+      step.paused ??= {
+        ...identity,
+        args,
+        argsHash,
+        // Sealed in the pausing checkpoint: the clock decides at this time, on any worker.
+        ...(deadline && {
+          deadline: Date.now() + deadline.timeoutMs,
+          onTimeout: deadline.onTimeout,
+        }),
+      };
       throw new RunPaused(step.runId, tool);
     }
     if (decision && !decision.approved) {

@@ -1,7 +1,7 @@
 import { DurableSetupError } from '../errors';
 import { Messages } from '../errors/messages';
 import type { Json } from './durable/canonical-json';
-import type { RunIdentity } from './durable/records';
+import type { ApprovalTimeoutAction, RunIdentity } from './durable/records';
 
 /** A JSON schema object describing a tool's arguments (for models and operators). */
 export type JsonSchema = { [key: string]: Json };
@@ -44,6 +44,20 @@ export interface RetryPolicy {
   backoff?: number | ((attempt: number) => number);
 }
 
+/**
+ * Approval with a deadline: a paused call waits `timeoutMs` for a person, then the clock decides
+ * as `onTimeout` says, with the same one-decision-wins compare-and-set as a person (whichever is
+ * first wins; the other is refused). @publicApi
+ */
+export interface ApprovalRule<A = unknown> {
+  /** Which calls need approval: all (the default) or those the policy returns `true` for. */
+  when?: boolean | ApprovalPolicy<A>;
+  /** Milliseconds from the pause to the deadline (a durable time: restarts do not reset it). */
+  timeoutMs: number;
+  /** `deny`: the node gets `ToolDenied`; `approve`: the call runs; `fail`: the run fails. */
+  onTimeout: ApprovalTimeoutAction;
+}
+
 /** `A`: the tool's arguments, as its approval policy receives them. @publicApi */
 export interface ToolOptions<A = unknown> {
   /**
@@ -58,10 +72,11 @@ export interface ToolOptions<A = unknown> {
    * Each call waits for a person's decision, or (a function) the calls it returns `true` for. By
    * default the run pauses (checkpoint `paused`, the call logged `pending`) until
    * `resume(flow, runId, { approved })`; with a synchronous `approvals` port on the runner, the
-   * call awaits the port instead.
+   * call awaits the port instead. `{ timeoutMs, onTimeout, when? }` adds a deadline to a paused
+   * call (not to a synchronous port's, which is awaited in the call).
    * @default false
    */
-  approval?: boolean | ApprovalPolicy<A>;
+  approval?: boolean | ApprovalPolicy<A> | ApprovalRule<A>;
   /** Retries when the tool throws (or, for an idempotent tool, times out). @default one attempt */
   retry?: RetryPolicy;
   /**
@@ -87,6 +102,8 @@ export interface ToolDefinition {
   readOnly: boolean;
   /** `true`, `false`, or the policy deciding per call. */
   approval: boolean | ApprovalPolicy;
+  /** A paused call's deadline, and what the clock decides then. */
+  approvalDeadline?: Omit<ApprovalRule, 'when'>;
   retry?: { attempts: number; backoff: number | ((attempt: number) => number) };
   timeoutMs?: number;
   description?: string;
@@ -127,7 +144,7 @@ export class ToolRegistry {
       handler: handler as (args: unknown) => unknown,
       idempotent: readOnly || (checked.idempotent ?? false),
       readOnly,
-      approval: checked.approval ?? false,
+      ...approvalOf(checked.approval),
       ...(checked.retry !== undefined && {
         retry: {
           attempts: checked.retry.attempts,
@@ -199,11 +216,27 @@ function checkOptions(
     typeof approval !== 'boolean' &&
     typeof approval !== 'function'
   ) {
-    throw bad(
-      'approval',
-      'true, false or a function (args, ctx) => boolean',
-      approval,
-    );
+    if (typeof approval !== 'object' || approval === null)
+      throw bad(
+        'approval',
+        'true, false, a function (args, ctx) => boolean, or { timeoutMs, onTimeout, when? }',
+        approval,
+      );
+    const { when, timeoutMs: wait, onTimeout } = approval;
+    if (
+      when !== undefined &&
+      typeof when !== 'boolean' &&
+      typeof when !== 'function'
+    )
+      throw bad('approval.when', 'true, false or a function', when);
+    if (!Number.isInteger(wait) || wait < 1 || wait > MAX_DEADLINE_MS)
+      throw bad(
+        'approval.timeoutMs',
+        `an integer number of milliseconds from 1 to ${MAX_DEADLINE_MS} (a year)`,
+        wait,
+      );
+    if (!TIMEOUT_ACTIONS.includes(onTimeout))
+      throw bad('approval.onTimeout', "'deny', 'approve' or 'fail'", onTimeout);
   }
   if (retry !== undefined) {
     if (typeof retry !== 'object' || retry === null)
@@ -231,6 +264,19 @@ function checkOptions(
     );
   }
   return options;
+}
+
+/** The longest approval deadline: a year. */
+const MAX_DEADLINE_MS = 365 * 24 * 3600_000;
+const TIMEOUT_ACTIONS: readonly unknown[] = ['deny', 'approve', 'fail'];
+
+/** A checked `approval` option as the definition holds it: who needs it, and its deadline. */
+function approvalOf(
+  approval: ToolOptions['approval'],
+): Pick<ToolDefinition, 'approval' | 'approvalDeadline'> {
+  if (typeof approval !== 'object') return { approval: approval ?? false };
+  const { when = true, timeoutMs, onTimeout } = approval;
+  return { approval: when, approvalDeadline: { timeoutMs, onTimeout } };
 }
 
 /** A delay setTimeout honours: a finite number from 0 to 2^31 - 1. */

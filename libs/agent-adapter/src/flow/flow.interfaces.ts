@@ -23,6 +23,17 @@ export interface NodeContext {
    * theirs and replay after a recovery.
    */
   skipCall(): void;
+  /**
+   * Sleeps durably for `ms`: the run checkpoints as `sleeping` with its wake time and this worker
+   * lets it go; any worker with a takeover wakes it on time, after any number of restarts (at once
+   * if the time passed while none was up). The node runs again from its start on waking, its calls
+   * replaying and this sleep returning at once (it is logged like a call, with its wake time): so
+   * give the same `ms` each time, as a call's arguments. Until then it rejects with `RunSleeping`;
+   * let that end the node (whatever the node does with it, the run sleeps).
+   */
+  sleep(ms: number): Promise<void>;
+  /** `sleep` until a time (a `Date` or epoch ms); a time already past returns at once. */
+  sleepUntil(at: Date | number): Promise<void>;
 }
 
 /** A node: reads the state, returns the keys it changes (or nothing). @publicApi */
@@ -149,8 +160,10 @@ export interface RunResult<S> {
   state: S;
   /** Why the run failed. */
   error?: SealedError;
-  /** A paused run: the call that waits for a decision. */
+  /** A paused run: the call that waits for a decision (and its deadline, if it has one). */
   pending?: PendingApproval;
+  /** A sleeping run: when it wakes (epoch ms, sealed). */
+  wakeAt?: number;
   /**
    * Set by `get` on a `running` run that is not in progress but stuck: its worker's lease has
    * expired and its cut superstep has calls in doubt of tools that are not idempotent, so recovery

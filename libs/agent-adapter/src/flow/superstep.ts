@@ -17,6 +17,7 @@ import type {
   SealedError,
 } from '../exec/durable/records';
 import type { Executor } from '../exec/executor';
+import { sleepFor, sleepInRun, sleepUntil } from '../exec/sleep';
 import { END } from './call-node';
 import type { CompiledFlow } from './flow.graph';
 import type { NodeContext } from './flow.interfaces';
@@ -113,15 +114,15 @@ export function nextFrontier<S>(
 
 /**
  * Runs the frontier's nodes concurrently on one snapshot of the state and merges what they return:
- * the next state, frontier and visits; the run's error; or the approval a call waits for (the run
- * pauses, whatever the nodes made of it).
+ * the next state, frontier and visits; the run's error; the approval a call waits for (the run
+ * pauses, whatever the nodes made of it); or when the run wakes from its nodes' sleeps.
  */
 export async function runFrontier<S extends object>(
   flow: CompiledFlow<S>,
   cp: Checkpoint,
   scope: SuperstepScope,
   executor: Executor,
-): Promise<SuperstepOutcome | { pause: PendingApproval }> {
+): Promise<SuperstepOutcome | { pause: PendingApproval } | { sleep: number }> {
   const visits = { ...cp.visits };
   for (const name of cp.frontier) {
     const node = flow.nodes.get(name);
@@ -160,6 +161,9 @@ export async function runFrontier<S extends object>(
         skipCall: () => {
           nodeScope.nextIndex++;
         },
+        sleep: (ms: number) => sleepInRun(nodeScope, sleepFor(name, ms)),
+        sleepUntil: (at: Date | number) =>
+          sleepInRun(nodeScope, sleepUntil(name, at)),
       };
       return nodeStorage.run(nodeScope, async () =>
         node.run(flow.state.view(state), ctx),
@@ -171,8 +175,10 @@ export async function runFrontier<S extends object>(
   scope.closed = true;
   // A refused or lost call write means this worker lost the run, whatever a node made of it.
   if (scope.log.failure !== undefined) throw scope.log.failure;
-  // A call waits for an approval: the run pauses, whatever the nodes made of it.
+  // A call waits for an approval: the run pauses, whatever the nodes made of it. A node sleeps:
+  // the run sleeps (a pause wins: after the decision the sleep replays, and sleeps what is left).
   if (scope.paused) return { pause: scope.paused };
+  if (scope.sleeping !== undefined) return { sleep: scope.sleeping };
   const updates: Array<readonly [string, unknown]> = [];
   for (const [i, result] of settled.entries()) {
     const node = cp.frontier[i] as string;

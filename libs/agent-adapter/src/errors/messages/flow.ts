@@ -78,6 +78,10 @@ export const FlowMessages = {
   // Canonical JSON: only the encoder makes CanonicalText (its text is trusted as already checked).
   canonicalTextMade: () =>
     'CanonicalText is made by the encoder only: encode the value with canonical(value) or canonicalObject(members).',
+  sleepDuration: (node: string, got: unknown) =>
+    `ctx.sleep in node "${node}": give a duration in ms, a finite number of at least 0 (got ${String(got)}).`,
+  sleepUntilTime: (node: string, got: unknown) =>
+    `ctx.sleepUntil in node "${node}": give a valid Date or epoch ms (got ${String(got)}).`,
   canonicalMember: (key: string) =>
     `member "${key}" is not a CanonicalText: encode it with canonical(value) first.`,
 } as const;

@@ -122,6 +122,12 @@ export const RunMessages = {
     `Run "${runId}" was recovered ${recoveries} time(s) without completing superstep ${superstep} (maxRecoveryAttempts), so it was parked as failed instead of being recovered again. Find out why its workers stop there (npx agent-adapter runs inspect ${runId}), then fork it (runs fork ${runId} --from-step N) to run it again.`,
   paused: (runId: string, tool: string) =>
     `Run "${runId}" paused: "${tool}" waits for an approval. Resume it with resume(flow, runId, { approved }).`,
+  sleeping: (runId: string, node: string, wakeAt: number) =>
+    `Run "${runId}" sleeps until ${new Date(wakeAt).toISOString()} (node "${node}"): a worker with a takeover wakes it then.`,
+  approvalTimedOut: (tool: string, deadline: number) =>
+    `No decision on "${tool}" by its approval deadline (${new Date(deadline).toISOString()}); the tool says onTimeout: 'fail'.`,
+  approvalDeadlinePassed: (deadline: number) =>
+    `no decision by the approval deadline (${new Date(deadline).toISOString()})`,
   cancelled: (by: string, reason?: string) =>
     `cancelled by operator (${by})${reason ? `: ${reason}` : ''}`,
 } as const;

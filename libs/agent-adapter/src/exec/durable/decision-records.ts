@@ -26,15 +26,29 @@ export interface PendingApproval {
   args: Json;
   /** SHA-256 of the canonical arguments: a decision only covers these arguments. */
   argsHash: string;
+  /** The tool's approval deadline (epoch ms): then the clock decides, as `onTimeout` says. */
+  deadline?: number;
+  onTimeout?: ApprovalTimeoutAction;
 }
 
+/**
+ * What the clock decides for a call whose approval deadline passed: deny it (the node gets
+ * `ToolDenied`), approve it (it runs), or fail the run (`ApprovalTimedOut`). @publicApi
+ */
+export type ApprovalTimeoutAction = 'deny' | 'approve' | 'fail';
+
 /** An approval decision, as sealed into the checkpoint that resumes the run. @publicApi */
-export interface ApprovalDecision extends Omit<PendingApproval, 'args'> {
+export interface ApprovalDecision extends Omit<
+  PendingApproval,
+  'args' | 'deadline' | 'onTimeout'
+> {
   approved: boolean;
   by?: string;
   reason?: string;
   /** When it was decided (epoch ms). */
   at?: number;
+  /** Decided by the clock: the approval's deadline passed (`onTimeout`), no person decided. */
+  timedOut?: true;
 }
 
 /**

@@ -69,13 +69,18 @@ export interface CheckpointContent {
    * Why this checkpoint was written. `parked`: recovery gave up on the run (`maxRecoveryAttempts`);
    * `cancel`: an operator ended it; `fork`: an operator started it from another run's checkpoint;
    * `resolve`: an operator said what calls in doubt really did (`resolutions`); `restore`: the
-   * store was restored from a backup (`restored`).
+   * store was restored from a backup (`restored`); `sleep`: a node waits until `wakeAt`; `wake`: a
+   * worker took a sleeping run on at its time; `deadline`: the clock failed a paused run whose
+   * approval deadline passed (`onTimeout: 'fail'`).
    */
   reason:
     | 'start'
     | 'superstep'
     | 'claim'
     | 'pause'
+    | 'sleep'
+    | 'wake'
+    | 'deadline'
     | 'resume'
     | 'parked'
     | 'cancel'
@@ -96,6 +101,11 @@ export interface CheckpointContent {
   forkedFrom?: { runId: string; step: number };
   /** A paused run: the call that waits for a decision. */
   pending?: PendingApproval;
+  /**
+   * A sleeping run: when it wakes (epoch ms), the earliest of its nodes' sleeps. The superstep
+   * stays open; on waking it runs again and each sleep replays from its call record.
+   */
+  wakeAt?: number;
   /**
    * Decisions for the open superstep (sealed before any is spent): kept through pauses and claims
    * until the superstep closes, so each node's approved or denied call finds its own.
@@ -246,7 +256,8 @@ export function openCheckpoint(
     typeof content.superstep !== 'number' ||
     typeof content.logBefore !== 'number' ||
     typeof content.incarnation !== 'number' ||
-    !Array.isArray(content.frontier)
+    !Array.isArray(content.frontier) ||
+    (record.status === 'sleeping' && typeof content.wakeAt !== 'number')
   ) {
     throw new CheckpointStoreCorrupt(
       Messages.corruptUnreadable(record.runId, what, 'missing fields'),

@@ -141,7 +141,12 @@ export class SegmentWriter {
       (resolve, reject) => (settle = { resolve, reject }),
     );
     stored.catch(() => undefined); // a deferred write's failure is read from `failure`
-    this.pending = { record, expectCalls: options.expectCalls, settle };
+    this.pending = {
+      record,
+      expectCalls: options.expectCalls,
+      waitsUntil: waitsUntil(cp),
+      settle,
+    };
     this.buffer = [...(options.calls ?? []), ...this.buffer];
     if (options.deferred) this.flushStarted().catch(() => undefined);
     else this.flush().catch(() => undefined);
@@ -311,13 +316,29 @@ export class SegmentWriter {
         expectCalls: checkpoint.expectCalls,
       }),
       owner,
-      ...(leaseMs !== undefined && { leaseExpiresAt: Date.now() + leaseMs }),
+      ...(checkpoint.waitsUntil !== undefined
+        ? checkpoint.waitsUntil !== null && {
+            leaseExpiresAt: checkpoint.waitsUntil,
+          }
+        : leaseMs !== undefined && { leaseExpiresAt: Date.now() + leaseMs }),
     };
   }
+}
+
+/**
+ * When a run that waits falls due, as the store indexes it: a sleeping run at its wake time, a
+ * paused one at its approval's deadline, or never (null: it waits for a person). Undefined for a
+ * run that does not wait: its due time is the writer's lease.
+ */
+function waitsUntil(cp: Checkpoint): number | null | undefined {
+  if (cp.status === 'sleeping') return cp.wakeAt ?? null;
+  if (cp.status === 'paused') return cp.pending?.deadline ?? null;
+  return undefined;
 }
 
 interface PendingCheckpoint {
   record: CheckpointRecord;
   expectCalls: number | undefined;
+  waitsUntil: number | null | undefined;
   settle: { resolve: () => void; reject: (error: Error) => void };
 }

@@ -9,7 +9,11 @@ import type { PendingApproval, RunIdentity } from '../../exec/durable/records';
 import type { ResumeDecision } from '../flow.interfaces';
 import { consoleLogger, type DurableLogger } from '../../observability/logger';
 import { workerIdOf } from '../worker-id';
-import { QUEUE_NAME, type QueueLimits, type QueueOptions } from './queue-limits';
+import {
+  QUEUE_NAME,
+  type QueueLimits,
+  type QueueOptions,
+} from './queue-limits';
 
 /**
  * The runner's options: the one place they are declared, checked and defaulted. The tool loop

@@ -37,6 +37,7 @@ import { headProblem, readHeadless } from './run-reader';
 import { resumePolicyAllows } from './run-access';
 import { claimCheckpoint, resumeCheckpoint, resultOf } from './run-transitions';
 import { SegmentDriver } from './segment-driver';
+import { goOnIfDue } from './waits';
 import {
   enqueueRun,
   queuesOf,
@@ -149,7 +150,8 @@ export class FlowRunner {
   /**
    * Goes on with a run from its latest checkpoint: the superstep that was cut short runs again,
    * finished calls replay, calls in doubt fail closed unless their tool is idempotent or
-   * `rerunInDoubt` is set. A paused run is returned as it is.
+   * `rerunInDoubt` is set. A sleeping run wakes if its time came; a paused run gets the clock's
+   * decision if its approval deadline passed; else either is returned as it is.
    */
   async recover<S extends object>(
     flow: Flow<S>,
@@ -168,18 +170,18 @@ export class FlowRunner {
     unlessHeld: boolean,
   ): Promise<RunResult<S>> {
     const compiled = flow.compile();
-    const { head, cp, identity } = await readLatest(
-      this.sources,
-      compiled,
-      runId,
-      options.ctx,
-    );
+    const read = await readLatest(this.sources, compiled, runId, options.ctx);
+    const { head, cp, identity } = read;
     // A queued run starts only through its queue's admission, under its limits.
     if (head.queue?.availableAt !== undefined)
       throw new RunQueued(runId, head.queue.name);
     const held = unlessHeld && this.leases.held(head, Date.now());
     if (held) throw held;
-    if (cp.status === 'paused') return resultOf(compiled, cp);
+    // Sleeping, or paused: it goes on only if its wake time or approval deadline came.
+    if (cp.status !== 'running') {
+      const { rerunInDoubt } = options;
+      return goOnIfDue(this.driver, this.sources, compiled, read, rerunInDoubt);
+    }
     const recoveries = cp.recoveries ?? 0;
     const max = this.settings.maxRecoveryAttempts;
     if (max !== undefined && recoveries >= max)

@@ -170,8 +170,56 @@ export function pauseCheckpoint(
 }
 
 /**
+ * A node sleeps: the superstep stays open (it runs again on waking, each sleep replaying from its
+ * call record) and the run waits, held by no worker, until `wakeAt`.
+ */
+export function sleepCheckpoint(cp: Checkpoint, wakeAt: number): Checkpoint {
+  return {
+    ...cp,
+    step: cp.step + 1,
+    status: 'sleeping',
+    reason: 'sleep',
+    wakeAt,
+  };
+}
+
+/**
+ * A worker takes a sleeping run on at its time: a new segment, like a claim, but not a recovery
+ * (nothing was cut short, so none is counted).
+ */
+export function wakeCheckpoint(
+  cp: Checkpoint,
+  by: { identity: RunIdentity; digest: string },
+): Checkpoint {
+  return {
+    ...cp,
+    identity: by.identity,
+    digest: by.digest,
+    ...newSegment(cp),
+    status: 'running',
+    reason: 'wake',
+    wakeAt: undefined,
+  };
+}
+
+/** The clock fails a paused run whose approval deadline passed (`onTimeout: 'fail'`). */
+export function deadlineCheckpoint(
+  cp: Checkpoint,
+  error: SealedError,
+): Checkpoint {
+  return {
+    ...cp,
+    ...newSegment(cp),
+    status: 'failed',
+    reason: 'deadline',
+    error,
+  };
+}
+
+/**
  * A paused run goes on with the decision for its pending call, sealed before it is spent; the
- * decisions of the open superstep so far are kept.
+ * decisions of the open superstep so far are kept. `timedOut`: the clock decided it at the
+ * approval's deadline.
  */
 export function resumeCheckpoint(
   cp: Checkpoint & { pending: PendingApproval },
@@ -181,15 +229,22 @@ export function resumeCheckpoint(
     by?: string;
     reason?: string;
     at?: number;
+    timedOut?: boolean;
   },
 ): Checkpoint {
-  const { args: _args, ...call } = cp.pending;
+  const {
+    args: _args,
+    deadline: _deadline,
+    onTimeout: _onTimeout,
+    ...call
+  } = cp.pending;
   const decision: ApprovalDecision = {
     ...call,
     approved: by.approved,
     ...(by.by !== undefined && { by: by.by }),
     ...(by.reason !== undefined && { reason: by.reason }),
     ...(by.at !== undefined && { at: by.at }),
+    ...(by.timedOut && { timedOut: true }),
   };
   return {
     ...cp,
@@ -303,5 +358,7 @@ export function resultOf<S extends object>(
     state: flow.state.view(cp.state),
     ...(cp.error && { error: cp.error }),
     ...(cp.pending && { pending: cp.pending }),
+    ...(cp.status === 'sleeping' &&
+      cp.wakeAt !== undefined && { wakeAt: cp.wakeAt }),
   };
 }

@@ -27,6 +27,7 @@ import {
   parkCheckpoint,
   pauseCheckpoint,
   resultOf,
+  sleepCheckpoint,
 } from './run-transitions';
 import { readCutDecided, type RunSources } from './run-checks';
 import type { RunnerSettings } from './flow-runner.options';
@@ -232,12 +233,19 @@ export class SegmentDriver {
           },
         );
         const calls = await writer.drain(); // rethrows a refused or lost call write: this worker stops
-        // A pause keeps the superstep open (it reruns on resume, replaying what finished) with
-        // its decisions so far; any other outcome closes it and drops the spent decisions.
+        // A pause or a sleep keeps the superstep open (it reruns on resume or waking, replaying
+        // what finished) with its decisions so far; any other outcome closes it and drops the
+        // spent decisions.
         const next =
           'pause' in outcome
             ? pauseCheckpoint(cp, outcome.pause)
-            : advanceCheckpoint(cp, outcome, seen + writer.count(cp.superstep));
+            : 'sleep' in outcome
+              ? sleepCheckpoint(cp, outcome.sleep)
+              : advanceCheckpoint(
+                  cp,
+                  outcome,
+                  seen + writer.count(cp.superstep),
+                );
         const extra: SavedExtra = {
           ...(scope.unreplayed.length && { unreplayed: scope.unreplayed }),
           stage: cp.frontier.join('+'),
@@ -269,7 +277,7 @@ export class SegmentDriver {
           });
         }
         book = undefined;
-        if (next.reason !== 'pause') seen = 0;
+        if (next.superstep !== cp.superstep) seen = 0;
         cp = next;
       }
       return resultOf(flow, cp);

@@ -1,0 +1,79 @@
+import { ApprovalTimedOut } from '../../errors';
+import { Messages } from '../../errors/messages';
+import type { RunHead } from '../../exec/checkpoints/checkpoint-store';
+import type { Checkpoint, RunIdentity } from '../../exec/durable/records';
+import type { CompiledFlow } from '../flow.graph';
+import type { RunResult } from '../flow.interfaces';
+import { sealError } from '../superstep';
+import type { RunSources } from './run-checks';
+import {
+  deadlineCheckpoint,
+  resultOf,
+  resumeCheckpoint,
+  wakeCheckpoint,
+} from './run-transitions';
+import type { SegmentDriver } from './segment-driver';
+
+/** A run read for a recovery: its head, its latest checkpoint, who recovers it. */
+export interface ReadRun {
+  head: RunHead;
+  cp: Checkpoint;
+  identity: RunIdentity;
+}
+
+/**
+ * A recovery meets a run that waits: a sleeping run wakes once its (sealed) time came; a paused
+ * run whose approval deadline passed gets the clock's decision (`onTimeout`), sealed and stored
+ * with the same compare-and-set as a person's, so of a person and the clock racing one decision
+ * wins and the other is refused. Before its time, the run is returned as it stands: the store's
+ * due time is not sealed, the checkpoint's is.
+ */
+export async function goOnIfDue<S extends object>(
+  driver: SegmentDriver,
+  sources: RunSources,
+  compiled: CompiledFlow<S>,
+  { head, cp, identity }: ReadRun,
+  rerunInDoubt: boolean | undefined,
+  now = Date.now(),
+): Promise<RunResult<S>> {
+  const goOn = (next: Checkpoint) =>
+    driver.takeOverCut(
+      sources,
+      compiled,
+      cp.runId,
+      { head, cp },
+      { rerunInDoubt, recovered: false },
+      () => next,
+    );
+  if (cp.status === 'sleeping') {
+    if (cp.wakeAt === undefined || cp.wakeAt > now)
+      return resultOf(compiled, cp);
+    return goOn(wakeCheckpoint(cp, { identity, digest: compiled.digest }));
+  }
+  const pending = cp.pending;
+  const deadline = pending?.deadline;
+  if (!pending || deadline === undefined || deadline > now)
+    return resultOf(compiled, cp);
+  if (pending.onTimeout === 'fail') {
+    const failed = deadlineCheckpoint(
+      cp,
+      sealError(new ApprovalTimedOut(cp.runId, pending.tool, deadline)),
+    );
+    await driver.save(driver.writerFor(failed), failed, {
+      expectCalls: head.calls,
+    });
+    return resultOf(compiled, failed);
+  }
+  return goOn(
+    resumeCheckpoint(
+      { ...cp, pending },
+      {
+        identity,
+        approved: pending.onTimeout === 'approve',
+        reason: Messages.approvalDeadlinePassed(deadline),
+        at: now,
+        timedOut: true,
+      },
+    ),
+  );
+}
