@@ -120,12 +120,14 @@ export class RecoveryOrchestrator
   private startTakeover(): void {
     const settings = this.options.takeover;
     if (!settings || this.stop.signal.aborted || this.takeover) return;
+    const runners = [this.runner.core];
     const sources = [
       ...this.flows
         .all()
         .map(({ flow }) => this.runner.core.takeoverSource(flow)),
       ...this.loops.all().flatMap((loop) => {
         try {
+          runners.push(loop.core.runner);
           return [loop.core.runner.takeoverSource(loop.core.flow)];
         } catch (error) {
           // A loop that cannot be built (a tool name that is not registered) was reported by the
@@ -156,8 +158,9 @@ export class RecoveryOrchestrator
       },
       nestDurableLogger('DurableTakeover'),
     );
-    // An enqueue through this module's runner wakes the takeover at once.
-    this.runner.core.wakeOnEnqueue(this.takeover);
+    // An enqueue through this module's runner wakes the takeover at once; a run put to sleep (or
+    // paused with a deadline) by it or a tool loop, at its time.
+    for (const runner of runners) runner.wakeOnNewWork(this.takeover);
     this.takeover.start();
     new Logger('DurableTakeover').log(
       NestMessages.takeoverStarted(sources.length, settings.everyMs),

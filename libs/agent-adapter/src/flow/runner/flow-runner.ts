@@ -73,7 +73,7 @@ export class FlowRunner {
   private readonly leases: LeaseKeeper;
   private readonly driver: SegmentDriver;
   private readonly sources: RunSources;
-  private readonly wakers = new Set<() => void>();
+  private readonly wakers = new Set<(at?: number) => void>();
 
   constructor(
     readonly executor: Executor,
@@ -89,7 +89,14 @@ export class FlowRunner {
       this.settings.leaseMs,
       this.settings.logger,
     );
-    this.driver = new SegmentDriver(this.settings, executor, this.leases);
+    this.driver = new SegmentDriver(
+      this.settings,
+      executor,
+      this.leases,
+      (at) => {
+        for (const wake of this.wakers) wake(at);
+      },
+    );
     this.sources = {
       store: this.store,
       ring: this.settings.ring,
@@ -331,13 +338,16 @@ export class FlowRunner {
     const queues = queuesOf(this.settings.queues, flows);
     const settings = { ...options, leaseMs, queues, owner: this.workerId };
     const takeover = new Takeover(this.store, sources, settings, logger);
-    this.wakeOnEnqueue(takeover);
+    this.wakeOnNewWork(takeover);
     return takeover.start();
   }
 
-  /** Wakes `takeover` whenever this runner enqueues a run (until it stops). @internal */
-  wakeOnEnqueue(takeover: Takeover): void {
-    const wake = () => takeover.wake();
+  /**
+   * Wakes `takeover` (until it stops) whenever this runner enqueues a run, and at the time a run it
+   * puts to sleep wakes or a pause it stores reaches its deadline. @internal
+   */
+  wakeOnNewWork(takeover: Takeover): void {
+    const wake = (at?: number) => takeover.wake(at);
     this.wakers.add(wake);
     takeover.onStop(() => this.wakers.delete(wake));
   }

@@ -63,6 +63,8 @@ export class SegmentDriver {
     settings: RunnerSettings,
     private readonly executor: Executor,
     private readonly leases: LeaseKeeper,
+    /** Told when a run driven here waits until a time (a sleep, an approval's deadline). */
+    private readonly waitsUntil: (at: number) => void = () => undefined,
   ) {
     this.ring = settings.ring;
     this.events = settings.events;
@@ -280,6 +282,8 @@ export class SegmentDriver {
         if (next.superstep !== cp.superstep) seen = 0;
         cp = next;
       }
+      const until = cp.status === 'sleeping' ? cp.wakeAt : cp.pending?.deadline;
+      if (until !== undefined) this.waitsUntil(until);
       return resultOf(flow, cp);
     } catch (error) {
       // A checkpoint handed to the writer may still be in flight: the caller learns of the error

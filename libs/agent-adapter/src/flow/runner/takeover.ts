@@ -69,6 +69,10 @@ const MAX_STUCK = 10_000;
  */
 export class Takeover {
   private timer?: NodeJS.Timeout;
+  /** When the pending timer fires (epoch ms). */
+  private timerAt = 0;
+  /** The earliest due time the last look saw ahead (a wake, a deadline, a lease ending). */
+  private nextDue?: number;
   private stopped = false;
   private looking?: Promise<void>;
   private readonly inFlight = new Map<string, Promise<void>>();
@@ -125,11 +129,15 @@ export class Takeover {
   async lookNow(): Promise<number> {
     if (this.stopped || this.sources.size === 0) return 0;
     const admitted = await this.admit();
+    const now = Date.now();
+    // Also what falls due before the next look could come: it gets a timer of its own, so a
+    // sleeping run wakes (a deadline passes) on time, not up to a look late.
     const heads = await this.store.listDue({
-      now: Date.now(),
+      now: now + Math.ceil(this.everyMs * 1.5),
       flows: [...this.sources.keys()],
       limit: PAGE + this.stuck.size,
     });
+    this.nextDue = undefined;
     if (heads.length < PAGE + this.stuck.size) {
       // Every due run was listed: forget decisions no longer due (decided, ended).
       const due = new Set(heads.map((h) => h.runId));
@@ -138,9 +146,15 @@ export class Takeover {
     }
     let started = admitted;
     for (const head of heads) {
-      if (this.stopped || this.inFlight.size >= this.concurrency) break;
+      const at = head.leaseExpiresAt;
+      if (at !== undefined && at >= now) {
+        this.nextDue = Math.min(this.nextDue ?? Infinity, at);
+        continue;
+      }
+      if (this.stopped || this.inFlight.size >= this.concurrency) continue;
       if (this.take(head)) started++;
     }
+    if (this.nextDue !== undefined) this.lookBy(this.nextDue);
     return started;
   }
 
@@ -166,9 +180,15 @@ export class Takeover {
 
   /**
    * Looks again as soon as the look in progress (if any) ends, instead of at the next tick: a run
-   * was enqueued here, or a place came free.
+   * was enqueued here, or a place came free. With `at`, looks at that time if the next look would
+   * come later (a run this worker put to sleep, or paused with a deadline, falls due then).
    */
-  wake(): void {
+  wake(at?: number): void {
+    if (at !== undefined) {
+      this.nextDue = Math.min(this.nextDue ?? Infinity, at);
+      this.lookBy(at);
+      return;
+    }
     if (this.stopped || !this.timer) {
       this.again = !this.stopped;
       return;
@@ -226,9 +246,22 @@ export class Takeover {
     await Promise.all(this.inFlight.values());
   }
 
-  private schedule(
-    wait = Math.round(this.everyMs * (0.5 + Math.random())),
-  ): void {
+  /** Brings the pending look forward to `at` (between looks; a look in progress sets its own). */
+  private lookBy(at: number): void {
+    if (!this.timer || at >= this.timerAt) return;
+    clearTimeout(this.timer);
+    this.schedule(Math.max(0, at - Date.now()));
+  }
+
+  /** The jittered wait, or less if something falls due before it ends. */
+  private untilNext(): number {
+    const wait = Math.round(this.everyMs * (0.5 + Math.random()));
+    if (this.nextDue === undefined) return wait;
+    return Math.max(0, Math.min(wait, this.nextDue - Date.now()));
+  }
+
+  private schedule(wait = this.untilNext()): void {
+    this.timerAt = Date.now() + wait;
     this.timer = setTimeout(() => {
       this.timer = undefined;
       this.looking = this.lookNow()
@@ -242,7 +275,7 @@ export class Takeover {
           this.looking = undefined;
           const again = this.again;
           this.again = false;
-          if (!this.stopped) this.schedule(again ? 0 : undefined);
+          if (!this.stopped) this.schedule(again ? 0 : this.untilNext());
         });
     }, wait);
     // Not unref'd: a worker that takes over runs is alive until it is stopped, even when nothing
