@@ -138,7 +138,7 @@ describe('ToolRegistry', () => {
     [
       'approval',
       { approval: 'always' },
-      'approval must be true, false or a function',
+      'approval must be true, false, a function (args, ctx) => boolean, or { timeoutMs, onTimeout, when? }',
     ],
     ['retry', { retry: null }, 'retry must be an object'],
     ['retry', { retry: 3 }, 'retry must be an object'],
