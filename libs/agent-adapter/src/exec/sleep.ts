@@ -22,16 +22,11 @@ export type SleepRequest = { ms: number } | { until: number };
  * sleep at the earliest wake time of its nodes; once it has passed, the sleep returns at once. A
  * time already past never sleeps and logs nothing.
  */
-export function sleepInRun(
+export async function sleepInRun(
   scope: NodeScope,
   request: SleepRequest,
 ): Promise<void> {
-  try {
-    sleepNow(scope, request);
-    return Promise.resolve();
-  } catch (error) {
-    return Promise.reject(error);
-  }
+  sleepNow(scope, request);
 }
 
 function sleepNow(scope: NodeScope, request: SleepRequest): void {

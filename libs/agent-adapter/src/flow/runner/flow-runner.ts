@@ -35,9 +35,9 @@ import {
 } from './takeover';
 import { headProblem, readHeadless } from './run-reader';
 import { resumePolicyAllows } from './run-access';
-import { claimCheckpoint, resumeCheckpoint, resultOf } from './run-transitions';
+import { claimCheckpoint, resultOf } from './run-transitions';
 import { SegmentDriver } from './segment-driver';
-import { goOnIfDue } from './waits';
+import { decidePaused, goOnIfDue } from './waits';
 import {
   enqueueRun,
   queuesOf,
@@ -256,7 +256,7 @@ export class FlowRunner {
       throw new TypeError(Messages.badDecision());
     }
     const compiled = flow.compile();
-    const { head, cp, identity } = await readPaused(
+    const read = await readPaused(
       this.sources,
       compiled,
       runId,
@@ -264,26 +264,19 @@ export class FlowRunner {
       (cp, requester) =>
         resumePolicyAllows(this.settings.canResume, cp, requester, decision),
     );
-    const pending = cp.pending!;
-    return this.driver.takeOverCut(
+    const { by, reason } = decision;
+    return decidePaused(
+      this.driver,
       this.sources,
       compiled,
-      runId,
-      { head, cp },
-      { rerunInDoubt: options.rerunInDoubt, recovered: false },
-      () =>
-        resumeCheckpoint(
-          { ...cp, pending },
-          {
-            identity,
-            approved: decision.approved,
-            ...(decision.by !== undefined && { by: String(decision.by) }),
-            ...(decision.reason !== undefined && {
-              reason: String(decision.reason),
-            }),
-            at: Date.now(),
-          },
-        ),
+      read,
+      {
+        approved: decision.approved,
+        ...(by !== undefined && { by: String(by) }),
+        ...(reason !== undefined && { reason: String(reason) }),
+        at: Date.now(),
+      },
+      options.rerunInDoubt,
     );
   }
 

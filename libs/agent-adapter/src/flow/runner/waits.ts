@@ -36,19 +36,18 @@ export async function goOnIfDue<S extends object>(
   rerunInDoubt: boolean | undefined,
   now = Date.now(),
 ): Promise<RunResult<S>> {
-  const goOn = (next: Checkpoint) =>
-    driver.takeOverCut(
+  if (cp.status === 'sleeping') {
+    if (cp.wakeAt === undefined || cp.wakeAt > now)
+      return resultOf(compiled, cp);
+    const woken = wakeCheckpoint(cp, { identity, digest: compiled.digest });
+    return driver.takeOverCut(
       sources,
       compiled,
       cp.runId,
       { head, cp },
       { rerunInDoubt, recovered: false },
-      () => next,
+      () => woken,
     );
-  if (cp.status === 'sleeping') {
-    if (cp.wakeAt === undefined || cp.wakeAt > now)
-      return resultOf(compiled, cp);
-    return goOn(wakeCheckpoint(cp, { identity, digest: compiled.digest }));
   }
   const pending = cp.pending;
   const deadline = pending?.deadline;
@@ -64,16 +63,38 @@ export async function goOnIfDue<S extends object>(
     });
     return resultOf(compiled, failed);
   }
-  return goOn(
-    resumeCheckpoint(
-      { ...cp, pending },
-      {
-        identity,
-        approved: pending.onTimeout === 'approve',
-        reason: Messages.approvalDeadlinePassed(deadline),
-        at: now,
-        timedOut: true,
-      },
-    ),
+  const approved = pending.onTimeout === 'approve';
+  const reason = Messages.approvalDeadlinePassed(deadline);
+  return decidePaused(
+    driver,
+    sources,
+    compiled,
+    { head, cp, identity },
+    { approved, reason, at: now, timedOut: true },
+    rerunInDoubt,
+  );
+}
+
+/**
+ * A paused run goes on with a decision (a person's `resume`, or the clock's at the deadline),
+ * sealed into the next checkpoint with a compare-and-set on the head (of two at once, one wins;
+ * the other gets CheckpointConflict) and only then spent.
+ */
+export function decidePaused<S extends object>(
+  driver: SegmentDriver,
+  sources: RunSources,
+  compiled: CompiledFlow<S>,
+  { head, cp, identity }: ReadRun,
+  decision: Omit<Parameters<typeof resumeCheckpoint>[1], 'identity'>,
+  rerunInDoubt: boolean | undefined,
+): Promise<RunResult<S>> {
+  const pending = cp.pending!;
+  return driver.takeOverCut(
+    sources,
+    compiled,
+    cp.runId,
+    { head, cp },
+    { rerunInDoubt, recovered: false },
+    () => resumeCheckpoint({ ...cp, pending }, { ...decision, identity }),
   );
 }
