@@ -22,11 +22,15 @@ export type SleepRequest = { ms: number } | { until: number };
  * sleep at the earliest wake time of its nodes; once it has passed, the sleep returns at once. A
  * time already past never sleeps and logs nothing.
  */
-export async function sleepInRun(
+export function sleepInRun(
   scope: NodeScope,
   request: SleepRequest,
 ): Promise<void> {
-  sleepNow(scope, request);
+  // Settles as a promise either way: a node awaiting it sees the rejection, not a throw.
+  return new Promise((resolve) => {
+    sleepNow(scope, request);
+    resolve();
+  });
 }
 
 function sleepNow(scope: NodeScope, request: SleepRequest): void {
