@@ -37,6 +37,15 @@ export type {
   QueueLimits,
 } from './flow/runner/queues';
 
+export { Scheduler } from './flow/schedules/scheduler';
+export type { ScheduleInfo } from './flow/schedules/scheduler';
+export type { ScheduleOptions } from './flow/schedules/schedule.options';
+export type {
+  ScheduleCatchUp,
+  ScheduleDefinition,
+  ScheduleOverlap,
+} from './flow/schedules/schedule-record';
+
 export { Executor } from './exec/executor';
 export { ToolRegistry } from './exec/tool.registry';
 export type {

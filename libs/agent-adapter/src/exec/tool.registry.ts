@@ -1,5 +1,6 @@
 import { DurableSetupError } from '../errors';
 import { Messages } from '../errors/messages';
+import { described } from '../errors/messages/text';
 import type { Json } from './durable/canonical-json';
 import type { ApprovalTimeoutAction, RunIdentity } from './durable/records';
 
@@ -200,7 +201,7 @@ function checkOptions(
 ): ToolOptions<unknown> {
   const bad = (option: string, rule: string, value: unknown) =>
     new DurableSetupError(
-      Messages.toolOption(tool, option, rule, describe(value)),
+      Messages.toolOption(tool, option, rule, described(value)),
     );
   if (typeof options !== 'object' || options === null) {
     throw bad('the options', 'an object', options);
@@ -287,15 +288,4 @@ export function isDelay(value: unknown): value is number {
     value >= 0 &&
     value <= MAX_DELAY_MS
   );
-}
-
-function describe(value: unknown): string {
-  if (typeof value === 'function') return 'a function';
-  if (typeof value === 'number' || typeof value === 'boolean')
-    return String(value);
-  try {
-    return JSON.stringify(value) ?? String(value);
-  } catch {
-    return String(value);
-  }
 }

@@ -56,6 +56,8 @@ export const OPTIONAL_FEATURES = {
     what: '@OnEvent() listeners of the library events',
     optional: true,
   },
+  /** `runner.schedule`, `@DurableCron`: cron expressions parsed by croner. */
+  schedules: { packages: ['croner'], what: 'durable schedules (cron)' },
   /** OpenTelemetry spans; without it, nothing is traced. */
   tracing: {
     packages: ['@opentelemetry/api'],

@@ -128,6 +128,14 @@ export const RunMessages = {
     `No decision on "${tool}" by its approval deadline (${new Date(deadline).toISOString()}); the tool says onTimeout: 'fail'.`,
   approvalDeadlinePassed: (deadline: number) =>
     `no decision by the approval deadline (${new Date(deadline).toISOString()})`,
+  scheduleIdTaken: (name: string, flow: string) =>
+    `The record id of schedule "${name}" (schedule:${name}) is taken by a run of flow "${flow}": rename the schedule, or delete that run.`,
+  scheduleNotHere: (name: string) =>
+    `Schedule "${name}" is not declared in this process: a worker that declares it fires its ticks.`,
+  scheduleFlowMoved: (name: string, stored: string, here: string) =>
+    `Schedule "${name}" is stored for flow "${stored}" but declared here for flow "${here}": declare it for one flow, or give it another name.`,
+  noSchedule: (name: string) =>
+    `No schedule "${name}" is stored. Declare it first (runner.schedule or @DurableCron).`,
   cancelled: (by: string, reason?: string) =>
     `cancelled by operator (${by})${reason ? `: ${reason}` : ''}`,
 } as const;

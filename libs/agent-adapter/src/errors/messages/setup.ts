@@ -31,6 +31,19 @@ export const SetupMessages = {
     `Tool "${tool}" is already registered; tool names must be unique.`,
   toolUnknown: (tool: string, known: readonly string[]) =>
     `Tool "${tool}" is not registered. Registered tools: ${known.join(', ') || '(none)'}.`,
+  badCron: (
+    schedule: string,
+    expression: string,
+    timezone: string | undefined,
+    why: string,
+  ) =>
+    `Schedule "${schedule}": the cron expression ${JSON.stringify(expression)}${timezone === undefined ? '' : ` in time zone ${JSON.stringify(timezone)}`} is invalid (${why}). Give 5 fields (minute hour day month weekday), or 6 with seconds first, and an IANA time zone such as "Europe/Berlin".`,
+  scheduleOption: (schedule: string, option: string, rule: string, got: string) =>
+    `Schedule "${schedule}": ${option} must be ${rule}, got ${got}.`,
+  scheduleName: (name: unknown) =>
+    `Schedule name ${shown(name)} is invalid: use 1-100 letters, digits, "_", "." or "-".`,
+  scheduleTwice: (name: string, flow: string, other: string) =>
+    `Schedule "${name}" is declared twice in this process (flows "${flow}" and "${other}"): give each schedule its own name.`,
   toolOption: (tool: string, option: string, rule: string, got: string) =>
     `Tool "${tool}": ${option} must be ${rule}, got ${got}.`,
   invalidRunId: (runId: unknown) =>

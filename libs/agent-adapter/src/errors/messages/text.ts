@@ -18,3 +18,15 @@ export function shown(value: unknown): string {
   if (typeof value !== 'object' || value === null) return String(value);
   return Array.isArray(value) ? '(an array)' : '(an object)';
 }
+
+/** A value as an option error quotes it: functions by kind, numbers as they are, else as JSON. */
+export function described(value: unknown): string {
+  if (typeof value === 'function') return 'a function';
+  if (typeof value === 'number' || typeof value === 'boolean')
+    return String(value);
+  try {
+    return JSON.stringify(value) ?? String(value);
+  } catch {
+    return String(value);
+  }
+}

@@ -71,7 +71,8 @@ export interface CheckpointContent {
    * `resolve`: an operator said what calls in doubt really did (`resolutions`); `restore`: the
    * store was restored from a backup (`restored`); `sleep`: a node waits until `wakeAt`; `wake`: a
    * worker took a sleeping run on at its time; `deadline`: the clock failed a paused run whose
-   * approval deadline passed (`onTimeout: 'fail'`).
+   * approval deadline passed (`onTimeout: 'fail'`); `schedule`: a schedule's record (flow
+   * `$schedules`, flow/schedules) changed: its definition, or it was paused or resumed.
    */
   reason:
     | 'start'
@@ -86,7 +87,8 @@ export interface CheckpointContent {
     | 'cancel'
     | 'fork'
     | 'resolve'
-    | 'restore';
+    | 'restore'
+    | 'schedule';
   /**
    * Recoveries (claims) since the run last completed a superstep: a run that keeps dying in the
    * same superstep is parked once this reaches the runner's `maxRecoveryAttempts`. Absent = 0.

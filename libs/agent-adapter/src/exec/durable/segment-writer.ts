@@ -23,6 +23,8 @@ export interface SegmentOwner {
   owner: string;
   /** With every checkpoint the lease is set to this long from the write; none without it. */
   leaseMs?: number;
+  /** Instead of `leaseMs`: the lease ends at this time (epoch ms; a schedule's next tick). */
+  leaseUntil?: number;
 }
 
 /** How one checkpoint goes out (see `SegmentWriter.checkpoint`). */
@@ -308,7 +310,7 @@ export class SegmentWriter {
     records: CallRecord[],
     head: string,
   ): SaveOptions {
-    const { owner, leaseMs } = this.writer;
+    const { owner, leaseMs, leaseUntil } = this.writer;
     return {
       head,
       ...(records.length && { calls: records }),
@@ -320,7 +322,9 @@ export class SegmentWriter {
         ? checkpoint.waitsUntil !== null && {
             leaseExpiresAt: checkpoint.waitsUntil,
           }
-        : leaseMs !== undefined && { leaseExpiresAt: Date.now() + leaseMs }),
+        : leaseUntil !== undefined
+          ? { leaseExpiresAt: leaseUntil }
+          : leaseMs !== undefined && { leaseExpiresAt: Date.now() + leaseMs }),
     };
   }
 }

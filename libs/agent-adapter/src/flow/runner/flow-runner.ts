@@ -34,10 +34,12 @@ import {
   type TakeoverSource,
 } from './takeover';
 import { headProblem, readHeadless } from './run-reader';
-import { resumePolicyAllows } from './run-access';
-import { claimCheckpoint, resultOf } from './run-transitions';
+import { resultOf } from './run-transitions';
 import { SegmentDriver } from './segment-driver';
-import { decidePaused, goOnIfDue } from './waits';
+import { resumeRun } from './waits';
+import { continueRun } from './continue-run';
+import { Scheduler, type ScheduleInfo } from '../schedules/scheduler';
+import type { ScheduleOptions } from '../schedules/schedule.options';
 import {
   enqueueRun,
   queuesOf,
@@ -45,12 +47,10 @@ import {
   type EnqueueOptions,
   type EnqueueResult,
 } from './queues';
-import { rerunDecision } from './decisions';
 import { storeResolution, type ResolveRequest } from './resolve';
 import {
   checkOwnRun,
   readLatest,
-  readPaused,
   readResult,
   startedAlready,
   type RunSources,
@@ -74,6 +74,11 @@ export class FlowRunner {
   private readonly driver: SegmentDriver;
   private readonly sources: RunSources;
   private readonly wakers = new Set<(at?: number) => void>();
+  /**
+   * Durable schedules declared in this process (`schedule`): pause, resume and list them here. A
+   * takeover started after they are declared fires their ticks.
+   */
+  readonly schedules: Scheduler;
 
   constructor(
     readonly executor: Executor,
@@ -102,6 +107,11 @@ export class FlowRunner {
       ring: this.settings.ring,
       registry: executor.registry,
     };
+    this.schedules = new Scheduler(this.store, this.settings.ring, {
+      start: (flow, input, options) =>
+        this.run(flow, input, { ...options, wait: false }),
+      enqueue: (flow, input, options) => this.enqueue(flow, input, options),
+    });
   }
 
   /** The key ring this runner seals and opens records with (operators' tools read with it). */
@@ -155,6 +165,20 @@ export class FlowRunner {
   }
 
   /**
+   * Declares a durable schedule: a run of `flow` at each tick of the cron `expression` (5 fields,
+   * or 6 with seconds first), exactly one per tick however many workers declare it (the tick's
+   * run id is derived from the schedule and the tick). Stored once; a takeover started afterwards
+   * on any worker that declares it fires it (see `ScheduleOptions` for overlap and catch-up).
+   */
+  schedule<S extends object>(
+    flow: Flow<S>,
+    expression: string,
+    options: ScheduleOptions<NoInfer<S>> = {},
+  ): Promise<ScheduleInfo> {
+    return this.schedules.add(flow, expression, options);
+  }
+
+  /**
    * Goes on with a run from its latest checkpoint: the superstep that was cut short runs again,
    * finished calls replay, calls in doubt fail closed unless their tool is idempotent or
    * `rerunInDoubt` is set. A sleeping run wakes if its time came; a paused run gets the clock's
@@ -178,39 +202,16 @@ export class FlowRunner {
   ): Promise<RunResult<S>> {
     const compiled = flow.compile();
     const read = await readLatest(this.sources, compiled, runId, options.ctx);
-    const { head, cp, identity } = read;
+    const { head } = read;
     // A queued run starts only through its queue's admission, under its limits.
     if (head.queue?.availableAt !== undefined)
       throw new RunQueued(runId, head.queue.name);
     const held = unlessHeld && this.leases.held(head, Date.now());
     if (held) throw held;
-    // Sleeping, or paused: it goes on only if its wake time or approval deadline came.
-    if (cp.status !== 'running') {
-      const { rerunInDoubt } = options;
-      return goOnIfDue(this.driver, this.sources, compiled, read, rerunInDoubt);
-    }
-    const recoveries = cp.recoveries ?? 0;
-    const max = this.settings.maxRecoveryAttempts;
-    if (max !== undefined && recoveries >= max)
-      return this.driver.park(compiled, cp, head.calls);
-    // The claim: one racing recoverer wins this step, the other gets CheckpointConflict here.
-    // (A forked run adopts this graph here: readLatest let its digest differ.) A rerun of calls in
-    // doubt is sealed with it: who, when, why, which calls.
-    return this.driver.takeOverCut(
-      this.sources,
-      compiled,
-      runId,
-      { head, cp },
-      { rerunInDoubt: options.rerunInDoubt, recovered: true },
-      (undecided) =>
-        claimCheckpoint(cp, {
-          identity,
-          digest: compiled.digest,
-          ...(undecided.length > 0 && {
-            rerun: rerunDecision(undecided, options),
-          }),
-        }),
-    );
+    return continueRun(this.driver, this.sources, compiled, read, {
+      ...options,
+      maxRecoveryAttempts: this.settings.maxRecoveryAttempts,
+    });
   }
 
   /**
@@ -252,32 +253,9 @@ export class FlowRunner {
     options: ResumeOptions = {},
   ): Promise<RunResult<S>> {
     checkRunId(runId);
-    if (typeof decision?.approved !== 'boolean') {
-      throw new TypeError(Messages.badDecision());
-    }
-    const compiled = flow.compile();
-    const read = await readPaused(
-      this.sources,
-      compiled,
-      runId,
-      options,
-      (cp, requester) =>
-        resumePolicyAllows(this.settings.canResume, cp, requester, decision),
-    );
-    const { by, reason } = decision;
-    return decidePaused(
-      this.driver,
-      this.sources,
-      compiled,
-      read,
-      {
-        approved: decision.approved,
-        ...(by !== undefined && { by: String(by) }),
-        ...(reason !== undefined && { reason: String(reason) }),
-        at: Date.now(),
-      },
-      options.rerunInDoubt,
-    );
+    const { canResume } = this.settings;
+    const on = { driver: this.driver, sources: this.sources, canResume };
+    return resumeRun(on, flow.compile(), runId, decision, options);
   }
 
   /**
@@ -327,8 +305,12 @@ export class FlowRunner {
     const sources = (flows as readonly Flow<object>[]).map((flow) =>
       this.takeoverSource(flow, options),
     );
+    sources.push(this.schedules.source);
     const { leaseMs, logger } = this.settings;
-    const queues = queuesOf(this.settings.queues, flows);
+    const queues = [
+      ...queuesOf(this.settings.queues, flows),
+      ...this.schedules.queues,
+    ];
     const settings = { ...options, leaseMs, queues, owner: this.workerId };
     const takeover = new Takeover(this.store, sources, settings, logger);
     this.wakeOnNewWork(takeover);

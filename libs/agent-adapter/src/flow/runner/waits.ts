@@ -3,9 +3,15 @@ import { Messages } from '../../errors/messages';
 import type { RunHead } from '../../exec/checkpoints/checkpoint-store';
 import type { Checkpoint, RunIdentity } from '../../exec/durable/records';
 import type { CompiledFlow } from '../flow.graph';
-import type { RunResult } from '../flow.interfaces';
+import type {
+  ResumeDecision,
+  ResumeOptions,
+  RunResult,
+} from '../flow.interfaces';
 import { sealError } from '../superstep';
-import type { RunSources } from './run-checks';
+import { readPaused, type RunSources } from './run-checks';
+import { resumePolicyAllows } from './run-access';
+import type { RunnerSettings } from './flow-runner.options';
 import {
   deadlineCheckpoint,
   resultOf,
@@ -96,5 +102,43 @@ export function decidePaused<S extends object>(
     { head, cp },
     { rerunInDoubt, recovered: false },
     () => resumeCheckpoint({ ...cp, pending }, { ...decision, identity }),
+  );
+}
+
+/** `FlowRunner.resume`: a person's decision on the call a paused run waits for, checked first. */
+export async function resumeRun<S extends object>(
+  on: {
+    driver: SegmentDriver;
+    sources: RunSources;
+    canResume: RunnerSettings['canResume'];
+  },
+  compiled: CompiledFlow<S>,
+  runId: string,
+  decision: ResumeDecision,
+  options: ResumeOptions,
+): Promise<RunResult<S>> {
+  if (typeof decision?.approved !== 'boolean')
+    throw new TypeError(Messages.badDecision());
+  const read = await readPaused(
+    on.sources,
+    compiled,
+    runId,
+    options,
+    (cp, requester) =>
+      resumePolicyAllows(on.canResume, cp, requester, decision),
+  );
+  const { by, reason } = decision;
+  return decidePaused(
+    on.driver,
+    on.sources,
+    compiled,
+    read,
+    {
+      approved: decision.approved,
+      ...(by !== undefined && { by: String(by) }),
+      ...(reason !== undefined && { reason: String(reason) }),
+      at: Date.now(),
+    },
+    options.rerunInDoubt,
   );
 }
