@@ -30,7 +30,10 @@ export interface ScheduleOptions<S = object> {
   catchUp?: ScheduleCatchUp;
   /** Each tick's run input: fixed, or made from the tick's time (the same on every worker). */
   input?: Partial<S> | ((tick: Date) => Partial<S>);
-  /** Who the runs act for. @default { principal: 'schedule:<name>' } */
+  /**
+   * Who the runs act for. With a `principal`, the takeovers that drive them need `ctxFor` to give
+   * it (as for any run acting with one). @default none
+   */
   ctx?: RunIdentity;
 }
 
@@ -89,6 +92,6 @@ export function scheduleSettings<S>(
     clock,
     input: (tick) =>
       typeof input === 'function' ? input(new Date(tick)) : (input ?? {}),
-    ctx: ctx ?? { principal: `schedule:${name}` },
+    ctx: ctx ?? {},
   };
 }

@@ -236,9 +236,9 @@ export const queueOf = (name: string): string => `schedule:${name}`;
 
 /**
  * The ticks a due record fires now, in order, as `catchUp` says, from `due` (the first tick not
- * fired) and never before `since`; and the tick it falls due at next.
+ * fired) and never before `since`; and the tick it falls due at next. @internal (exported for tests)
  */
-function dueTicks(
+export function dueTicks(
   clock: CronClock,
   state: RecordState,
   due: number,
