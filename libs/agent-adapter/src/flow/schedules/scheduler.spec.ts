@@ -214,7 +214,7 @@ describe.each(memoryAndSqlite('schedules'))('schedules on %s', (_n, fresh) => {
     expect(new Date(changed.nextAt!).getUTCMinutes()).toBe(0);
     expect([10, 11]).toContain(new Date(changed.nextAt!).getUTCHours());
     const bad = (expression: string, options: object) =>
-      w.schedule(flow, expression, options as ScheduleOptions<Tick>);
+      w.schedule(flow, expression, options);
     await expect(bad('61 * * * *', {})).rejects.toThrow(
       /Schedule "changing": the cron expression "61 \* \* \* \*" is invalid/,
     );
