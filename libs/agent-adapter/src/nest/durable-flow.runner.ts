@@ -1,4 +1,4 @@
-import { Inject, Injectable } from '@nestjs/common';
+import { Inject, Injectable, type Logger } from '@nestjs/common';
 import { CheckpointNotFound, FlowError } from '../errors';
 import { DurableEvents } from '../events/durable.events';
 import type { CheckpointStore } from '../exec/checkpoints/checkpoint-store';
@@ -17,6 +17,7 @@ import type {
 import { FlowRunner as CoreFlowRunner } from '../flow/runner/flow-runner';
 import type { ResolveRequest } from '../flow/runner/resolve';
 import type { EnqueueOptions, EnqueueResult } from '../flow/runner/queues';
+import type { Scheduler } from '../flow/schedules/scheduler';
 import { checkRunId } from '../flow/run-id';
 import { DURABLE_RESOLVED_OPTIONS } from './durable.constants';
 import { NestMessages } from './durable.messages';
@@ -177,6 +178,46 @@ export class DurableFlowRunner {
   /** Names of every discovered flow. */
   flowNames(): string[] {
     return this.flows.names();
+  }
+
+  /**
+   * Durable schedules: every stored one (`list()`, with its next tick), `pause(name)` and
+   * `resume(name)` on every worker at once. `@DurableCron` declares them.
+   */
+  get schedules(): Scheduler {
+    return this.core.schedules;
+  }
+
+  /**
+   * Stores every `@DurableCron` schedule (the module does it at bootstrap, before its takeover
+   * starts). A store that fails is asked again every 5 s until it works or `signal` aborts; until
+   * then this worker fires none of them. @internal
+   */
+  async declareSchedules(
+    signal: AbortSignal,
+    logger: Pick<Logger, 'error' | 'warn'>,
+    firing: boolean,
+  ): Promise<void> {
+    const declared = this.flows
+      .all()
+      .flatMap(({ flow, schedules }) =>
+        (schedules ?? []).map((s) => ({ flow, ...s })),
+      );
+    const names = declared
+      .map((d) => `"${d.options.name ?? d.flow.name}"`)
+      .join(', ');
+    if (declared.length > 0 && !firing)
+      logger.warn(NestMessages.cronWithoutTakeover(names));
+    while (declared.length > 0 && !signal.aborted) {
+      try {
+        for (const { flow, expression, options } of declared)
+          await this.core.schedule(flow, expression, options);
+        return;
+      } catch (error) {
+        logger.error(NestMessages.cronDeclareFailed(names, String(error)));
+        await new Promise((resolve) => setTimeout(resolve, 5_000).unref());
+      }
+    }
   }
 
   /** Stops renewing leases (called on shutdown): runs in flight here become recoverable elsewhere. */

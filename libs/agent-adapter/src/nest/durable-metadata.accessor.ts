@@ -1,6 +1,8 @@
 import { Injectable } from '@nestjs/common';
 import { Reflector } from '@nestjs/core';
+import type { CronMetadata } from './decorators/durable-cron.decorator';
 import {
+  DURABLE_CRON_METADATA,
   DURABLE_FLOW_METADATA,
   DURABLE_NODE_METADATA,
   DURABLE_TOOL_METADATA,
@@ -20,6 +22,11 @@ export class DurableMetadataAccessor {
   /** `@Flow()` options of a class, or undefined. */
   getFlowMetadata(target: unknown): FlowMetadata | undefined {
     return this.read<FlowMetadata>(DURABLE_FLOW_METADATA, target);
+  }
+
+  /** The `@DurableCron()`s of a class, in declaration order (none: empty). */
+  getCronMetadata(target: unknown): CronMetadata[] {
+    return this.read<CronMetadata[]>(DURABLE_CRON_METADATA, target) ?? [];
   }
 
   /** `@Node()` options of a method, or undefined. */

@@ -43,6 +43,9 @@ export function providerFeatures(
     if (!cls || typeof proto !== 'object' || proto === null) continue;
     if (proto === Object.prototype) continue; // a plain object value: no decorators
     const flow = accessor.getFlowMetadata(cls);
+    if (accessor.getCronMetadata(cls).length > 0) {
+      uses.push({ feature: 'schedules', by: `@DurableCron on ${cls.name}` });
+    }
     if (flow?.state) {
       uses.push({
         feature: 'stateClass',

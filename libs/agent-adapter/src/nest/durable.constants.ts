@@ -2,6 +2,8 @@
 export const DURABLE_FLOW_METADATA = 'agent-adapter:flow';
 /** Metadata key of `@Node()` (method). @internal */
 export const DURABLE_NODE_METADATA = 'agent-adapter:node';
+/** Metadata key of `@DurableCron()` (class; a list, one per decorator). @internal */
+export const DURABLE_CRON_METADATA = 'agent-adapter:cron';
 /** Metadata key of `@Tool()` (method). @internal */
 export const DURABLE_TOOL_METADATA = 'agent-adapter:tool';
 

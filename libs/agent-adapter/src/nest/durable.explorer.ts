@@ -20,6 +20,8 @@ import type { NodeOptions } from './interfaces/node-options.interface';
 import type { ToolDecoratorOptions } from './interfaces/tool-options.interface';
 import { FlowRegistry } from './flow.registry';
 import { queueLimits } from '../flow/runner/flow-runner.options';
+import { scheduleSettings } from '../flow/schedules/schedule.options';
+import type { CronMetadata } from './decorators/durable-cron.decorator';
 import type { QueueLimits } from '../flow/runner/queues';
 import { DURABLE_RESOLVED_OPTIONS } from './durable.constants';
 import type { ResolvedDurableOptions } from './durable.providers';
@@ -130,7 +132,11 @@ export class DurableExplorer implements OnModuleInit {
         );
       }
     }
-    if (!flowMeta) return;
+    if (!flowMeta) {
+      if (this.accessor.getCronMetadata(cls).length > 0)
+        throw new DurableSetupError(NestMessages.cronOutsideFlow(className));
+      return;
+    }
     if (!singleton) {
       throw new DurableSetupError(
         NestMessages.requestScoped(className, '@Flow'),
@@ -144,12 +150,27 @@ export class DurableExplorer implements OnModuleInit {
       nodes,
     );
     const queue = this.queueOf(flowMeta);
+    const schedules = this.schedulesOf(cls, flowMeta.name);
     this.flows.register({
       flow,
       cls,
       where: `${className} (${moduleName})`,
       ...(queue && { queue }),
+      ...(schedules.length > 0 && { schedules }),
     });
+  }
+
+  /** `@DurableCron`s checked now (expression, time zone, options), so a bad one fails the boot. */
+  private schedulesOf(cls: AnyClass, flow: string): CronMetadata[] {
+    const declared = this.accessor.getCronMetadata(cls);
+    const names = new Set<string>();
+    for (const { expression, options } of declared) {
+      const { name } = scheduleSettings(flow, expression, options).definition;
+      if (names.has(name))
+        throw new DurableSetupError(NestMessages.cronTwice(flow, name));
+      names.add(name);
+    }
+    return declared;
   }
 
   /** `@Flow(name, { queue })` checked, and refused when the module's `queues` names it too. */

@@ -10,6 +10,14 @@ export const NestMessages = {
     `DurableModule: store { type: "${type}" }: ${problem}.`,
   requestScoped: (where: string, kind: '@Flow' | '@Tool') =>
     `${where} cannot be a durable ${kind}: it is defined in a non-static (request-scoped or transient) provider. Durable flows and tools must be singletons: a run outlives the request, and recovery after a crash has no request. Move the method to a default-scoped provider.`,
+  cronTwice: (flow: string, name: string) =>
+    `@Flow('${flow}'): two @DurableCron schedules are named "${name}": give each its own name (the first defaults to the flow's).`,
+  cronOutsideFlow: (className: string) =>
+    `@DurableCron on ${className}, which is not a @Flow: put it on the @Flow class whose runs it starts.`,
+  cronDeclareFailed: (names: string, error: string) =>
+    `Could not store the schedules ${names}: ${error}. Trying again in 5 s; until then this worker does not fire them.`,
+  cronWithoutTakeover: (names: string) =>
+    `Schedules ${names} are declared, but this worker's takeover is off: a worker with it on fires their ticks.`,
   queueTwice: (name: string) =>
     `DurableModule: queue "${name}" is configured twice, in @Flow('${name}', { queue }) and in the module's queues. Keep one.`,
   duplicateFlow: (name: string, first: string, second: string) =>

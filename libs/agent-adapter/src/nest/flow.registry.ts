@@ -4,6 +4,7 @@ import type { AnyClass } from './durable-packages';
 import { NestMessages } from './durable.messages';
 import { DurableSetupError } from '../errors';
 import type { QueueLimits } from '../flow/runner/queues';
+import type { CronMetadata } from './decorators/durable-cron.decorator';
 
 /**
  * A flow as `FlowRunner` methods take it: the `@Flow()` class, or the flow's name.
@@ -22,6 +23,11 @@ export interface DiscoveredFlow {
   readonly where: string;
   /** The flow's own queue's limits (`@Flow(name, { queue })`), checked. */
   readonly queue?: QueueLimits;
+  /**
+   * Its `@DurableCron` schedules, as declared (checked at discovery). Their stored state (paused,
+   * next tick): `FlowRunner.schedules.list()`.
+   */
+  readonly schedules?: readonly CronMetadata[];
 }
 
 /**

@@ -10,7 +10,7 @@ export type {
   DurableModuleRootOptions,
   DurableModuleAsyncOptions,
 } from './durable.module-definition';
-export { Flow, Node, Tool } from './decorators';
+export { Flow, Node, Tool, DurableCron } from './decorators';
 export { DurableFlowRunner as FlowRunner } from './durable-flow.runner';
 export { FlowRegistry } from './flow.registry';
 export type { FlowRef, DiscoveredFlow } from './flow.registry';

@@ -32,6 +32,7 @@ import { RecoveredCalls, describeCalls } from './recovery.log';
 import { nestDurableLogger } from './nest-logger';
 import { Takeover } from '../flow/runner/takeover';
 import { queuesOf } from '../flow/runner/queues';
+import { SCHEDULES_FLOW } from '../flow/schedules/schedule-record';
 
 /** The outcomes a recovery sweep tells apart. @publicApi */
 export type RecoveryOutcomeKind =
@@ -108,6 +109,7 @@ export class RecoveryOrchestrator
       .then(() =>
         this.extras.recoverOnBoot ? this.run('bootstrap') : undefined,
       )
+      .then(() => this.declareSchedules())
       .then(() => this.startTakeover())
       // sweep() catches per flow and per run; this is the last line of defence.
       .catch((error: unknown) => this.logger.error(String(error)));
@@ -144,17 +146,22 @@ export class RecoveryOrchestrator
     for (const { flow, queue } of this.flows.all())
       if (queue) named.set(flow.name, queue);
     const flows = this.flows.all().map(({ flow }) => flow);
+    const queues = queuesOf(named, flows);
+    const { schedules } = this.runner.core;
     this.takeover = new Takeover(
       this.options.store,
-      sources,
+      [...sources, schedules.source],
       {
         ...settings,
-        queues: queuesOf(named, flows),
+        queues: () => [...queues, ...schedules.queues],
         owner: this.runner.core.workerId,
-        onOutcome: (flow, [runId, outcome]) =>
+        onOutcome: (flow, [runId, outcome]) => {
+          // A schedule's fired ticks are runs of their own flows, reported as those.
+          if (flow === SCHEDULES_FLOW) return;
           void this.report(flow, runId, outcome as Outcome | Error, {
             retry: false,
-          }),
+          });
+        },
       },
       nestDurableLogger('DurableTakeover'),
     );
@@ -165,6 +172,13 @@ export class RecoveryOrchestrator
     new Logger('DurableTakeover').log(
       NestMessages.takeoverStarted(sources.length, settings.everyMs),
     );
+  }
+
+  /** Stores the `@DurableCron` schedules, in the background: a store down must not hold up takeover. */
+  private declareSchedules(): void {
+    const logger = new Logger('DurableSchedules');
+    const firing = this.options.takeover !== false;
+    void this.runner.declareSchedules(this.stop.signal, logger, firing);
   }
 
   /** Resolves when the boot sweep has finished (at once with `recoverOnBoot: false`). Never rejects. */

@@ -307,10 +307,8 @@ export class FlowRunner {
     );
     sources.push(this.schedules.source);
     const { leaseMs, logger } = this.settings;
-    const queues = [
-      ...queuesOf(this.settings.queues, flows),
-      ...this.schedules.queues,
-    ];
+    const named = queuesOf(this.settings.queues, flows);
+    const queues = () => [...named, ...this.schedules.queues];
     const settings = { ...options, leaseMs, queues, owner: this.workerId };
     const takeover = new Takeover(this.store, sources, settings, logger);
     this.wakeOnNewWork(takeover);

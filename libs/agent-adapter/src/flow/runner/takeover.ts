@@ -81,7 +81,7 @@ export class Takeover {
   private readonly everyMs: number;
   private readonly concurrency: number;
   private readonly sources: Map<string, TakeoverSource>;
-  private readonly queues: readonly QueueLimits[];
+  private readonly queues: () => readonly QueueLimits[];
   /** The queue the next admission starts at: each look starts one further, so all get a turn. */
   private nextQueue = 0;
   /** The last admission filled its room: more may wait, so a settled run triggers a look. */
@@ -99,8 +99,11 @@ export class Takeover {
       leaseMs: number;
       /** The worker id admissions are made under (the runner's): its lease covers them. */
       owner: string;
-      /** Queues to admit runs from each look (see `queuesOf`). */
-      queues?: readonly QueueLimits[];
+      /**
+       * Queues to admit runs from each look (see `queuesOf`); a function is asked at each look
+       * (schedules declared later add theirs).
+       */
+      queues?: readonly QueueLimits[] | (() => readonly QueueLimits[]);
     },
     private readonly logger: DurableLogger,
   ) {
@@ -108,7 +111,8 @@ export class Takeover {
     this.everyMs = settings.everyMs;
     this.concurrency = settings.concurrency;
     this.sources = new Map(sources.map((s) => [s.flow, s]));
-    this.queues = options.queues ?? [];
+    const queues = options.queues ?? [];
+    this.queues = typeof queues === 'function' ? queues : () => queues;
     this.owner = options.owner;
     this.leaseMs = options.leaseMs;
     this.onOutcome = options.onOutcome;
@@ -211,14 +215,15 @@ export class Takeover {
    * Resolves with the number of runs started.
    */
   private async admit(): Promise<number> {
-    const count = this.queues.length;
+    const queues = this.queues();
+    const count = queues.length;
     this.backlog = false;
     let started = 0;
     const now = Date.now();
     for (let i = 0; i < count && !this.stopped; i++) {
       const room = this.concurrency - this.inFlight.size;
       if (room <= 0) break;
-      const queue = this.queues[(this.nextQueue + i) % count] as QueueLimits;
+      const queue = queues[(this.nextQueue + i) % count] as QueueLimits;
       try {
         const admitted = await this.store.admit({
           ...admitQuery(queue, now, room),
