@@ -456,6 +456,54 @@ describeWithService('redis', 'RedisCheckpointStore', () => {
       ).toEqual([id]);
     });
 
+    it('a look that drops a paused run or moves a sleeping one while another worker resumes it adds it back at the new lease', async () => {
+      const { store, client, prefix } = make();
+      const other = new RedisCheckpointStore(() => new Redis(REDIS_URL), {
+        prefix,
+      });
+      stores.push(other);
+      const [paused, asleep] = [uid('paused'), uid('asleep')];
+      const t0 = Date.now();
+      const wake = t0 + 3_600_000;
+      for (const id of [paused, asleep])
+        await store.save(cp(id, 0), { owner: 'w1', leaseExpiresAt: t0 });
+      await store.save(cp(paused, 1, { status: 'paused' }), { owner: 'w1' });
+      await store.save(cp(asleep, 1, { status: 'sleeping' }), {
+        owner: 'w1',
+        leaseExpiresAt: wake,
+      });
+      // The sleeping run's score as its crashed save left it: its old lease.
+      await admin.zadd(new RedisKeys(prefix).due, t0, asleep);
+      type Script = (...args: Array<string | number>) => Promise<unknown>;
+      const commands = client as unknown as Record<string, Script>;
+      const drop = commands.aaIndexDrop!.bind(client);
+      let release!: () => void;
+      const gate = new Promise<void>((r) => (release = r));
+      let reached!: () => void;
+      const held = new Promise<void>((r) => (reached = r));
+      commands.aaIndexDrop = async (...args) => {
+        reached();
+        await gate;
+        return drop(...args);
+      };
+      const raise = holdZadd(client, (args) => args[1] === 'XX');
+      const look = store.listDue({ now: t0 + 1_000 });
+      await Promise.all([held, raise.held]);
+      // Both heads were read: a decision resumes one, an operator wakes the other.
+      for (const id of [paused, asleep])
+        await other.save(cp(id, 2, { segment: 2 }), {
+          owner: 'w2',
+          leaseExpiresAt: t0 + 30_000,
+          expectCalls: 0,
+        });
+      release();
+      raise.release();
+      expect(await look).toEqual([]);
+      expect(
+        (await store.listDue({ now: t0 + 31_000 })).map((h) => h.runId).sort(),
+      ).toEqual([paused, asleep].sort());
+    });
+
     it('a duplicate call is refused with the duplicate message, a cut-off one with the fenced message', async () => {
       const { store } = make();
       const id = uid();
