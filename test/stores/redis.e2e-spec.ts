@@ -353,6 +353,157 @@ describeWithService('redis', 'RedisCheckpointStore', () => {
       expect(await admin.exists(new RedisKeys(prefix).queued)).toBe(0);
     });
 
+    it('a sleeping run keeps no TTL while it sleeps, a renewal does not give it one, its wake claim does', async () => {
+      const { store } = make({ ttlSeconds: 60 });
+      const id = uid();
+      await store.save(cp(id, 0), { owner: 'w1', leaseExpiresAt: 1_000 });
+      await store.recordCall(id, 1, [call(id, 1)]);
+      const keys = await runKeys(store, id);
+      for (const ttl of await ttls(keys)) expect(ttl).toBeGreaterThan(0);
+      await store.save(cp(id, 1, { status: 'sleeping' }), {
+        owner: 'w1',
+        leaseExpiresAt: Date.now() + 3_600_000,
+      });
+      expect(await ttls(keys)).toEqual(keys.map(() => -1));
+      expect(await store.renewLeases('w1', Date.now() + 30_000, [id])).toBe(0);
+      expect(await ttls(keys)).toEqual(keys.map(() => -1));
+      await store.save(cp(id, 2, { segment: 2 }), {
+        owner: 'w2',
+        expectCalls: 1,
+      });
+      for (const ttl of await ttls(keys)) expect(ttl).toBeGreaterThan(50);
+    });
+
+    /**
+     * Holds the store's next ZADD to `{P}:due` that `hold` picks until `release()`; `held` resolves
+     * once it is held. Deterministic interleavings of a save and a renewal (redis.due.ts).
+     */
+    const holdZadd = (
+      client: Redis,
+      hold: (args: Array<string | number>) => boolean,
+    ) => {
+      type Zadd = (...args: Array<string | number>) => Promise<unknown>;
+      const zadd = (client.zadd as unknown as Zadd).bind(client);
+      let release!: () => void;
+      let reached!: () => void;
+      const gate = new Promise<void>((r) => (release = r));
+      const held = new Promise<void>((r) => (reached = r));
+      let once = true;
+      (client as unknown as { zadd: Zadd }).zadd = async (...args) => {
+        if (once && hold(args)) {
+          once = false;
+          reached();
+          await gate;
+        }
+        return zadd(...args);
+      };
+      return { held, release };
+    };
+
+    it("a renewal whose raise lands after the sleep's own index write still leaves the run due at its wake time", async () => {
+      const { store, client, prefix } = make();
+      const due = new RedisKeys(prefix).due;
+      const id = uid();
+      const t0 = Date.now();
+      await store.save(cp(id, 0), { owner: 'w1', leaseExpiresAt: t0 + 30_000 });
+      const raise = holdZadd(client, (args) => args.includes('GT'));
+      const renewing = store.renewLeases('w1', t0 + 60_000, [id]);
+      await raise.held;
+      await store.save(cp(id, 1, { status: 'sleeping' }), {
+        owner: 'w1',
+        leaseExpiresAt: t0 + 3_000,
+      });
+      expect(await admin.zscore(due, id)).toBe(String(t0 + 3_000));
+      raise.release();
+      expect(await renewing).toBe(0);
+      expect(await admin.zscore(due, id)).toBe(String(t0 + 3_000));
+      const dueAt = async (now: number) =>
+        (await store.listDue({ now })).map((h) => h.runId);
+      expect(await dueAt(t0 + 2_000)).toEqual([]);
+      expect(await dueAt(t0 + 4_000)).toEqual([id]);
+    });
+
+    it("a sleep whose index write lands after another worker's claim of the run leaves it due by the claim's lease", async () => {
+      const { store, client, prefix } = make();
+      const other = new RedisCheckpointStore(() => new Redis(REDIS_URL), {
+        prefix,
+      });
+      stores.push(other);
+      const due = new RedisKeys(prefix).due;
+      const id = uid();
+      const t0 = Date.now();
+      const wake = t0 + 3_600_000;
+      await store.save(cp(id, 0), { owner: 'w1', leaseExpiresAt: t0 + 1_000 });
+      const sleep = holdZadd(client, (args) => args[1] === wake);
+      const sleeping = store.save(cp(id, 1, { status: 'sleeping' }), {
+        owner: 'w1',
+        leaseExpiresAt: wake,
+      });
+      await sleep.held;
+      // Its script has run: another worker wakes the run early (an operator) and claims it.
+      await other.save(cp(id, 2, { segment: 2 }), {
+        owner: 'w2',
+        leaseExpiresAt: t0 + 30_000,
+        expectCalls: 0,
+      });
+      sleep.release();
+      await sleeping;
+      expect(Number(await admin.zscore(due, id))).toBeLessThanOrEqual(
+        t0 + 30_000,
+      );
+      expect(
+        (await store.listDue({ now: t0 + 31_000 })).map((h) => h.runId),
+      ).toEqual([id]);
+    });
+
+    it('a look that drops a paused run or moves a sleeping one while another worker resumes it adds it back at the new lease', async () => {
+      const { store, client, prefix } = make();
+      const other = new RedisCheckpointStore(() => new Redis(REDIS_URL), {
+        prefix,
+      });
+      stores.push(other);
+      const [paused, asleep] = [uid('paused'), uid('asleep')];
+      const t0 = Date.now();
+      const wake = t0 + 3_600_000;
+      for (const id of [paused, asleep])
+        await store.save(cp(id, 0), { owner: 'w1', leaseExpiresAt: t0 });
+      await store.save(cp(paused, 1, { status: 'paused' }), { owner: 'w1' });
+      await store.save(cp(asleep, 1, { status: 'sleeping' }), {
+        owner: 'w1',
+        leaseExpiresAt: wake,
+      });
+      // The sleeping run's score as its crashed save left it: its old lease.
+      await admin.zadd(new RedisKeys(prefix).due, t0, asleep);
+      type Script = (...args: Array<string | number>) => Promise<unknown>;
+      const commands = client as unknown as Record<string, Script>;
+      const drop = commands.aaIndexDrop!.bind(client);
+      let release!: () => void;
+      const gate = new Promise<void>((r) => (release = r));
+      let reached!: () => void;
+      const held = new Promise<void>((r) => (reached = r));
+      commands.aaIndexDrop = async (...args) => {
+        reached();
+        await gate;
+        return drop(...args);
+      };
+      const raise = holdZadd(client, (args) => args[1] === 'XX');
+      const look = store.listDue({ now: t0 + 1_000 });
+      await Promise.all([held, raise.held]);
+      // Both heads were read: a decision resumes one, an operator wakes the other.
+      for (const id of [paused, asleep])
+        await other.save(cp(id, 2, { segment: 2 }), {
+          owner: 'w2',
+          leaseExpiresAt: t0 + 30_000,
+          expectCalls: 0,
+        });
+      release();
+      raise.release();
+      expect(await look).toEqual([]);
+      expect(
+        (await store.listDue({ now: t0 + 31_000 })).map((h) => h.runId).sort(),
+      ).toEqual([paused, asleep].sort());
+    });
+
     it('a duplicate call is refused with the duplicate message, a cut-off one with the fenced message', async () => {
       const { store } = make();
       const id = uid();

@@ -124,13 +124,18 @@ export function describeFencedCallLog({
       assert.strictEqual((await store.head(id))?.calls, 3700);
     });
 
-    it('no call is recorded for an unknown, paused or ended run', async () => {
+    it('no call is recorded for an unknown, paused, sleeping or ended run', async () => {
       const store = await make();
       await rejectsWith(
         store.recordCall(uid(), 1, [call('x', 1)]),
         CheckpointConflict,
       );
-      for (const status of ['paused', 'done', 'failed'] as RunStatus[]) {
+      for (const status of [
+        'paused',
+        'sleeping',
+        'done',
+        'failed',
+      ] as RunStatus[]) {
         const id = uid();
         await store.save(cp(id, 0));
         await store.save(cp(id, 1, { status }));

@@ -17,31 +17,37 @@ export function describeListingLeasesDelete({
   make,
 }: SuiteContext): void {
   describe('listing, leases, delete', () => {
-    it("listUnfinished: the flow's running and paused runs, by run id, paged", async () => {
+    it("listUnfinished: the flow's running, paused and sleeping runs, by run id, paged", async () => {
       const store = await make();
       const flow = uid('flow');
-      const ids = ['a', 'b', 'c', 'd', 'e'].map((x) => `${x}-${uid()}`);
+      const ids = ['a', 'b', 'c', 'd', 'e', 'f'].map((x) => `${x}-${uid()}`);
       for (const [i, id] of ids.entries()) {
         await store.save(cp(id, 0, { flow }));
         if (i === 1) await store.save(cp(id, 1, { flow, status: 'paused' }));
         if (i === 2) await store.save(cp(id, 1, { flow, status: 'done' }));
         if (i === 3) await store.save(cp(id, 1, { flow, status: 'failed' }));
+        if (i === 5) await store.save(cp(id, 1, { flow, status: 'sleeping' }));
       }
       await store.save(cp(uid(), 0, { flow: `${flow}-other` }));
       const all = await store.listUnfinished(flow);
       equal(
         all.map((h) => h.runId),
-        [ids[0], ids[1], ids[4]],
+        [ids[0], ids[1], ids[4], ids[5]],
       );
       equal(
         all.map((h) => h.status),
-        ['running', 'paused', 'running'],
+        ['running', 'paused', 'running', 'sleeping'],
       );
       const page1 = await store.listUnfinished(flow, { limit: 2 });
       const page2 = await store.listUnfinished(flow, {
         limit: 2,
         after: page1[1]!.runId,
       });
+      const page3 = await store.listUnfinished(flow, {
+        limit: 2,
+        after: page2[1]!.runId,
+      });
+      equal(page3, []);
       equal(
         [...page1, ...page2].map((h) => h.runId),
         all.map((h) => h.runId),

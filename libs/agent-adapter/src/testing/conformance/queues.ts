@@ -93,7 +93,7 @@ export function describeQueues({ describe, it, make }: SuiteContext): void {
       );
     });
 
-    it('concurrency counts admitted, unfinished runs (paused ones too); an ended run frees its place', async () => {
+    it('concurrency counts admitted, unfinished runs (paused and sleeping ones too); an ended run frees its place', async () => {
       const store = await make();
       const [flow, queue] = [uid('flow'), uid('q')];
       const now = Date.now();
@@ -111,6 +111,16 @@ export function describeQueues({ describe, it, make }: SuiteContext): void {
       equal(await look(), []);
       await end(store, runs[1] as string, flow);
       equal(ids(await look()), [runs[2]]);
+      // A sleeping run too.
+      await store.save(
+        cp(runs[2] as string, 1, { flow, segment: 2, status: 'sleeping' }),
+        { expectCalls: 0, leaseExpiresAt: now + 60_000 },
+      );
+      equal(await look(), []);
+      await store.save(
+        cp(runs[0] as string, 2, { flow, segment: 2, status: 'done' }),
+      );
+      equal(ids(await look()), [runs[3]]);
     });
 
     it('concurrent looks never admit past the limits', async () => {

@@ -1,6 +1,5 @@
 import {
   UNFINISHED,
-  type DueQuery,
   type HeadlessPage,
   type HeadlessQuery,
   type ListQuery,
@@ -17,7 +16,7 @@ import { toHead } from './redis.rows';
 import type { REDIS_SCRIPTS, Reply } from './redis.scripts';
 
 /** What an index scan returns: server time (ms), run ids (or id/score pairs), their born times. */
-type Scan = [number, string[], Array<string | null>];
+export type Scan = [number, string[], Array<string | null>];
 
 /**
  * How `drop` treats the runs it removes: 'index' from the sets only; 'ended' (a run that ended)
@@ -27,7 +26,7 @@ type Scan = [number, string[], Array<string | null>];
 export type DropMode = 'index' | 'ended' | 'forget';
 
 /** A run waiting on a queue: not due, not unfinished for recovery, until admitted. */
-function waiting(head: RunHead): boolean {
+export function waiting(head: RunHead): boolean {
   return head.queue?.availableAt !== undefined;
 }
 
@@ -195,81 +194,6 @@ export class RedisRunIndex {
     ]) as Promise<Scan>;
   }
 
-  /**
-   * Due work (`CheckpointStore.listDue`): `{P}:due` read by score up to `now`, each candidate
-   * checked against its head and its owner's lease. What is not due leaves the range, so the next
-   * look does not read it again: an ended or paused run leaves the index (a resume enters it again,
-   * `becomesDue`), a run whose lease was renewed moves to its lease expiry.
-   */
-  async due(query: DueQuery): Promise<RunHead[]> {
-    const { now, flows, limit = 100 } = query;
-    if (flows?.length === 0) return [];
-    const chunk = Math.min(Math.max(limit, 32), 500);
-    const out: RunHead[] = [];
-    for (let offset = 0; out.length < limit;) {
-      const scan = (await storeScript(
-        this.client,
-        'aaScanDue',
-        [this.keys.due, this.keys.born],
-        [Math.floor(now), offset, chunk],
-      )) as Scan;
-      const ids = scan[1];
-      if (ids.length === 0) break;
-      const { heads, gone } = await this.readHeads(scan, ids);
-      const running = await this.complete(
-        heads.filter((h): h is RunHead => h?.status === 'running'),
-      );
-      const leased = new Map(running.map((h) => [h.runId, h]));
-      const leave: string[] = [];
-      const later: Array<string | number> = [];
-      ids.forEach((id, i) => {
-        const head = heads[i];
-        // No head yet (a creation in flight) stays; an old one is in `gone`.
-        if (!head) return;
-        const run = leased.get(id);
-        if (!run) return void leave.push(id, '*');
-        // A waiting run is here only after an operator's claim or a refused save of its id: it
-        // stays (skipped), since an admission may make it due at any moment.
-        if (waiting(run)) return;
-        const lease = run.leaseExpiresAt;
-        if (lease !== undefined && lease >= now)
-          return void later.push(lease, id);
-        if (out.length < limit && (!flows || flows.includes(run.flow)))
-          out.push(run);
-      });
-      await Promise.all([
-        this.drop([this.keys.due], 'index', [...leave, ...gone]),
-        later.length && this.client.zadd(this.keys.due, 'XX', ...later),
-      ]);
-      if (ids.length < chunk) break;
-      // What stayed in the range (due runs, creations in flight) is skipped by offset.
-      offset +=
-        ids.length - leave.length / 2 - gone.length / 2 - later.length / 2;
-    }
-    return out;
-  }
-
-  /** Puts a run in the due index at `at` (a segment taken over: before its save). */
-  async becomesDue(runId: string, at: number): Promise<void> {
-    await guarded(STORE, runId, () =>
-      this.client.zadd(this.keys.due, at, runId),
-    );
-  }
-
-  /**
-   * Moves runs a worker renews to their new lease expiry (only runs still in the index); a release
-   * (0) makes them due at once.
-   */
-  async renewDue(runIds: readonly string[], at: number): Promise<void> {
-    if (runIds.length === 0) return;
-    const members = runIds.flatMap((id) => [at, id]);
-    await guarded(STORE, undefined, () =>
-      at === 0
-        ? this.client.zadd(this.keys.due, 'XX', ...members)
-        : this.client.zadd(this.keys.due, 'XX', 'GT', ...members),
-    );
-  }
-
   /** Adds the run to the flow's unfinished index and the list; returns [server ms, created]. */
   async announce(
     runId: string,
@@ -301,7 +225,10 @@ export class RedisRunIndex {
    * Heads of a scanned index chunk, sent together (one round trip, across Cluster nodes too), and
    * the (runId, born) entries whose head is missing and old enough to remove.
    */
-  private async readHeads([now, , born]: Scan, ids: string[]) {
+  async readHeads(
+    [now, , born]: Scan,
+    ids: string[],
+  ): Promise<{ heads: Array<RunHead | undefined>; gone: string[] }> {
     const heads = await this.readHeadFields(ids);
     const old = ids.filter((_, i) => {
       const at = born[i];

@@ -13,7 +13,8 @@
  * - Index keys, tagged `{P}` so one script updates them together: `{P}:unfinished:<flow>` sorted
  *   set (score 0, paged by run id), `{P}:runs` sorted set (by a creation sequence, `{P}:seq`),
  *   `{P}:born` hash (run id → when its step 0 was announced), `{P}:due` sorted set (each
- *   unfinished run → when it may be due: its lease expiry as last renewed; see listDue).
+ *   unfinished run → when it may be due: its lease expiry as last renewed, its wake time, its
+ *   deadline; see redis.due.ts).
  * - `{P:owner:<owner>}:leases` sorted set (run id → lease expiry ms) of the runs an owner drives:
  *   one write renews them all, and several runners of one worker id add to it side by side.
  * - Queues, tagged `{P}` too: `{P}:queued` hash (run id → its queue's name) and, per queue,
@@ -79,7 +80,7 @@ export class RedisKeys {
   readonly runs: string;
   readonly born: string;
   readonly seq: string;
-  /** Due work: every unfinished run by when it may be due (its lease expiry, as last renewed). */
+  /** Due work: every unfinished run by when it may be due (redis.due.ts). */
   readonly due: string;
   /** Run id → the name of its queue, for the scripts that drop a run from every index. */
   readonly queued: string;

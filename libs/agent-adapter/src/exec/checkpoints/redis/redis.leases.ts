@@ -3,7 +3,7 @@
  * run id → lease expiry ms), so one write renews them all. A run's effective lease is the later
  * of the one saved with its checkpoint and its score in its owner's set.
  */
-import { UNFINISHED, type RunHead } from '../checkpoint-store';
+import type { RunHead } from '../checkpoint-store';
 import type { RedisClient } from './redis.client';
 import type { RedisKeys } from './redis.layout';
 
@@ -33,8 +33,10 @@ export function renewOwnedRuns(
 }
 
 /**
- * Sets each unfinished, owned head's lease to the later of the one saved with it and its score in
- * its owner's set of driven runs (renewed once per interval for all of that owner's runs).
+ * Sets each running, owned head's lease to the later of the one saved with it and its score in
+ * its owner's set of driven runs (renewed once per interval for all of that owner's runs). Not a
+ * sleeping or paused head's: its `leaseExpiresAt` is its wake time or deadline, and its owner's set
+ * may still score it from a renewal of before the save that put it to sleep.
  */
 export async function withOwnerLeases(
   client: RedisClient,
@@ -42,7 +44,7 @@ export async function withOwnerLeases(
   heads: RunHead[],
 ): Promise<RunHead[]> {
   const held = heads.filter(
-    (h) => h.owner !== undefined && UNFINISHED.includes(h.status),
+    (h) => h.owner !== undefined && h.status === 'running',
   );
   const renewed = await Promise.all(
     held.map((h) => client.zscore(keys.owned(h.owner!), h.runId)),

@@ -32,11 +32,13 @@ local function delete_run()
   return redis.call('DEL', KEYS[1], KEYS[2])
 end
 
--- Both keys of the run live ttl seconds after its last write, never while it is paused.
+-- Both keys of the run live ttl seconds after its last write, never while it is paused or
+-- sleeping: it waits for a person or a time, however long.
 local function touch(status, ttl)
   if ttl <= 0 then return end
+  local waits = status == 'paused' or status == 'sleeping'
   for i = 1, 2 do
-    if status == 'paused' then redis.call('PERSIST', KEYS[i]) else redis.call('EXPIRE', KEYS[i], ttl) end
+    if waits then redis.call('PERSIST', KEYS[i]) else redis.call('EXPIRE', KEYS[i], ttl) end
   end
 end
 
@@ -135,7 +137,7 @@ if step == 0 then
   if refused then return refused end
 else
   if not head[1] or tonumber(head[1]) ~= step - 1 then return {'step', head[1]} end
-  if head[2] ~= 'running' and head[2] ~= 'paused' then return {'ended', head[2]} end
+  if head[2] ~= 'running' and head[2] ~= 'paused' and head[2] ~= 'sleeping' then return {'ended', head[2]} end
   -- A checkpoint keeps the run's segment or claims the next one; anything else is a worker of
   -- another incarnation of this run id, or a stale one.
   local seg, cur = tonumber(ARGV[5]), tonumber(head[3])
@@ -222,11 +224,12 @@ return {h[1], h[2], h[3], h[4], cp}
 /**
  * A release (a lease renewed to 0): the lease saved with the checkpoint goes to 0 too, or it
  * would still hold the run (a run's lease is the later of it and its owner's score). Only down: a
- * saved lease already earlier stays. ARGV: owner, lease ms.
+ * saved lease already earlier stays. Running runs only: a sleeping or paused run's `lease` is its
+ * wake time or deadline. ARGV: owner, lease ms.
  */
 export const RELEASE_LUA = `
 local h = redis.call('HMGET', KEYS[1], 'owner', 'status', 'lease')
-if h[1] ~= ARGV[1] or (h[2] ~= 'running' and h[2] ~= 'paused') then return 0 end
+if h[1] ~= ARGV[1] or h[2] ~= 'running' then return 0 end
 if h[3] and tonumber(h[3]) <= tonumber(ARGV[2]) then return 0 end
 redis.call('HSET', KEYS[1], 'lease', ARGV[2])
 return 1

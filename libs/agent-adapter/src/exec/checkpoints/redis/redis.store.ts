@@ -29,6 +29,7 @@ import {
   quitOrDrop,
   type RedisClient,
 } from './redis.client';
+import { RedisDueIndex } from './redis.due';
 import { HALF_CREATE_WINDOW, RedisRunIndex, storeScript } from './redis.index';
 import type { RedisClientLike } from './redis.client-like';
 import { renewOwnedRuns } from './redis.leases';
@@ -50,7 +51,10 @@ import {
 export type { RedisClientLike } from './redis.client-like';
 
 export interface RedisCheckpointStoreOptions {
-  /** Every key of a run expires this long after the run's last write; never while it is paused. */
+  /**
+   * Every key of a run expires this long after the run's last write; never while it is paused or
+   * sleeping.
+   */
   ttlSeconds?: number;
   /** Key namespace (tenant). No `{`, `}` or `:`. Default `aa`. */
   prefix?: string;
@@ -68,6 +72,7 @@ export class RedisCheckpointStore extends CheckpointStore {
   private readonly ttl: number;
   private readonly keys: RedisKeys;
   private readonly index: RedisRunIndex;
+  private readonly dueIndex: RedisDueIndex;
   private readonly queues: RedisRunQueues;
   /** Write tokens: random per store instance, then counted (see `token`). */
   private readonly tokenBase = randomBytes(9).toString('base64');
@@ -83,6 +88,7 @@ export class RedisCheckpointStore extends CheckpointStore {
     this.ttl = Math.ceil(options.ttlSeconds ?? 0);
     this.client = connectWithScripts(connect);
     this.index = new RedisRunIndex(this.client, this.keys);
+    this.dueIndex = new RedisDueIndex(this.client, this.keys, this.index);
     this.queues = new RedisRunQueues(this.client, this.keys, this.index);
   }
 
@@ -97,8 +103,8 @@ export class RedisCheckpointStore extends CheckpointStore {
     const token = this.token();
     // A segment taken over (a claim, a resume, an operator's decision) enters the due index first:
     // a crash right after leaves a candidate that is not due, never a run no worker would find.
-    if (step > 0 && options.expectCalls !== undefined)
-      await this.index.becomesDue(runId, lease ?? 0);
+    const claim = step > 0 && options.expectCalls !== undefined;
+    if (claim) await this.dueIndex.becomesDue(runId, lease ?? 0);
     for (let attempt = 1; ; attempt++) {
       // Index first: a crash right after leaves an entry without a head (dropped by readers),
       // never a run that recovery cannot find.
@@ -122,6 +128,8 @@ export class RedisCheckpointStore extends CheckpointStore {
       if (refused) throw refused;
       break;
     }
+    // The due index after the script (redis.due.ts says why in that order).
+    if (step > 0) await this.dueIndex.saved(runId, step, status, lease, claim);
     if (!UNFINISHED.includes(status)) {
       // Only once the run has ended; a crash before this leaves an entry that readers clean.
       // A queued run leaves its queue's counts in the same script.
@@ -258,22 +266,20 @@ export class RedisCheckpointStore extends CheckpointStore {
    * with the new expiry as its score (ZADD, additive: several runners of one worker id, e.g. a
    * flow runner and tool loops in one process, each renew their own runs without dropping the
    * others'), and entries that expired long ago are pruned. A run's lease is the later of the one
-   * saved with its checkpoint and its score in its owner's set. With a TTL, the driven runs' keys
-   * are refreshed too, so a long superstep cannot expire a live run.
+   * saved with its checkpoint and its score in its owner's set, while it is running. With a TTL,
+   * the driven running runs' keys are refreshed too, so a long superstep cannot expire a live run.
    */
   async renewLeases(
     owner: string,
     leaseExpiresAt: number,
     runIds: readonly string[],
   ): Promise<number> {
-    const [, , heads] = await Promise.all([
+    // The owner's set may score a run that is no longer running (a renewal landing after the save
+    // that put it to sleep): readers take its score for running heads only. The due index orders
+    // its own writes (redis.due.ts) and counts the running runs the owner holds.
+    const [renewed] = await Promise.all([
+      this.dueIndex.renewed(owner, runIds, leaseExpiresAt),
       renewOwnedRuns(this.client, this.keys, owner, leaseExpiresAt, runIds),
-      this.index.renewDue(runIds, leaseExpiresAt),
-      Promise.all(
-        runIds.map((id) =>
-          this.client.hmget(this.keys.runHash(id), 'owner', 'status'),
-        ),
-      ),
       ...(this.ttl > 0
         ? runIds.map((id) =>
             this.script('aaTouch', this.keys.run(id), [this.ttl]),
@@ -288,10 +294,7 @@ export class RedisCheckpointStore extends CheckpointStore {
           )
         : []),
     ]);
-    return heads.filter(
-      ([holder, status]) =>
-        holder === owner && UNFINISHED.includes(status as RunStatus),
-    ).length;
+    return renewed;
   }
 
   /** QUIT, or drop the connection when the server does not answer (see `quitOrDrop`). */
@@ -311,7 +314,7 @@ export class RedisCheckpointStore extends CheckpointStore {
   }
 
   listDue(query: DueQuery): Promise<RunHead[]> {
-    return this.index.due(query);
+    return this.dueIndex.due(query);
   }
 
   listHeadless(query?: HeadlessQuery): Promise<HeadlessPage> {

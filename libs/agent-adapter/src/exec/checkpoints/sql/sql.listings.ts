@@ -13,7 +13,7 @@ import { DUE_SQL, UNFINISHED_SQL, type SqlNames } from './sql.schema';
 
 /**
  * The SQL store's listings of run heads, one statement each, every one an index range: the flow's
- * unfinished runs by run id (recovery's sweep), due work by lease expiry, the operators' pages
+ * unfinished runs by run id (recovery's sweep), due work by due time, the operators' pages
  * newest first, and the runs whose head is missing.
  */
 
@@ -39,7 +39,10 @@ export async function unfinishedHeads(
   return rows.map(toHead);
 }
 
-/** `CheckpointStore.listDue`: through `runs_due` (lease_expires_at of running runs). */
+/**
+ * `CheckpointStore.listDue`: through `runs_due` (by due time). A running or sleeping run without a
+ * due time is due at once; a paused one without is not in the index.
+ */
 export async function dueHeads(
   engine: Engine,
   names: SqlNames,

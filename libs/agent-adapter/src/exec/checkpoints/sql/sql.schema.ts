@@ -8,15 +8,16 @@ import { Messages } from '../../../errors/messages';
 export type SqlDialect = 'postgres' | 'sqlite';
 
 /** The runs an index or a query of unfinished runs covers (the partial indexes' predicate). */
-export const UNFINISHED_SQL = `status IN ('running', 'paused')`;
+export const UNFINISHED_SQL = `status IN ('running', 'paused', 'sleeping')`;
 
 /** The schema version these tables have; stored in the meta table. */
-export const SCHEMA_VERSION = 4;
+export const SCHEMA_VERSION = 5;
 /** Earlier versions, refused by name (development builds; nothing migrates). */
 export const RETIRED_SCHEMA_VERSIONS: ReadonlyMap<string, string> = new Map([
   ['1', 'run heads without a seal'],
   ['2', 'no index of due work (running runs by lease expiry)'],
   ['3', 'no queues'],
+  ['4', 'no sleeping runs; due work only of running runs'],
 ]);
 
 /** @publicApi */
@@ -69,8 +70,13 @@ export function sqlNames(
   };
 }
 
-/** The runs whose lease is due work (see `runs_due`): running and not waiting on a queue. */
-export const DUE_SQL = `status = 'running' AND available_at IS NULL`;
+/**
+ * The runs that may be due work (`runs_due`, by due time): not waiting on a queue, and running, or
+ * sleeping or paused with a due time. A sleeping run without one is due at once like a running one
+ * (listDue keeps `lease_expires_at IS NULL`); a paused one without one waits for a person, so it
+ * stays out of the index and a look never reads it.
+ */
+export const DUE_SQL = `available_at IS NULL AND (status IN ('running', 'sleeping') OR (status = 'paused' AND lease_expires_at IS NOT NULL))`;
 
 /** A queue's waiting runs (`runs_waiting`). */
 export const WAITING_SQL = `available_at IS NOT NULL`;
@@ -116,7 +122,8 @@ export function createStatements(dialect: SqlDialect, n: SqlNames): string[] {
     // listUnfinished and renewLeases only ever look at unfinished runs: partial indexes stay small.
     `CREATE INDEX IF NOT EXISTS ${idx('runs_unfinished')} ON ${n.runs} (flow, run_id) WHERE ${UNFINISHED_SQL}`,
     `CREATE INDEX IF NOT EXISTS ${idx('runs_owner')} ON ${n.runs} (owner) WHERE ${UNFINISHED_SQL}`,
-    // Due work (listDue): running runs by lease expiry, so a look reads only what is due.
+    // Due work (listDue): runs by due time (lease expiry, wake time, deadline), so a look reads
+    // only what is due.
     `CREATE INDEX IF NOT EXISTS ${idx('runs_due')} ON ${n.runs} (lease_expires_at) WHERE ${DUE_SQL}`,
     `CREATE INDEX IF NOT EXISTS ${idx('runs_flow_id')} ON ${n.runs} (flow, id)`,
     // Queues: each waiting run in admission order, the admitted ones by admission time (the

@@ -51,7 +51,6 @@ import {
 } from './sql.rows';
 import {
   sqlNames,
-  UNFINISHED_SQL,
   type SqlDialect,
   type SqlNames,
   type SqlTableOptions,
@@ -350,13 +349,14 @@ export class SQLCheckpointStore extends CheckpointStore {
   ): Promise<number> {
     if (runIds.length === 0) return 0;
     const { engine, names } = await this.open();
-    // One statement for all the runs this worker drives.
+    // One statement for all the runs this worker drives. Running ones only: a sleeping or paused
+    // run's due time is its wake time or deadline, which a renewal landing after that save keeps.
     const listed =
       engine.dialect === 'postgres'
         ? 'run_id = ANY($3::varchar[])'
         : 'run_id IN (SELECT value FROM json_each($3))';
     return engine.change(
-      `UPDATE ${names.runs} SET lease_expires_at = $1 WHERE owner = $2 AND ${listed} AND ${UNFINISHED_SQL}`,
+      `UPDATE ${names.runs} SET lease_expires_at = $1 WHERE owner = $2 AND ${listed} AND status = 'running'`,
       [
         Math.floor(leaseExpiresAt),
         owner,
