@@ -127,7 +127,7 @@ export interface AdmitQuery {
   now: number;
   /** At most this many runs admitted by this look. */
   limit: number;
-  /** At most this many admitted, unfinished (running or paused) runs on the queue. */
+  /** At most this many admitted, unfinished (running, paused or sleeping) runs on the queue. */
   concurrency?: number;
   /** At most this many admitted, unfinished runs per concurrency key (runs without a key: no limit). */
   perKey?: number;
@@ -237,7 +237,7 @@ export abstract class CheckpointStore {
   abstract latest(runId: string): Promise<CheckpointRecord | undefined>;
 
   /**
-   * Heads of the flow's unfinished (running or paused) runs, by run id, one page at a time. Runs
+   * Heads of the flow's unfinished (running, paused or sleeping) runs, by run id, one page at a time. Runs
    * waiting on a queue are left out: only `admit` starts them.
    */
   abstract listUnfinished(
