@@ -38,11 +38,11 @@ export type {
 } from './flow/runner/queues';
 
 export { Scheduler } from './flow/schedules/scheduler';
-export type { ScheduleInfo } from './flow/schedules/scheduler';
 export type { ScheduleOptions } from './flow/schedules/schedule.options';
 export type {
   ScheduleCatchUp,
   ScheduleDefinition,
+  ScheduleInfo,
   ScheduleOverlap,
 } from './flow/schedules/schedule-record';
 

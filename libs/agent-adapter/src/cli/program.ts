@@ -15,6 +15,7 @@ import { CliError } from './cli.error';
 import { CliMessages } from './cli.messages';
 import { corruptMessage } from './corrupt-wording';
 import { keyRingFromEnv, KEY_ENV } from './key';
+import { scheduleCommands } from './schedule-commands';
 import { forkCommand, type CommandContext } from './fork-command';
 import { indent } from './args';
 import { readCommands } from './read-commands';
@@ -108,6 +109,7 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
   resolveCommand(runs, context);
   restoreCommand(runs, context);
   forkCommand(runs, context);
+  scheduleCommands(program, context);
 
   try {
     await program.parseAsync(argv, { from: 'user' });

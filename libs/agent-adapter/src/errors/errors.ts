@@ -56,8 +56,8 @@ export class RunQueued extends DurableError {
 
 /** Nothing is stored for the run id. @publicApi */
 export class CheckpointNotFound extends DurableError {
-  constructor(runId: string) {
-    super(Messages.notFound(runId), runId);
+  constructor(runId: string, message = Messages.notFound(runId)) {
+    super(message, runId);
   }
 }
 

@@ -38,7 +38,8 @@ import { resultOf } from './run-transitions';
 import { SegmentDriver } from './segment-driver';
 import { resumeRun } from './waits';
 import { continueRun } from './continue-run';
-import { Scheduler, type ScheduleInfo } from '../schedules/scheduler';
+import { Scheduler } from '../schedules/scheduler';
+import type { ScheduleInfo } from '../schedules/schedule-record';
 import type { ScheduleOptions } from '../schedules/schedule.options';
 import {
   enqueueRun,

@@ -1,15 +1,17 @@
 import { createHash } from 'node:crypto';
-import { CheckpointConflict } from '../../errors';
+import { CheckpointConflict, CheckpointNotFound } from '../../errors';
 import { Messages } from '../../errors/messages';
 import type {
   CheckpointStore,
   RunHead,
 } from '../../exec/checkpoints/checkpoint-store';
+import { listAll } from '../../exec/checkpoints/list-all';
 import { canonical } from '../../exec/durable/canonical-json';
 import type { KeyRing } from '../../exec/durable/key-ring';
 import { openCheckpoint, type Checkpoint } from '../../exec/durable/records';
 import { SegmentWriter } from '../../exec/durable/segment-writer';
 import { startCheckpoint } from '../runner/run-transitions';
+import { cronClock } from './cron';
 
 /**
  * A schedule is stored as a record in the runs' own index: a "run" of the reserved flow
@@ -44,6 +46,15 @@ export interface ScheduleDefinition {
 /** The record's sealed state: the definition, and since when its ticks count. */
 export interface RecordState extends ScheduleDefinition {
   /** Ticks before this (epoch ms: the record's creation, last change or resume) never run. */
+  since: number;
+}
+
+/** A schedule as `schedules.list()` shows it. @publicApi */
+export interface ScheduleInfo extends ScheduleDefinition {
+  paused: boolean;
+  /** The next tick it fires (epoch ms); absent while paused. */
+  nextAt?: number;
+  /** Ticks before this (its creation, last change or resume) never run. */
   since: number;
 }
 
@@ -141,4 +152,53 @@ export function sameDefinition(
     a.overlap === b.overlap &&
     a.catchUp === b.catchUp
   );
+}
+
+/** Every stored schedule (declared by any process), by name, with its next tick. */
+export async function listSchedules(
+  store: CheckpointStore,
+  ring: KeyRing,
+): Promise<ScheduleInfo[]> {
+  const out: ScheduleInfo[] = [];
+  for await (const head of listAll(store, { flow: SCHEDULES_FLOW })) {
+    const record = await readRecord(
+      store,
+      ring,
+      head.runId.slice(RECORD_PREFIX.length),
+    );
+    if (record) out.push(infoOf(record));
+  }
+  return out.sort((a, b) => (a.name < b.name ? -1 : 1));
+}
+
+/**
+ * Pauses a stored schedule (no worker fires it until it is resumed) or resumes it from its next
+ * tick (the ticks missed while paused never run): a checkpoint of its record, compare-and-set.
+ */
+export async function changeSchedule(
+  store: CheckpointStore,
+  ring: KeyRing,
+  name: string,
+  to: 'pause' | 'resume',
+): Promise<ScheduleInfo> {
+  const record = await readRecord(store, ring, name);
+  if (!record)
+    throw new CheckpointNotFound(recordId(name), Messages.noSchedule(name));
+  const state = { ...record.state, since: Date.now() };
+  const next =
+    to === 'pause'
+      ? undefined
+      : cronClock(name, state.expression, state.timezone).next(state.since - 1);
+  await writeRecord(store, ring, record, state, next);
+  return { ...state, paused: next === undefined, ...at(next) };
+}
+
+/** `nextAt` when there is one. */
+export function at(next: number | undefined): { nextAt?: number } {
+  return next === undefined ? {} : { nextAt: next };
+}
+
+export function infoOf({ head, state }: ScheduleRecord): ScheduleInfo {
+  const paused = head.status !== 'running';
+  return { ...state, paused, ...(!paused && at(head.leaseExpiresAt)) };
 }

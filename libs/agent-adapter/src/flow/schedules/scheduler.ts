@@ -1,7 +1,6 @@
 import { CheckpointConflict, DurableSetupError, FlowError } from '../../errors';
 import { Messages } from '../../errors/messages';
 import type { CheckpointStore } from '../../exec/checkpoints/checkpoint-store';
-import { listAll } from '../../exec/checkpoints/list-all';
 import type { KeyRing } from '../../exec/durable/key-ring';
 import type { Flow } from '../flow.builder';
 import type { RecoveryOutcome } from '../flow.interfaces';
@@ -10,6 +9,10 @@ import type { EnqueueOptions } from '../runner/queues';
 import type { TakeoverSource } from '../runner/takeover';
 import { cronClock, type CronClock } from './cron';
 import {
+  at,
+  changeSchedule,
+  infoOf,
+  listSchedules,
   readRecord,
   RECORD_PREFIX,
   sameDefinition,
@@ -18,23 +21,13 @@ import {
   tickRunId,
   writeRecord,
   type RecordState,
-  type ScheduleDefinition,
-  type ScheduleRecord,
+  type ScheduleInfo,
 } from './schedule-record';
 import {
   scheduleSettings,
   type LocalSchedule,
   type ScheduleOptions,
 } from './schedule.options';
-
-/** A schedule as `schedules.list()` shows it. @publicApi */
-export interface ScheduleInfo extends ScheduleDefinition {
-  paused: boolean;
-  /** The next tick it fires (epoch ms); absent while paused. */
-  nextAt?: number;
-  /** Ticks before this (its creation, last change or resume) never run. */
-  since: number;
-}
 
 /** How the scheduler starts a tick's run (the runner's `run` and `enqueue`). */
 export interface TickStarter {
@@ -114,25 +107,17 @@ export class Scheduler {
 
   /** Stops firing `name` on every worker until `resume`; its runs in flight go on. */
   pause(name: string): Promise<ScheduleInfo> {
-    return this.change(name, () => undefined);
+    return changeSchedule(this.store, this.ring, name, 'pause');
   }
 
   /** Fires `name` again from its next tick; ticks missed while paused never run. */
   resume(name: string): Promise<ScheduleInfo> {
-    return this.change(name, (state) =>
-      cronClock(name, state.expression, state.timezone).next(Date.now() - 1),
-    );
+    return changeSchedule(this.store, this.ring, name, 'resume');
   }
 
   /** Every stored schedule (declared by any process), with its next tick. */
-  async list(): Promise<ScheduleInfo[]> {
-    const out: ScheduleInfo[] = [];
-    for await (const head of listAll(this.store, { flow: SCHEDULES_FLOW })) {
-      const name = head.runId.slice(RECORD_PREFIX.length);
-      const record = await readRecord(this.store, this.ring, name);
-      if (record) out.push(infoOf(record));
-    }
-    return out.sort((a, b) => (a.name < b.name ? -1 : 1));
+  list(): Promise<ScheduleInfo[]> {
+    return listSchedules(this.store, this.ring);
   }
 
   /** The queues of the schedules declared here that do not allow overlap. */
@@ -159,18 +144,6 @@ export class Scheduler {
       flow: flow as unknown as Flow<object>,
       schedule: schedule,
     });
-  }
-
-  private async change(
-    name: string,
-    nextOf: (state: RecordState) => number | undefined,
-  ): Promise<ScheduleInfo> {
-    const record = await readRecord(this.store, this.ring, name);
-    if (!record) throw new FlowError(Messages.noSchedule(name));
-    const state = { ...record.state, since: Date.now() };
-    const next = nextOf(state);
-    await writeRecord(this.store, this.ring, record, state, next);
-    return { ...state, paused: next === undefined, ...at(next) };
   }
 
   /**
@@ -258,17 +231,4 @@ export function dueTicks(
   const last = clock.latest(now) ?? first;
   const onTime = state.catchUp === 'last' || now - last <= ON_TIME_MS;
   return { ticks: onTime ? [last] : [], next: clock.next(last) };
-}
-
-function at(next: number | undefined): { nextAt?: number } {
-  return next === undefined ? {} : { nextAt: next };
-}
-
-function infoOf({ head, state }: ScheduleRecord): ScheduleInfo {
-  const paused = head.status !== 'running';
-  return {
-    ...state,
-    paused,
-    ...(!paused && at(head.leaseExpiresAt)),
-  };
 }
