@@ -54,9 +54,9 @@ export const NestMessages = {
   recoveredPaused: (
     flow: string,
     runId: string,
-    deadline?: { at: number; onTimeout: 'deny' | 'approve' | 'fail' },
+    pending?: { deadline?: number; onTimeout?: 'deny' | 'approve' | 'fail' },
   ) =>
-    `Run "${runId}" of flow "${flow}" is paused, waiting for an approval: resume it with its decision${deadline ? ` by its deadline (${new Date(deadline.at).toISOString()}), when the clock ${{ deny: 'denies the call', approve: 'approves the call', fail: 'fails the run' }[deadline.onTimeout]}` : ''}.`,
+    `Run "${runId}" of flow "${flow}" is paused, waiting for an approval: resume it with its decision${pending?.deadline !== undefined && pending.onTimeout ? ` by its deadline (${new Date(pending.deadline).toISOString()}), when the clock ${{ deny: 'denies the call', approve: 'approves the call', fail: 'fails the run' }[pending.onTimeout]}` : ''}.`,
   recoveredSleeping: (flow: string, runId: string, wakeAt: number) =>
     `Run "${runId}" of flow "${flow}" sleeps until ${new Date(wakeAt).toISOString()}: a worker with a takeover wakes it then.`,
   needsDecision: (

@@ -317,16 +317,9 @@ export class RecoveryOrchestrator
     const recovered = sweep.calls?.take(runId);
     if (!(outcome instanceof Error)) {
       const calls = recovered && describeCalls(recovered);
-      const { pending } = outcome;
       if (outcome.status === 'paused')
         this.logger.warn(
-          NestMessages.recoveredPaused(
-            flow,
-            runId,
-            pending?.deadline !== undefined && pending.onTimeout
-              ? { at: pending.deadline, onTimeout: pending.onTimeout }
-              : undefined,
-          ),
+          NestMessages.recoveredPaused(flow, runId, outcome.pending),
         );
       // Waiting for its time, as it should: nothing was recovered, nothing is wrong.
       else if (outcome.status === 'sleeping' && outcome.wakeAt !== undefined)
