@@ -33,7 +33,13 @@ import { Order } from '../tickets/order.state';
 import { TicketsFlow } from '../tickets/tickets.flow';
 import { ResolveBody } from './resolve.body';
 
-const STATUSES: readonly RunStatus[] = ['running', 'paused', 'done', 'failed'];
+const STATUSES: readonly RunStatus[] = [
+  'running',
+  'paused',
+  'sleeping',
+  'done',
+  'failed',
+];
 
 /** A run id the library takes (see `checkRunId`): a client's key is checked before it is used. */
 const ORDER_KEY = /^[A-Za-z0-9_.:@-]{1,200}$/;

@@ -95,6 +95,15 @@ describeInChromium('run viewer (headless Chromium)', () => {
     expect(await badgesOf('order-done')).toEqual(['done']);
     await shot('list');
 
+    // Every status is a filter, the waiting ones included (runs-that-sleep are in viewer-time).
+    expect(await page.locator('#status option').allTextContents()).toEqual([
+      'all',
+      'running',
+      'paused',
+      'sleeping',
+      'done',
+      'failed',
+    ]);
     await page.selectOption('#status', 'paused');
     await rowsAre(1);
     expect(await rows().first().getAttribute('data-run')).toBe('refund-1');

@@ -12,7 +12,7 @@ import {
   type ModuleMetadata,
 } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
-import { SQLiteCheckpointStore } from 'agent-adapter';
+import { SQLiteCheckpointStore, type CheckpointStore } from 'agent-adapter';
 import {
   DurableModule,
   Flow,
@@ -124,11 +124,11 @@ export async function crashIn(
 }
 
 /**
- * The application with the viewer at `/ops/runs` on the SQLite file at `path`, listening on
- * 127.0.0.1 (a loopback host, allowed by default), its bootstrap recovery done.
+ * The application with the viewer at `/ops/runs` on the SQLite file at `path` (or on the store
+ * given), listening on 127.0.0.1 (a loopback host, allowed by default), its bootstrap recovery done.
  */
 export async function viewerApp(
-  path: string,
+  path: string | CheckpointStore,
   ledger: Ledger,
   refunds: string[],
   options: {
@@ -141,7 +141,7 @@ export async function viewerApp(
   const moduleRef = await Test.createTestingModule({
     imports: [
       DurableModule.forRoot({
-        store: { type: 'sqlite', path },
+        store: typeof path === 'string' ? { type: 'sqlite', path } : path,
         key: KEY,
         workerId: 'viewer-test',
         viewer: options.viewer ?? { path: '/ops/runs', privateNetwork: true },

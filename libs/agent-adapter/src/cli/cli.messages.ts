@@ -1,3 +1,10 @@
+/** What the clock does at an approval deadline, by the tool's `onTimeout`. */
+const CLOCK_DOES = {
+  deny: 'the clock denies the call',
+  approve: 'the clock approves the call',
+  fail: 'the clock fails the run',
+} as const;
+
 /** Message factories of the CLI: every `CliError` says what is wrong and what to do. @internal */
 export const CliMessages = {
   restoredRuns: (r: {
@@ -51,6 +58,23 @@ export const CliMessages = {
     status: string,
   ) =>
     `Run "${runId}" moved while it was being cancelled (read at step ${expected}, now at step ${step}, ${status}): nothing was written. Look at it again (runs show) before deciding.`,
+  // Runs that wait for a time (cli/due-time.ts, inspect.ts).
+  onTimeout: (action: 'deny' | 'approve' | 'fail') =>
+    `then ${CLOCK_DOES[action]}`,
+  inspectSleeping: (runId: string, wakeAt: number, now: number) =>
+    wakeAt > now
+      ? `The run sleeps until ${new Date(wakeAt).toISOString()}: recover returns it as it is until then, and a worker with a takeover wakes it then (its node runs again, its finished calls and its sleep replay). runs cancel ${runId} ends it instead. Nothing was written.`
+      : `The run's wake time (${new Date(wakeAt).toISOString()}) has passed: a worker's takeover wakes it at its next look, or recover(flow, runId) now (no recovery is counted). Nothing was written.`,
+  inspectPaused: (tool: string, node: string) =>
+    `The run is paused: "${tool}" (node ${node}) waits for an approval. recover returns it as it is; resume(flow, runId, { approved }) decides it.`,
+  inspectDeadline: (
+    deadline: number,
+    action: 'deny' | 'approve' | 'fail',
+    now: number,
+  ) =>
+    deadline > now
+      ? ` Its approval deadline is ${new Date(deadline).toISOString()}: then ${CLOCK_DOES[action]}, unless a person decides first (one decision wins).`
+      : ` Its approval deadline (${new Date(deadline).toISOString()}) has passed: a worker's takeover (or recover) lets the clock decide: ${CLOCK_DOES[action]}.`,
   cancelEnded: (runId: string, status: string) =>
     `Run "${runId}" has already ended (${status}); there is nothing to cancel.`,
   // cli/program.ts uses these.

@@ -38,10 +38,15 @@ export function decisionsText(decisions: readonly RecordedDecision[]): string {
     ['STEP', 'DECISION', 'CALLS', 'BY', 'AT', 'REASON'],
     decisions.map((d) => [
       String(d.step),
-      d.sync ? `${d.kind} (sync)` : d.kind,
+      d.sync
+        ? `${d.kind} (sync)`
+        : d.timedOut
+          ? `${d.kind} (timed out)`
+          : d.kind,
       d.calls.map((id, i) => `${id} ${d.tools[i] ?? ''}`.trim()).join(', ') ||
         '-',
-      d.by ?? '-',
+      // The clock decided at an approval deadline: no person to name.
+      d.by ?? (d.timedOut ? 'the clock' : '-'),
       time(d.at),
       d.reason ?? '-',
     ]),

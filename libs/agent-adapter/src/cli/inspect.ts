@@ -1,4 +1,5 @@
 import { CheckpointConflict, CheckpointStoreCorrupt } from '../errors';
+import { CliMessages } from './cli.messages';
 import { corruptMessage } from './corrupt-wording';
 import { Messages } from '../errors/messages';
 import type {
@@ -31,8 +32,10 @@ import type {
 export type Verdict =
   /** Done or failed: recover refuses it (CheckpointConflict); fork it to run it again. */
   | 'ended'
-  /** recover returns it as it is; resume decides the pending call. */
+  /** recover returns it as it is; resume decides the pending call (or the clock, at its deadline). */
   | 'paused'
+  /** recover returns it as it is until its (sealed) wake time; then a takeover or recover wakes it. */
+  | 'sleeping'
   /** recover would claim it and rerun its cut superstep: replays, reruns, no decision needed. */
   | 'recoverable'
   /** recover would stop with RecoveryNeedsDecision, unless every listed tool is idempotent or rerunInDoubt. */
@@ -88,7 +91,10 @@ export interface Inspection {
   frontier: string[];
   replay: ReplayedCall[];
   inDoubt: DoubtfulCall[];
+  /** A paused run: the call that waits, with its approval deadline and `onTimeout` if it has one. */
   pending?: PendingApproval;
+  /** A sleeping run: when it wakes (epoch ms), from its sealed checkpoint. */
+  wakeAt?: number;
   /** Every decision recorded in the run (approvals, denials, reruns in doubt, a cancel), oldest first. */
   decisions: RecordedDecision[];
   problems: string[];
@@ -169,7 +175,10 @@ export async function inspectRun(
     needsCtx: cp.identity.principal !== undefined,
     frontier: cp.frontier,
     ...(cp.recoveries !== undefined && { recoveries: cp.recoveries }),
-    ...(cp.pending && { pending: cp.pending }),
+    // A run the clock failed at a deadline keeps its pending call sealed: it waits no more.
+    ...(cp.status === 'paused' && cp.pending && { pending: cp.pending }),
+    ...(cp.status === 'sleeping' &&
+      cp.wakeAt !== undefined && { wakeAt: cp.wakeAt }),
   };
   if (cp.status === 'done' || cp.status === 'failed') {
     return {
@@ -230,10 +239,24 @@ export async function inspectRun(
     };
   }
   if (cp.status === 'paused') {
+    const { pending } = cp;
+    const deadline =
+      pending?.deadline !== undefined && pending.onTimeout
+        ? CliMessages.inspectDeadline(pending.deadline, pending.onTimeout, now)
+        : '';
     return {
       ...out,
       verdict: 'paused',
-      summary: `The run is paused: "${cp.pending?.tool ?? '?'}" (node ${cp.pending?.node ?? '?'}) waits for an approval. recover returns it as it is; resume(flow, runId, { approved }) decides it.`,
+      summary:
+        CliMessages.inspectPaused(pending?.tool ?? '?', pending?.node ?? '?') +
+        deadline,
+    };
+  }
+  if (cp.status === 'sleeping' && cp.wakeAt !== undefined) {
+    return {
+      ...out,
+      verdict: 'sleeping',
+      summary: CliMessages.inspectSleeping(runId, cp.wakeAt, now),
     };
   }
   const undecided = inDoubt.filter((c) => !idempotent.has(c.tool));

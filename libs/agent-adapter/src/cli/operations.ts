@@ -6,10 +6,11 @@ import {
   RunCancelled,
 } from '../errors';
 import { corruptMessage } from './corrupt-wording';
-import type {
-  CheckpointStore,
-  RunHead,
-  RunStatus,
+import {
+  UNFINISHED,
+  type CheckpointStore,
+  type RunHead,
+  type RunStatus,
 } from '../exec/checkpoints/checkpoint-store';
 import type { KeyRing } from '../exec/durable/key-ring';
 import {
@@ -161,7 +162,7 @@ export async function showRun(
       }),
     };
   });
-  const unfinished = head.status === 'running' || head.status === 'paused';
+  const unfinished = UNFINISHED.includes(head.status);
   // What recovery would find in doubt, through the inspector's read (problems are `runs verify`'s).
   const inDoubt = unfinished
     ? await inspectRun(store, ring, runId).then(
@@ -205,10 +206,12 @@ export interface CancelResult {
 }
 
 /**
- * Ends a running or paused run as `failed` ("cancelled by operator"): a new sealed checkpoint saved
- * with the store's compare-and-set, in a new segment. A worker driving the run is fenced (its next
- * call is refused, its next save conflicts) and runs nothing after its current call. A race with
- * that worker's own save is retried on the fresh checkpoint.
+ * Ends a running, paused or sleeping run as `failed` ("cancelled by operator"): a new sealed
+ * checkpoint saved with the store's compare-and-set, in a new segment. A worker driving the run is
+ * fenced (its next call is refused, its next save conflicts) and runs nothing after its current
+ * call. A race with that worker's own save is retried on the fresh checkpoint. What the run waited
+ * for goes with it: a pending approval and its deadline, a sleep's wake time (an ended run is
+ * never due, so no takeover wakes it or lets the clock decide).
  */
 export async function cancelRun(
   store: CheckpointStore,

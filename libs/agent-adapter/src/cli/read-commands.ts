@@ -1,16 +1,14 @@
 import { Option, type Command } from 'commander';
 import type { RunStatus } from '../exec/checkpoints/checkpoint-store';
 import type { CommandContext } from './fork-command';
-import { decisionsText, inDoubtText } from './doubt-format';
-import { fields, table, time } from './format';
-import { inspectRun, type Inspection } from './inspect';
+import { RUN_STATUSES } from './due-time';
+import { inspectRun } from './inspect';
 import { headProblem } from '../flow/runner/run-reader';
 import { list, positiveInt } from './args';
 import { corruptMessage } from './corrupt-wording';
 import { showRun } from './operations';
 import { runIdArg } from './run-id-arg';
-
-const STATUSES: RunStatus[] = ['running', 'paused', 'done', 'failed'];
+import { inspectionText, listText, showText } from './run-text';
 
 /** `runs list`, `runs show` and `runs inspect`: reads, nothing written. */
 export function readCommands(runs: Command, c: CommandContext): void {
@@ -20,7 +18,7 @@ export function readCommands(runs: Command, c: CommandContext): void {
     .option('--flow <name>', 'only runs of this flow')
     .addOption(
       new Option('--status <status>', 'only runs with this status').choices(
-        STATUSES,
+        RUN_STATUSES,
       ),
     )
     .option('--limit <n>', 'at most this many runs', positiveInt, 50)
@@ -50,26 +48,7 @@ export function readCommands(runs: Command, c: CommandContext): void {
             return problem ? { ...r, corrupt: corruptMessage(problem) } : r;
           }),
         };
-        c.out(
-          cmd,
-          page,
-          () =>
-            (table(
-              ['RUN', 'FLOW', 'STATUS', 'STEP', 'UPDATED', 'OWNER', 'LEASE'],
-              page.runs.map((r) => [
-                r.runId,
-                r.flow,
-                'corrupt' in r ? 'CORRUPT' : r.status,
-                String(r.step),
-                time(r.updatedAt),
-                r.owner ?? '-',
-                time(r.leaseExpiresAt),
-              ]),
-            ) || 'No runs.\n') +
-            (page.next !== undefined
-              ? `More: agent-adapter runs list --before ${page.next}\n`
-              : ''),
-        );
+        c.out(cmd, page, () => listText(page));
       },
     );
 
@@ -79,81 +58,7 @@ export function readCommands(runs: Command, c: CommandContext): void {
     .argument('<id>', 'run id', runIdArg)
     .action(async (id: string, _o: unknown, cmd: Command) => {
       const shown = await showRun(c.openStore(cmd), c.key(), id);
-      c.out(cmd, shown, () => {
-        const { head, latest } = shown;
-        let text = fields([
-          ['run', head.runId],
-          ['flow', head.flow],
-          ['status', head.status],
-          ['step', String(head.step)],
-          ['segment', String(head.segment)],
-          ['updated', time(head.updatedAt)],
-          ['owner', head.owner],
-          [
-            'lease until',
-            head.leaseExpiresAt &&
-              `${time(head.leaseExpiresAt)}${head.status === 'running' ? ` (${shown.leaseLive ? 'live' : 'expired'})` : ''}`,
-          ],
-          ['superstep', latest && String(latest.superstep)],
-          ['frontier', latest && latest.frontier.join(', ')],
-          ['identity', latest?.identity],
-          ['recoveries', latest?.recoveries],
-          ['forked from', latest?.forkedFrom],
-          ['pending', latest?.pending],
-          [
-            'error',
-            latest?.error && `${latest.error.name}: ${latest.error.message}`,
-          ],
-          ['state', latest?.state],
-        ]);
-        text += `\nCheckpoints\n${table(
-          [
-            'STEP',
-            'STATUS',
-            'SEGMENT',
-            'SUPERSTEP',
-            'REASON',
-            'FRONTIER',
-            'SEAL',
-          ],
-          shown.checkpoints.map((c) => [
-            String(c.step),
-            c.status,
-            String(c.segment),
-            c.superstep === undefined ? '?' : String(c.superstep),
-            c.reason ?? '?',
-            c.frontier?.join(',') ?? '?',
-            c.corrupt ? `CORRUPT: ${c.corrupt}` : 'ok',
-          ]),
-        )}`;
-        text += `\nCalls\n${
-          table(
-            [
-              'SUPERSTEP',
-              'SEG/SEQ',
-              'NODE',
-              'TOOL',
-              'PHASE',
-              'OUTCOME',
-              'AT',
-              'SEAL',
-            ],
-            shown.calls.map((c) => [
-              String(c.superstep),
-              `${c.segment}/${c.seq}`,
-              c.node === undefined ? '?' : `${c.node}#${c.index}`,
-              c.tool ?? '?',
-              c.phase ?? '?',
-              c.outcome ?? '-',
-              time(c.at),
-              c.corrupt ? `CORRUPT: ${c.corrupt}` : 'ok',
-            ]),
-          ) || '(none)\n'
-        }`;
-        text += inDoubtText(shown.inDoubt);
-        text += decisionsText(shown.decisions);
-        return text;
-      });
+      c.out(cmd, shown, () => showText(shown));
     });
 
   runs
@@ -183,50 +88,7 @@ export function readCommands(runs: Command, c: CommandContext): void {
           ...(o.notIdempotent && { notIdempotent: o.notIdempotent }),
         });
         if (report.verdict === 'corrupt') c.problemsFound();
-        c.out(cmd, report, () => describeInspection(report));
+        c.out(cmd, report, () => inspectionText(report));
       },
     );
-}
-
-function describeInspection(r: Inspection): string {
-  let text = fields([
-    ['run', r.runId],
-    ['flow', r.flow],
-    ['status', r.status],
-    ['step', String(r.step)],
-    ['superstep', r.superstep === undefined ? undefined : String(r.superstep)],
-    ['segment', String(r.segment)],
-    ['recoveries', r.recoveries],
-    ['owner', r.owner],
-    [
-      'lease',
-      r.leaseExpiresAt === undefined
-        ? undefined
-        : `${time(r.leaseExpiresAt)} (${r.leaseLive ? 'live' : 'expired'})`,
-    ],
-    ['verdict', r.verdict],
-  ]);
-  text += `\n${r.summary}\n`;
-  if (
-    r.frontier.length &&
-    (r.verdict === 'recoverable' || r.verdict === 'needs-decision')
-  )
-    text += `\nNodes that run again: ${r.frontier.join(', ')}\n`;
-  if (r.replay.length) {
-    text += `\nWould replay (finished; their recorded outcome is returned, the tool is not called)\n${table(
-      ['NODE', 'TOOL', 'SEG/SEQ', 'OUTCOME'],
-      r.replay.map((c) => [
-        `${c.node}#${c.index}`,
-        c.tool,
-        `${c.segment}/${c.seq}`,
-        c.outcome === 'value' ? 'value' : `error ${c.error?.name ?? ''}`.trim(),
-      ]),
-    )}`;
-  }
-  text += inDoubtText(r.inDoubt);
-  if (r.pending)
-    text += `\nWaiting for approval: ${r.pending.tool} (node ${r.pending.node}) ${JSON.stringify(r.pending.args)}\n`;
-  text += decisionsText(r.decisions);
-  for (const p of r.problems) text += `\nPROBLEM: ${p}\n`;
-  return text;
 }

@@ -4,7 +4,10 @@ import {
   CheckpointNotFound,
   CheckpointStoreCorrupt,
 } from '../errors';
-import type { CheckpointStore } from '../exec/checkpoints/checkpoint-store';
+import {
+  UNFINISHED,
+  type CheckpointStore,
+} from '../exec/checkpoints/checkpoint-store';
 import { listAll } from '../exec/checkpoints/list-all';
 import type { KeyRing } from '../exec/durable/key-ring';
 import { readVerified } from '../flow/runner/run-reader';
@@ -41,7 +44,8 @@ export async function markRestored(
     ...(options.reason !== undefined && { reason: options.reason }),
   };
   const result: RestoreResult = { marked: [], skipped: [] };
-  for (const status of ['running', 'paused'] as const) {
+  // A sleeping or paused run stays so, its wake time or deadline sealed as it was.
+  for (const status of UNFINISHED) {
     const query = {
       status,
       limit: 100,

@@ -223,14 +223,15 @@ export interface RecordedDecision {
   /**
    * `approve` / `deny`: a call that needed approval; `rerun`: calls in doubt run again
    * (`rerunInDoubt`); `resolve`: what calls in doubt really did (`ran`); `cancel`: the run ended
-   * by an operator; `restore`: the store was restored from a backup (`runs restored`).
+   * by an operator, or by the clock (`timedOut`: an approval deadline passed and its tool says
+   * `onTimeout: 'fail'`); `restore`: the store was restored from a backup (`runs restored`).
    */
   kind: 'approve' | 'deny' | 'rerun' | 'resolve' | 'cancel' | 'restore';
   /** For `resolve`: per call (same order as `calls`), whether it ran. */
   ran?: boolean[];
   /** The checkpoint step that sealed it (for a synchronous approval: the step it was made in). */
   step: number;
-  /** The calls it decided (`node#index`); none for a cancel. */
+  /** The calls it decided (`node#index`); none for an operator's cancel. */
   calls: string[];
   /** Tools of those calls, in the same order. */
   tools: string[];
@@ -240,6 +241,12 @@ export interface RecordedDecision {
   at?: number;
   /** A synchronous approval port's decision (not a resume). */
   sync?: true;
+  /**
+   * Decided by the clock, not a person: the call's approval deadline passed with no decision, and
+   * its tool's `onTimeout` approved or denied it, or failed the run (`cancel`, the call named, `at`
+   * the deadline). No `by`.
+   */
+  timedOut?: true;
 }
 
 /** @publicApi */

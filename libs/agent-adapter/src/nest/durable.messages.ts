@@ -59,8 +59,14 @@ export const NestMessages = {
     calls?: string,
   ) =>
     `Run "${runId}" of flow "${flow}" recovered and ended failed at step ${step}${error ? `: ${error.name}: ${error.message}` : ''}${calls ? `; ${calls}` : ''}.`,
-  recoveredPaused: (flow: string, runId: string) =>
-    `Run "${runId}" of flow "${flow}" is paused, waiting for an approval: resume it with its decision.`,
+  recoveredPaused: (
+    flow: string,
+    runId: string,
+    pending?: { deadline?: number; onTimeout?: 'deny' | 'approve' | 'fail' },
+  ) =>
+    `Run "${runId}" of flow "${flow}" is paused, waiting for an approval: resume it with its decision${pending?.deadline !== undefined && pending.onTimeout ? ` by its deadline (${new Date(pending.deadline).toISOString()}), when the clock ${{ deny: 'denies the call', approve: 'approves the call', fail: 'fails the run' }[pending.onTimeout]}` : ''}.`,
+  recoveredSleeping: (flow: string, runId: string, wakeAt: number) =>
+    `Run "${runId}" of flow "${flow}" sleeps until ${new Date(wakeAt).toISOString()}: a worker with a takeover wakes it then.`,
   needsDecision: (
     flow: string,
     runId: string,

@@ -216,6 +216,33 @@ describe('RecoveryOrchestrator: log lines an operator can trust (issue 15 item 7
     expect(summary.counts.failed).toBe(0);
   });
 
+  it('a run that waits for a time: "sleeps until", a paused one with its deadline; neither "recovered"', async () => {
+    const at = Date.UTC(2031, 0, 2, 3, 4, 5);
+    const iso = new Date(at).toISOString();
+    const waiting: RunResult<object>[] = [
+      { ...done(0), status: 'sleeping', wakeAt: at },
+      {
+        ...done(1),
+        status: 'paused',
+        pending: {
+          node: 'n',
+          index: 0,
+          tool: 'refund',
+          args: {},
+          argsHash: 'h',
+          deadline: at,
+          onTimeout: 'fail',
+        },
+      },
+    ];
+    const { each } = outcomes(2, (i) => waiting[i]!);
+    await orchestrator(each).sweep();
+    expect(lines.slice(0, 2)).toEqual([
+      `log: Run "run-0" of flow "tickets" sleeps until ${iso}: a worker with a takeover wakes it then.`,
+      `warn: Run "run-1" of flow "tickets" is paused, waiting for an approval: resume it with its decision by its deadline (${iso}), when the clock fails the run.`,
+    ]);
+  });
+
   it('says which worker holds a lease and until when, and that it retries then', async () => {
     // An hour from now: a fixed date would schedule a real re-sweep once the clock reached it.
     const until = Date.now() + 3_600_000;

@@ -332,7 +332,14 @@ export class RecoveryOrchestrator
     if (!(outcome instanceof Error)) {
       const calls = recovered && describeCalls(recovered);
       if (outcome.status === 'paused')
-        this.logger.warn(NestMessages.recoveredPaused(flow, runId));
+        this.logger.warn(
+          NestMessages.recoveredPaused(flow, runId, outcome.pending),
+        );
+      // Waiting for its time, as it should: nothing was recovered, nothing is wrong.
+      else if (outcome.status === 'sleeping' && outcome.wakeAt !== undefined)
+        this.logger.log(
+          NestMessages.recoveredSleeping(flow, runId, outcome.wakeAt),
+        );
       else if (outcome.status === 'failed')
         this.logger.warn(
           NestMessages.recoveredFailed(
@@ -389,8 +396,11 @@ export class RecoveryOrchestrator
   }
 }
 
-/** What a recovery gives, for a flow's run or a tool loop's. */
-type Outcome = Pick<RunResult<object>, 'status' | 'step' | 'error'>;
+/** What a recovery gives, for a flow's run or a tool loop's (a loop does not sleep). */
+type Outcome = Pick<
+  RunResult<object>,
+  'status' | 'step' | 'error' | 'pending' | 'wakeAt'
+>;
 
 interface Sweep {
   name: string;

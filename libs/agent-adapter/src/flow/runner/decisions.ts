@@ -13,9 +13,10 @@ import type { RecordedDecision } from '../flow.interfaces';
 import { callIdOf } from './in-doubt';
 
 /**
- * The decisions a run holds, read from where they are sealed: an approval or denial in the
- * checkpoint that resumed the run, a rerun of calls in doubt in the recovery's claim, a cancel in
- * the checkpoint that ended the run, a synchronous approval in the call's record. The runner's
+ * The decisions a run holds, read from where they are sealed: an approval or denial (a person's,
+ * or the clock's at an approval deadline) in the checkpoint that resumed the run, a rerun of calls
+ * in doubt in the recovery's claim, a cancel in the checkpoint that ended the run (an operator's,
+ * or the clock's: `deadline`), a synchronous approval in the call's record. The runner's
  * `run.decided` event, `runs inspect` / `runs show` and the viewer read them through here.
  */
 
@@ -42,6 +43,20 @@ export function decisionOf(cp: Checkpoint): RecordedDecision | undefined {
     return {
       ...approvalOf(d, d, step),
       ...(d.at !== undefined && { at: d.at }),
+      ...(d.timedOut && { timedOut: true }),
+    };
+  }
+  if (cp.reason === 'deadline' && cp.pending) {
+    // The clock ended the run (`onTimeout: 'fail'`): a cancel, of the call that waited, at its deadline.
+    const { pending } = cp;
+    return {
+      kind: 'cancel',
+      step,
+      calls: [callIdOf(pending)],
+      tools: [pending.tool],
+      ...(cp.error && { reason: cp.error.message }),
+      ...(pending.deadline !== undefined && { at: pending.deadline }),
+      timedOut: true,
     };
   }
   if (cp.reason === 'claim' && cp.rerun) {

@@ -297,7 +297,10 @@ export function advanceCheckpoint(
   };
 }
 
-/** An operator ends an unfinished run as `failed`, fencing any worker on it. */
+/**
+ * An operator ends an unfinished run as `failed`, fencing any worker on it. What it waited for
+ * goes: a pending call's approval (and its deadline), a sleep's wake time.
+ */
 export function cancelCheckpoint(
   cp: Checkpoint,
   error: SealedError,
@@ -309,6 +312,7 @@ export function cancelCheckpoint(
     status: 'failed',
     reason: 'cancel',
     pending: undefined,
+    wakeAt: undefined,
     rerun: undefined,
     error,
     ...(cancelled && { cancelled }),

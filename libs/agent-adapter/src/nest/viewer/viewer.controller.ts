@@ -16,6 +16,7 @@ import {
   type ExecutionContext,
   type Type,
 } from '@nestjs/common';
+import { RUN_STATUSES } from '../../cli/due-time';
 import type { RunStatus } from '../../exec/checkpoints/checkpoint-store';
 import type { CallFinding } from '../../flow/runner/resolve';
 import { DurableHttpExceptionFilter } from '../durable-http.filter';
@@ -32,7 +33,7 @@ import {
 import { PAGE_CSP, viewerPage } from './viewer.page';
 import { ViewerService } from './viewer.service';
 
-const STATUSES: readonly RunStatus[] = ['running', 'paused', 'done', 'failed'];
+const STATUSES = RUN_STATUSES;
 
 /**
  * The viewer's controller, mounted at `config.path`: the viewer's own guard (headers, `Host`,

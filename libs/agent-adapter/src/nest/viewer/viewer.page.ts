@@ -15,7 +15,7 @@ const STYLE = `
   .badge { display: inline-block; padding: 1px 7px; border-radius: 9px; font-size: 12px; margin-right: 4px; color: #fff; }
   .b-done { background: #2f855a; } .b-running { background: #2b6cb0; } .b-paused { background: #b7791f; }
   .b-failed { background: #c53030; } .b-recovered { background: #6b46c1; } .b-doubt { background: #c05621; }
-  .b-other { background: #6b7785; }
+  .b-sleeping { background: #2c7a7b; } .b-other { background: #6b7785; }
   h2.run-id { font-family: ui-monospace, monospace; font-size: 18px; overflow-wrap: anywhere; word-break: normal; max-width: 100%; }
   .filters { display: flex; gap: 8px; margin-bottom: 12px; align-items: center; }
   .actions { display: flex; gap: 8px; align-items: center; margin: 12px 0; padding: 10px; background: #fff; border: 1px solid #e3e6eb; }

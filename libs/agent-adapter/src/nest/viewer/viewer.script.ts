@@ -18,7 +18,7 @@ export const VIEWER_SCRIPT = String.raw`
   const BASE = location.pathname.replace(/[/]+$/, '');
   const TOKEN = document.querySelector('meta[name="agent-adapter-csrf"]').getAttribute('content');
   const app = document.getElementById('app');
-  const STATUSES = ['running', 'paused', 'done', 'failed'];
+  const STATUSES = ['running', 'paused', 'sleeping', 'done', 'failed'];
   const EVERY = 5000;
 
   const ATTRIBUTES = new Set(['id', 'class', 'href', 'colspan', 'placeholder', 'value', 'selected', 'data-run', 'data-tool', 'data-badge', 'data-call']);
@@ -57,7 +57,10 @@ export const VIEWER_SCRIPT = String.raw`
       pad(d.getHours()) + ':' + pad(d.getMinutes()) + ':' + pad(d.getSeconds()) + ' ' + zone;
   };
   const short = (v, n = 120) => { const t = typeof v === 'string' ? v : JSON.stringify(v); return t && t.length > n ? t.slice(0, n) + '…' : (t ?? ''); };
-  const BADGES = { done: 'b-done', running: 'b-running', paused: 'b-paused', failed: 'b-failed', recovered: 'b-recovered', doubt: 'b-doubt' };
+  const BADGES = { done: 'b-done', running: 'b-running', paused: 'b-paused', sleeping: 'b-sleeping', failed: 'b-failed', recovered: 'b-recovered', doubt: 'b-doubt' };
+  // What the clock does at an approval deadline, by the tool's onTimeout (a fixed table, like BADGES).
+  const CLOCK = { deny: 'the clock denies the call', approve: 'the clock approves the call', fail: 'the clock fails the run' };
+  const clockDoes = (action) => (typeof action === 'string' && Object.prototype.hasOwnProperty.call(CLOCK, action) ? CLOCK[action] : 'the clock decides');
   const badgeClass = (kind) => (typeof kind === 'string' && Object.prototype.hasOwnProperty.call(BADGES, kind) ? BADGES[kind] : 'b-other');
   const badge = (kind, text) => h('span', { class: 'badge ' + badgeClass(kind), 'data-badge': text }, text);
   // A head that does not verify: its status column is not shown as the run's status.
@@ -156,6 +159,7 @@ export const VIEWER_SCRIPT = String.raw`
     const actions = [];
     if (pending)
       actions.push(h('span', {}, 'Waiting: ', h('b', {}, pending.tool), ' ', h('code', {}, short(pending.args))),
+        typeof pending.deadline === 'number' && h('span', { id: 'deadline' }, 'deadline ', when(pending.deadline), ', then ', clockDoes(pending.onTimeout)),
         h('input', { id: 'by', placeholder: 'your name', value: operator }),
         h('button', { id: 'approve', class: 'primary' }, 'Approve…'),
         h('button', { id: 'deny', class: 'danger' }, 'Deny…'));
@@ -163,8 +167,12 @@ export const VIEWER_SCRIPT = String.raw`
       actions.push(!pending && h('input', { id: 'by', placeholder: 'your name', value: operator }),
         h('button', { id: 'rerun', class: 'danger' }, 'Rerun in doubt…'),
         h('span', { class: 'muted' }, 'only after checking each call at its system; or say below what each call did'));
-    const lease = run.leaseExpiresAt === undefined ? '' : [', lease until ', when(run.leaseExpiresAt), ' ',
-      run.status === 'running' && badge(run.leaseLive ? 'running' : 'failed', run.leaseLive ? 'live' : 'expired')];
+    // The head's due time, named for what it is: a sleeping run's wake time (sealed), a paused run's
+    // deadline (with its call, above), else a lease.
+    const lease = run.status === 'sleeping'
+      ? typeof run.wakeAt === 'number' && [', ', h('span', { id: 'wakes' }, 'sleeps until ', when(run.wakeAt))]
+      : run.status === 'paused' || run.leaseExpiresAt === undefined ? '' : [', lease until ', when(run.leaseExpiresAt), ' ',
+        run.status === 'running' && badge(run.leaseLive ? 'running' : 'failed', run.leaseLive ? 'live' : 'expired')];
     // What to check at each call's system: the key a provider can be searched by, the arguments, when.
     const doubt = (c) => h('tr', { class: 'doubt', 'data-tool': c.tool },
       h('td', { class: 'mono' }, c.callId), h('td', {}, h('b', {}, c.tool)),
@@ -180,10 +188,10 @@ export const VIEWER_SCRIPT = String.raw`
       return b;
     };
     const decision = (d) => h('tr', {},
-      h('td', {}, d.step), h('td', {}, d.kind, d.sync && ' (sync)'),
+      h('td', {}, d.step), h('td', {}, d.kind, d.sync && ' (sync)', d.timedOut && ' (timed out)'),
       h('td', { class: 'mono' }, d.calls.map((id, i) => id + ' ' + (d.tools[i] ?? '') +
         (d.ran ? (d.ran[i] ? ' (ran)' : ' (did not run)') : '')).join(', ')),
-      h('td', {}, d.by), h('td', {}, when(d.at)), h('td', {}, d.reason));
+      h('td', {}, d.by ?? (d.timedOut ? 'the clock' : '')), h('td', {}, when(d.at)), h('td', {}, d.reason));
 
     const checkpoint = (c) => h('tr', {},
       h('td', {}, c.step), h('td', {}, badge(c.status, c.status)),

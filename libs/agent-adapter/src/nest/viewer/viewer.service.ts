@@ -88,7 +88,10 @@ export interface ViewerCall {
 export interface ViewerRun extends ViewerRunSummary {
   segment: number;
   error?: SealedError;
+  /** A paused run's call, with its approval deadline and `onTimeout` when it has one. */
   pending?: PendingApproval;
+  /** A sleeping run: when it wakes (epoch ms), from its sealed checkpoint. */
+  wakeAt?: number;
   checkpoints: ViewerCheckpoint[];
   calls: ViewerCall[];
   inDoubt: boolean;
@@ -97,7 +100,10 @@ export interface ViewerRun extends ViewerRunSummary {
    * id, arguments, the idempotency key the tool got, when it started.
    */
   doubtful: DoubtfulCall[];
-  /** When the owner's lease expires (epoch ms). */
+  /**
+   * The head's due time (epoch ms): a running run's lease; a sleeping run's wake time and a paused
+   * run's deadline are shown from the sealed `wakeAt` and `pending` instead.
+   */
   leaseExpiresAt?: number;
   /** The owner's lease has not expired: that worker may be alive, mid-call. */
   leaseLive: boolean;
@@ -182,6 +188,7 @@ export class ViewerService {
     let lastSegment: number | undefined;
     let error: SealedError | undefined;
     let pending: PendingApproval | undefined;
+    let wakeAt: number | undefined;
     // The run's incarnation, from its checkpoints: call records of an earlier run with this id are skipped.
     let incarnation: number | undefined;
     /** Supersteps a recovery ran again, by the segment that ran them. */
@@ -204,6 +211,7 @@ export class ViewerService {
         previous = state;
         error = cp.error;
         pending = cp.pending;
+        wakeAt = cp.wakeAt;
         if (reran) {
           const set = rerunIn.get(cp.superstep) ?? new Set<number>();
           rerunIn.set(cp.superstep, set.add(record.segment));
@@ -290,6 +298,7 @@ export class ViewerService {
       decisions: inspection.decisions,
       ...(error && { error }),
       ...(pending && head.status === 'paused' && { pending }),
+      ...(wakeAt !== undefined && head.status === 'sleeping' && { wakeAt }),
       checkpoints,
       calls,
       doubtful,
