@@ -212,6 +212,7 @@ export function deadlineCheckpoint(
     ...newSegment(cp),
     status: 'failed',
     reason: 'deadline',
+    // Kept: the call that waited is what the clock's decision names (decisionOf).
     error,
   };
 }
@@ -340,6 +341,7 @@ export function forkCheckpoint(
     reason: 'fork',
     forkedFrom: { runId: source.runId, step: source.step },
     pending: undefined,
+    wakeAt: undefined,
     decisions: undefined,
     resolutions: undefined,
     restored: undefined,

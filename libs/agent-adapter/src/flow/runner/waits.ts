@@ -67,6 +67,7 @@ export async function goOnIfDue<S extends object>(
     await driver.save(driver.writerFor(failed), failed, {
       expectCalls: head.calls,
     });
+    driver.announceDecision(failed);
     return resultOf(compiled, failed);
   }
   const approved = pending.onTimeout === 'approve';
