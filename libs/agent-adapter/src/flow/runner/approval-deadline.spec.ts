@@ -15,9 +15,13 @@ import {
   type ApprovalTimeoutAction,
   type CheckpointStore,
 } from 'agent-adapter';
+import { ToolLoop } from 'agent-adapter';
 import { openCheckpoint } from '../../exec/durable/records';
 import {
   KEY,
+  ScriptedModel,
+  answer,
+  asking,
   memoryAndSqlite,
   ring,
   sleep,
@@ -220,6 +224,31 @@ describe.each(memoryAndSqlite('deadline'))(
       expect((await w.run(flow, { amount: 500 })).status).toBe('paused');
       expect(ran).toEqual(['refund 5']);
       w.close();
+    });
+
+    it("a tool loop's tool: the clock denies it and the model hears the denial", async () => {
+      const ran: string[] = [];
+      const tools = refunds(ran, 'deny', 30).registry;
+      const model = new ScriptedModel([
+        asking({ id: 'r', name: 'refund', arguments: { amount: 3 } }),
+        answer('no refund then'),
+      ]);
+      const loop = new ToolLoop(model, tools, {
+        checkpoints: store,
+        checkpointKey: KEY,
+      });
+      const paused = await loop.run([{ role: 'user', content: 'refund' }], {
+        runId: 'loop1',
+      });
+      expect(paused.status).toBe('paused');
+      expect(paused.pending?.deadline).toBeGreaterThan(Date.now() - 100);
+      await sleep(50);
+      const done = await loop.recover('loop1');
+      loop.close();
+      expect(done.status).toBe('done');
+      expect(ran).toEqual([]);
+      const toolMessage = done.messages.find((m) => m.role === 'tool');
+      expect(toolMessage?.content).toMatch(/denied/i);
     });
   },
 );
