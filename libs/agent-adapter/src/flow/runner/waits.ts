@@ -46,14 +46,7 @@ export async function goOnIfDue<S extends object>(
     if (cp.wakeAt === undefined || cp.wakeAt > now)
       return resultOf(compiled, cp);
     const woken = wakeCheckpoint(cp, { identity, digest: compiled.digest });
-    return driver.takeOverCut(
-      sources,
-      compiled,
-      cp.runId,
-      { head, cp },
-      { rerunInDoubt, recovered: false },
-      () => woken,
-    );
+    return goOn(driver, sources, compiled, { head, cp }, rerunInDoubt, woken);
   }
   const pending = cp.pending;
   const deadline = pending?.deadline;
@@ -96,13 +89,32 @@ export function decidePaused<S extends object>(
   rerunInDoubt: boolean | undefined,
 ): Promise<RunResult<S>> {
   const pending = cp.pending!;
+  const decided = resumeCheckpoint(
+    { ...cp, pending },
+    { ...decision, identity },
+  );
+  return goOn(driver, sources, compiled, { head, cp }, rerunInDoubt, decided);
+}
+
+/**
+ * Takes a waiting run on with `next` (a new segment: the waiting one is fenced), not as a
+ * recovery (nothing was cut short), and drives it from its open superstep.
+ */
+function goOn<S extends object>(
+  driver: SegmentDriver,
+  sources: RunSources,
+  compiled: CompiledFlow<S>,
+  { head, cp }: Pick<ReadRun, 'head' | 'cp'>,
+  rerunInDoubt: boolean | undefined,
+  next: Checkpoint,
+): Promise<RunResult<S>> {
   return driver.takeOverCut(
     sources,
     compiled,
     cp.runId,
     { head, cp },
     { rerunInDoubt, recovered: false },
-    () => resumeCheckpoint({ ...cp, pending }, { ...decision, identity }),
+    () => next,
   );
 }
 
