@@ -6,6 +6,7 @@
 import {
   DurableSetupError,
   Executor,
+  Flow,
   FlowRunner,
   RunQueued,
   type CheckpointStore,
@@ -189,5 +190,39 @@ describe.each(memoryAndSqlite('queues'))('queues on %s', (_name, fresh) => {
       w1.enqueue(ticketsFlow(), ORDER, { dedupeKey: '' }),
     ).rejects.toThrow(/dedupeKey must be a string of 1-200 characters/);
     expect((await store.list()).runs).toEqual([]);
+  });
+
+  it('a run admitted by a worker without its flow is released at once: a worker with the flow takes it, not a lease later', async () => {
+    const ledger: LedgerEntry[] = [];
+    // w1 admits from the shared queue but has another flow only; w2 has the tickets flow.
+    const other = new Flow<{ x?: number }>('other')
+      .node('n', () => ({}))
+      .end('n');
+    const w1 = worker(store, ledger, 'w1', { queues: { shared: {} } });
+    const w2 = worker(store, ledger, 'w2', { queues: { shared: {} } });
+    const { runId } = await w2.enqueue(ticketsFlow(), ORDER, {
+      queue: 'shared',
+    });
+    const t1 = w1.takeOver([other], { everyMs: 5_000 });
+    try {
+      await t1.lookNow();
+      const head = await store.head(runId);
+      // Admitted by w1, and released: due at once, not when w1's 2 s lease would expire.
+      expect(head?.queue?.admittedAt).toBeDefined();
+      expect(head?.leaseExpiresAt ?? 0).toBeLessThanOrEqual(Date.now());
+      const t2 = w2.takeOver([ticketsFlow()], { everyMs: 5_000 });
+      try {
+        await t2.lookNow();
+        expect(
+          await until(async () => (await status(runId)) === 'done', 1_000),
+        ).toBe(true);
+      } finally {
+        await t2.stop();
+      }
+    } finally {
+      await t1.stop();
+      w1.close();
+      w2.close();
+    }
   });
 });

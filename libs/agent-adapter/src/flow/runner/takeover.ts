@@ -231,6 +231,15 @@ export class Takeover {
           leaseExpiresAt: now + this.leaseMs,
         });
         for (const head of admitted) if (this.take(head)) started++;
+        // A run of a flow this worker does not have: its lease is released at once, so a worker
+        // that has the flow takes it now rather than when the lease would expire.
+        const foreign = admitted.filter((h) => !this.sources.has(h.flow));
+        if (foreign.length > 0)
+          await this.store.renewLeases(
+            this.owner,
+            0,
+            foreign.map((h) => h.runId),
+          );
         if (admitted.length === room) this.backlog = true;
       } catch (error) {
         // A store that fails an admission (down, a failover) is asked again next look.
