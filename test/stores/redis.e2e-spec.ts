@@ -311,21 +311,23 @@ describeWithService('redis', 'RedisCheckpointStore', () => {
       await expect(store.recordCall('x}', 1, [])).rejects.toThrow(/run id/);
     });
 
-    it('queues: the next admission repairs an end its queue missed (a crash before the drop); a waiting run ended so is not admitted', async () => {
+    it('queues: an admission repairs an end its queue missed (a crash before the drop), at most once a second; a waiting run ended so is not admitted', async () => {
       const { store, prefix } = make();
       const q = new RedisKeys(prefix).queue('q');
       const now = Date.now();
       const [a, b, c] = [uid(), uid(), uid()];
       for (const id of [a, b, c])
         await store.enqueue(cp(id, 0), { queue: 'q', availableAt: now });
-      const look = (concurrency: number) =>
-        store.admit({ queue: 'q', now, limit: 10, concurrency });
-      expect((await look(1)).map((h) => h.runId)).toEqual([a]);
+      const look = (concurrency: number, after: number) =>
+        store.admit({ queue: 'q', now: now + after, limit: 10, concurrency });
+      expect((await look(1, 0)).map((h) => h.runId)).toEqual([a]);
       // Ended in its hash, as by a save whose index drop never ran.
       await admin.hset(`${tag(store, a)}:run`, { status: 'done' });
-      expect((await look(1)).map((h) => h.runId)).toEqual([b]);
+      // Repaired at most once a second: still counted half a second later, not after a second.
+      expect(await look(1, 500)).toEqual([]);
+      expect((await look(1, 1_000)).map((h) => h.runId)).toEqual([b]);
       await admin.hset(`${tag(store, c)}:run`, { status: 'failed' });
-      expect(await look(5)).toEqual([]);
+      expect(await look(5, 2_000)).toEqual([]);
       expect(await admin.zrange(q.active, '0', '-1')).toEqual([b]);
       expect(
         (await store.listDue({ now: now + 1 })).map((h) => h.runId),

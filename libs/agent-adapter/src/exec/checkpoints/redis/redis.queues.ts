@@ -28,8 +28,13 @@ const ATTEMPTS = 5;
 const REPAIR = 100;
 /** Without a rate limit, admissions are kept this long for one (the rate window's set). */
 const KEEP_ADMISSIONS_MS = 24 * 3600_000;
+/** A queue's repair runs at most this often per store instance (it reads up to REPAIR heads). */
+const REPAIR_EVERY_MS = 1_000;
 
 export class RedisRunQueues {
+  /** Queue → when this instance last repaired it. */
+  private readonly repairedAt = new Map<string, number>();
+
   constructor(
     private readonly client: RedisClient,
     private readonly keys: RedisKeys,
@@ -105,17 +110,7 @@ export class RedisRunQueues {
   async admit(query: AdmitQuery): Promise<RunHead[]> {
     const { queue, now, concurrency, perKey, rate } = query;
     const q = this.keys.queue(queue);
-    const active = await guarded(STORE, undefined, () =>
-      this.client.zrange(q.active, '0', String(REPAIR - 1)),
-    );
-    const statuses = await guarded(STORE, undefined, () =>
-      Promise.all(
-        active.map((id) => this.client.hget(this.keys.runHash(id), 'status')),
-      ),
-    );
-    const ended = active.filter(
-      (_, i) => !UNFINISHED.includes(statuses[i] as RunStatus),
-    );
+    const ended = await this.missedEnds(q.active, query);
     const since = rate ? now - rate.intervalMs : now - KEEP_ADMISSIONS_MS;
     // prettier-ignore
     const reply = (await storeScript(this.client, 'aaAdmit', [
@@ -144,6 +139,28 @@ export class RedisRunQueues {
     await this.index.drop([this.keys.due, ...unfinished], 'ended', gone);
     // Their placements came with the reply: only leases are left to read (owned runs only).
     return withOwnerLeases(this.client, this.keys, admitted);
+  }
+
+  /**
+   * The oldest admitted runs (up to REPAIR) that ended without leaving their queue's active set:
+   * looked for only where the set is counted (a concurrency or per-key limit), and at most once a
+   * second per queue, so a look at a busy queue does not read a hundred heads each time.
+   */
+  private async missedEnds(active: string, query: AdmitQuery) {
+    if (query.concurrency === undefined && query.perKey === undefined)
+      return [];
+    const last = this.repairedAt.get(query.queue) ?? -Infinity;
+    if (query.now - last < REPAIR_EVERY_MS) return [];
+    this.repairedAt.set(query.queue, query.now);
+    const ids = await guarded(STORE, undefined, () =>
+      this.client.zrange(active, '0', String(REPAIR - 1)),
+    );
+    const statuses = await guarded(STORE, undefined, () =>
+      Promise.all(
+        ids.map((id) => this.client.hget(this.keys.runHash(id), 'status')),
+      ),
+    );
+    return ids.filter((_, i) => !UNFINISHED.includes(statuses[i] as RunStatus));
   }
 
   /** Whether the run's hash says it is unfinished (a dedupe key's holder). */
