@@ -1,12 +1,13 @@
 /**
- * `@DurableCron` in the Nest module: two applications on one SQLite file declare the same
- * schedule; its ticks run once each, over both; `FlowRunner.schedules` lists, pauses and resumes
- * it; a bad declaration fails the bootstrap, naming the class and the option.
+ * Durable time in the Nest module: a `@Node` method sleeps (`ctx.sleep`) and another application's
+ * takeover wakes the run on time; `@DurableCron`: two applications on one SQLite file declare the
+ * same schedule, its ticks run once each, over both; `FlowRunner.schedules` lists, pauses and
+ * resumes it; a bad declaration fails the bootstrap, naming the class and the option.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { SQLiteCheckpointStore } from 'agent-adapter';
+import { SQLiteCheckpointStore, type NodeContext } from 'agent-adapter';
 import {
   DurableCron,
   DurableModule,
@@ -36,6 +37,20 @@ class Heartbeat {
   beat(state: Beat): Partial<Beat> {
     seen.set(state.tick!, (seen.get(state.tick!) ?? 0) + 1);
     return { seen: true };
+  }
+}
+
+@Flow('nap')
+class Nap {
+  @Node({ start: true, next: 'wake' })
+  async doze(_s: Beat, ctx: NodeContext): Promise<Partial<Beat>> {
+    await ctx.sleep(400);
+    return { seen: true };
+  }
+
+  @Node({ end: true })
+  wake(): Partial<Beat> {
+    return { tick: 'awake' };
   }
 }
 
@@ -72,6 +87,25 @@ describe('@DurableCron in the Nest module (e2e, SQLite)', () => {
       { providers: providers as never[] },
     );
   };
+
+  it('a @Node method sleeps: the run is sleeping, its worker closes, the other application wakes it on time', async () => {
+    const path = join(dir, `runs-${++n}.db`);
+    const [a, b] = [await boot(path, [Nap]), await boot(path, [Nap])];
+    const slept = await a.get(FlowRunner).start(Nap, {});
+    expect(slept.status).toBe('sleeping');
+    await a.close();
+    const runner = b.get(FlowRunner);
+    let done = await runner.get(slept.runId);
+    for (let i = 0; i < 100 && done.status !== 'done'; i++) {
+      await sleep(20);
+      done = await runner.get(slept.runId);
+    }
+    expect(done).toMatchObject({
+      status: 'done',
+      state: { seen: true, tick: 'awake' },
+    });
+    expect(Date.now()).toBeGreaterThanOrEqual(slept.wakeAt!);
+  });
 
   it('two applications declare it: each tick runs once, over both; list, pause and resume', async () => {
     const path = join(dir, `runs-${++n}.db`);
