@@ -3,7 +3,8 @@
  * API lists every stored one with its next tick, and pauses and resumes one only from the viewer's
  * own page (CSRF token, same origin, JSON body, the application's guard); a refused request, an
  * unknown name or one no schedule can have changes nothing. A record that does not verify is listed
- * as corrupt, never acted on. In Chromium, the Schedules tab lists them and Pause flips one's state.
+ * as corrupt, never acted on. In Chromium, the Schedules tab lists them, shows script-looking
+ * values a record holds as text, and Pause flips one's state.
  */
 import {
   Injectable,
@@ -15,11 +16,16 @@ import {
   Executor,
   Flow,
   FlowRunner,
+  KeyRing,
   MemoryCheckpointStore,
   ToolRegistry,
   type CheckpointStore,
   type ScheduleInfo,
 } from 'agent-adapter';
+import {
+  writeRecord,
+  type ScheduleOverlap,
+} from 'agent-adapter/flow/schedules/schedule-record';
 import type { Browser, Page } from 'playwright-core';
 import request from 'supertest';
 import { KEY, Ledger } from '../nest/fixtures/tickets.fixtures';
@@ -31,6 +37,10 @@ import {
 } from './viewer.fixtures';
 
 const PATH = '/ops/runs';
+/** Each variant sets window.__xss if it ever runs. */
+const P =
+  'x"><img src=x onerror=window.__xss=1><script>window.__xss=2</script>' +
+  "<svg onload=window.__xss=3>'><a href=javascript:window.__xss=4>";
 
 /** A flow the schedules start (nothing fires them here: no takeover). */
 const report = new Flow<{ note?: string }>('report')
@@ -336,6 +346,23 @@ describeInChromium('run viewer: schedules (Chromium)', () => {
   beforeAll(async () => {
     let store: CheckpointStore;
     ({ store, core } = await scheduledStore());
+    // Script-looking values where the store holds text, sealed with the key (like a store that
+    // was written by something other than runner.schedule): the page shows them as text.
+    await writeRecord(
+      store,
+      KeyRing.from(KEY),
+      undefined,
+      {
+        name: 'hostile',
+        flow: P,
+        expression: P,
+        timezone: P,
+        overlap: P as ScheduleOverlap,
+        catchUp: 'none',
+        since: Date.now(),
+      },
+      Date.now() + 3_600_000,
+    );
     ({ app, url } = await viewerApp(store, new Ledger(), []));
     browser = await launchChromium();
     const context = await browser.newContext({ timezoneId: 'UTC' });
@@ -385,6 +412,30 @@ describeInChromium('run viewer: schedules (Chromium)', () => {
     ]);
   });
 
+  it('shows what a record holds as text: no script runs, no element is injected (CSP off)', async () => {
+    const context = await browser.newContext({ bypassCSP: true });
+    const raw = await context.newPage();
+    await raw.goto(`${url}#/schedules`);
+    await raw.waitForSelector('tr[data-schedule="hostile"]');
+    const cells = await raw
+      .locator('tr[data-schedule="hostile"] td')
+      .allInnerTexts();
+    expect(cells.slice(0, 5)).toEqual(['hostile', P, P, P, P]);
+    expect(
+      await raw.evaluate(() => ({
+        xss: (globalThis as { __xss?: unknown }).__xss,
+        injected: (
+          globalThis as unknown as {
+            document: { querySelectorAll(s: string): { length: number } };
+          }
+        ).document.querySelectorAll(
+          '#schedules img, #schedules svg, #schedules script, #schedules a',
+        ).length,
+      })),
+    ).toEqual({ xss: undefined, injected: 0 });
+    await context.close();
+  });
+
   it('Pause asks, then the schedule is paused (its state flips, no next tick); Resume brings it back', async () => {
     await page.goto(`${url}#/schedules`);
     await page.waitForSelector('tr[data-schedule="report"]');
@@ -394,8 +445,10 @@ describeInChromium('run viewer: schedules (Chromium)', () => {
       void d.accept();
     });
     await page.click('button[data-schedule="report"]');
+    // At once (the page renders again after the action), not at the next 5 s refresh.
     await page.waitForSelector(
       'tr[data-schedule="report"] [data-badge="paused"]',
+      { timeout: 2_500 },
     );
     expect(asked).toEqual([
       'Pause schedule report? No worker fires it until it is resumed; its runs in flight go on.',
@@ -408,15 +461,18 @@ describeInChromium('run viewer: schedules (Chromium)', () => {
     expect(await state('weekly.digest')).toBe('active');
     const stored = await core.schedules.list();
     expect(stored.map((s) => [s.name, s.paused])).toEqual([
+      ['hostile', false],
       ['report', true],
       ['weekly.digest', false],
     ]);
 
     await page.click('button[data-schedule="report"]');
+    // At once (the page renders again after the action), not at the next 5 s refresh.
     await page.waitForSelector(
       'tr[data-schedule="report"] [data-badge="active"]',
+      { timeout: 2_500 },
     );
-    expect((await core.schedules.list())[0]).toMatchObject({
+    expect((await core.schedules.list())[1]).toMatchObject({
       paused: false,
       nextAt: nextThreeUtc(),
     });
