@@ -152,6 +152,8 @@ export const NestMessages = {
   viewerLimit: () => 'limit must be between 1 and 50',
   viewerDecisionField: (key: string) =>
     `${key} must be a string of at most 200 characters`,
+  viewerScheduleName: (name: string) =>
+    `No schedule can be named ${JSON.stringify(name.length > 120 ? `${name.slice(0, 120)}…` : name)} (1-100 letters, digits, "_", "." or "-"): nothing was changed.`,
   viewerResolveField: (key: string) =>
     `resolve takes { call, ran, result?, error?, by, reason }: "${key}" is not one of them`,
 } as const;

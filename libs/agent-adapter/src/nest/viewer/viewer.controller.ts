@@ -17,8 +17,12 @@ import {
   type Type,
 } from '@nestjs/common';
 import { RUN_STATUSES } from '../../cli/due-time';
-import type { RunStatus } from '../../exec/checkpoints/checkpoint-store';
+import {
+  CheckpointStore,
+  type RunStatus,
+} from '../../exec/checkpoints/checkpoint-store';
 import type { CallFinding } from '../../flow/runner/resolve';
+import { DurableFlowRunner } from '../durable-flow.runner';
 import { DurableHttpExceptionFilter } from '../durable-http.filter';
 import { NestMessages } from '../durable.messages';
 import { ViewerActions } from './viewer.actions';
@@ -31,6 +35,7 @@ import {
   type ViewerResponse,
 } from './viewer.guard';
 import { PAGE_CSP, viewerPage } from './viewer.page';
+import { changeViewerSchedule, viewerSchedules } from './viewer.schedules';
 import { ViewerService } from './viewer.service';
 
 const STATUSES = RUN_STATUSES;
@@ -49,6 +54,8 @@ export function createViewerController(config: ViewerConfig): Type<unknown> {
       private readonly viewer: ViewerService,
       private readonly actions: ViewerActions,
       private readonly csrf: ViewerCsrf,
+      private readonly runner: DurableFlowRunner,
+      private readonly store: CheckpointStore,
     ) {}
 
     /** The page, with a fresh CSRF token in it and in a cookie for the viewer's path. */
@@ -103,6 +110,33 @@ export function createViewerController(config: ViewerConfig): Type<unknown> {
     @Get('api/runs/:id')
     run(@Param('id') id: string) {
       return this.viewer.run(id);
+    }
+
+    /** Every stored schedule, with its next tick (read-only). */
+    @Get('api/schedules')
+    schedules() {
+      return viewerSchedules(this.runner, this.store);
+    }
+
+    @Post('api/schedules/:name/pause')
+    pauseSchedule(
+      @Param('name') name: string,
+      @ActionBody('pause') body: Record<string, unknown>,
+    ) {
+      return changeViewerSchedule(this.runner, name, 'pause', decisionOf(body));
+    }
+
+    @Post('api/schedules/:name/resume')
+    resumeSchedule(
+      @Param('name') name: string,
+      @ActionBody('resume') body: Record<string, unknown>,
+    ) {
+      return changeViewerSchedule(
+        this.runner,
+        name,
+        'resume',
+        decisionOf(body),
+      );
     }
 
     @Post('api/runs/:id/approve')

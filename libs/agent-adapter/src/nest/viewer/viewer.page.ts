@@ -24,6 +24,9 @@ const STYLE = `
   button.danger { background: #c53030; color: #fff; border-color: #c53030; }
   .error { color: #c53030; } .muted { color: #6b7785; }
   .reason { color: #c05621; font-weight: 600; }
+  nav { display: flex; gap: 16px; margin: -4px 0 12px; }
+  nav a { color: #2b6cb0; text-decoration: none; padding-bottom: 2px; }
+  nav a.current { color: #1d2330; border-bottom: 2px solid #2b6cb0; }
 `;
 
 /** A CSP source for exactly this inline text. */
@@ -69,6 +72,7 @@ export function viewerPage(csrfToken: string): string {
 </head>
 <body>
 <h1><a href="#/">Durable runs</a></h1>
+<nav><a id="nav-runs" href="#/">Runs</a><a id="nav-schedules" href="#/schedules">Schedules</a></nav>
 <div id="app"><p class="muted">Loading…</p></div>
 <script>${VIEWER_SCRIPT}</script>
 </body>

@@ -1,3 +1,5 @@
+import { SCHEDULES_SCRIPT } from './viewer.schedules.script';
+
 /**
  * The run viewer page's script (inline, allowed by its hash in the page's Content-Security-Policy).
  *
@@ -8,10 +10,12 @@
  * and the policy's Trusted Types (`require-trusted-types-for 'script'`) make Chromium refuse any
  * `innerHTML` string outright. Every POST sends JSON and the page's CSRF token.
  *
- * Written without backticks or `${`, inside `String.raw`: the text below is the script verbatim.
+ * Written without backticks or `${`, inside `String.raw`: the text below is the script verbatim,
+ * with the schedules view (`SCHEDULES_SCRIPT`) spliced in before the router.
  * @internal
  */
-export const VIEWER_SCRIPT = String.raw`
+export const VIEWER_SCRIPT =
+  String.raw`
 (() => {
   'use strict';
   // The API sits beside the page, wherever the application mounted it (global prefix included).
@@ -21,7 +25,7 @@ export const VIEWER_SCRIPT = String.raw`
   const STATUSES = ['running', 'paused', 'sleeping', 'done', 'failed'];
   const EVERY = 5000;
 
-  const ATTRIBUTES = new Set(['id', 'class', 'href', 'colspan', 'placeholder', 'value', 'selected', 'data-run', 'data-tool', 'data-badge', 'data-call']);
+  const ATTRIBUTES = new Set(['id', 'class', 'href', 'colspan', 'placeholder', 'value', 'selected', 'data-run', 'data-tool', 'data-badge', 'data-call', 'data-schedule']);
   /** An element: attributes through setAttribute (allowed names only), children as nodes or text. */
   function h(tag, attrs, ...children) {
     const el = document.createElement(tag);
@@ -57,7 +61,7 @@ export const VIEWER_SCRIPT = String.raw`
       pad(d.getHours()) + ':' + pad(d.getMinutes()) + ':' + pad(d.getSeconds()) + ' ' + zone;
   };
   const short = (v, n = 120) => { const t = typeof v === 'string' ? v : JSON.stringify(v); return t && t.length > n ? t.slice(0, n) + '…' : (t ?? ''); };
-  const BADGES = { done: 'b-done', running: 'b-running', paused: 'b-paused', sleeping: 'b-sleeping', failed: 'b-failed', recovered: 'b-recovered', doubt: 'b-doubt' };
+  const BADGES = { done: 'b-done', running: 'b-running', paused: 'b-paused', sleeping: 'b-sleeping', failed: 'b-failed', active: 'b-running', recovered: 'b-recovered', doubt: 'b-doubt' };
   // What the clock does at an approval deadline, by the tool's onTimeout (a fixed table, like BADGES).
   const CLOCK = { deny: 'the clock denies the call', approve: 'the clock approves the call', fail: 'the clock fails the run' };
   const clockDoes = (action) => (typeof action === 'string' && Object.prototype.hasOwnProperty.call(CLOCK, action) ? CLOCK[action] : 'the clock decides');
@@ -299,6 +303,9 @@ export const VIEWER_SCRIPT = String.raw`
     });
   }
 
+` +
+  SCHEDULES_SCRIPT +
+  String.raw`
   // Each render has a number: one that a newer render (a click, a refresh) overtook mounts nothing.
   let generation = 0;
   async function render() {
@@ -307,7 +314,9 @@ export const VIEWER_SCRIPT = String.raw`
     const hash = location.hash.slice(1) || '/';
     const focused = document.activeElement && document.activeElement.id;
     try {
+      for (const tab of document.querySelectorAll('nav a')) tab.classList.toggle('current', tab.id === (hash === '/schedules' ? 'nav-schedules' : 'nav-runs'));
       if (hash.startsWith('/runs/')) await show(decodeURIComponent(hash.slice(6)), current);
+      else if (hash === '/schedules') await schedules(current);
       else await list(new URLSearchParams(hash.split('?')[1] || ''), current);
     } catch (e) { if (current()) mount(app, bar(), h('p', { class: 'error' }, messageOf(e))); }
     // The control the operator was on (a filter, the refresh button) keeps the focus.
