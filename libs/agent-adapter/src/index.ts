@@ -55,6 +55,17 @@ export type {
   JsonSchema,
 } from './exec/tool.registry';
 export { idempotencyKey, inRun, currentCall } from './exec/idempotency-key';
+export { registerMcpTools, mcpToolPolicy } from './exec/mcp/register-mcp-tools';
+export type {
+  McpToolsOptions,
+  McpRegisteredTool,
+} from './exec/mcp/register-mcp-tools';
+export type {
+  McpClientLike,
+  McpToolInfo,
+  McpToolAnnotations,
+  McpCallResult,
+} from './exec/mcp/mcp-client';
 export type { CurrentCall } from './exec/call-context';
 export { KeyRing } from './exec/durable/key-ring';
 export type {
@@ -146,6 +157,7 @@ export {
   RecoveryAttemptsExceeded,
   RunCancelled,
   InvalidToolArguments,
+  McpToolError,
   NotInRun,
 } from './errors';
 export type { StateViolation } from './errors';

@@ -376,3 +376,17 @@ export class MaxStepsExceeded extends DurableError {
     super(Messages.maxSteps(runId, maxSteps), runId);
   }
 }
+
+/**
+ * An MCP tool answered with `isError: true`: the message is the text of its result. Inside a run
+ * the node sees it wrapped in `ToolFailed` (`errorName` "McpToolError"), sealed like any tool's
+ * error. @publicApi
+ */
+export class McpToolError extends DurableError {
+  constructor(
+    readonly tool: string,
+    text: string,
+  ) {
+    super(Messages.mcpToolFailed(text));
+  }
+}

@@ -1,6 +1,7 @@
 import { FlowMessages } from './messages/flow';
 import { KeyMessages } from './messages/keys';
 import { LoopMessages } from './messages/loop';
+import { McpMessages } from './messages/mcp';
 import { RunMessages } from './messages/runs';
 import { SetupMessages } from './messages/setup';
 import { StoreMessages } from './messages/stores';
@@ -17,6 +18,7 @@ export const Messages = {
   ...StoreMessages,
   ...LoopMessages,
   ...SetupMessages,
+  ...McpMessages,
 } as const;
 
 /** The areas `Messages` is made of, for the spec that checks their names do not collide. @internal */
@@ -27,4 +29,5 @@ export const MESSAGE_AREAS = {
   StoreMessages,
   LoopMessages,
   SetupMessages,
+  McpMessages,
 } as const;

@@ -87,6 +87,8 @@ export class Executor {
       index: scope.nextIndex++,
       tool,
     };
+    // Refused before anything is logged: the same arguments are refused again after a recovery.
+    definition.checkArgs?.(args);
     // Encoded once: the hash, the records and every copy handed out come from this text.
     const argsText = canonical(args ?? null, `${tool}(args)`);
     const argsHash = createHash('sha256')

@@ -92,6 +92,13 @@ export interface ToolOptions<A = unknown> {
   description?: string;
   /** JSON schema of the arguments object. */
   parameters?: JsonSchema;
+  /**
+   * Checks a call's arguments before anything is logged: it throws (`InvalidToolArguments`) to
+   * refuse the call, which then writes no record and does not run. It must be synchronous and
+   * deterministic with respect to the arguments (a recovery asks again). A tool loop hands the
+   * refusal to the model as the call's result. @default no check
+   */
+  checkArgs?: (args: unknown) => void;
 }
 
 export type ToolHandler<A = never, R = unknown> = (args: A) => R | Promise<R>;
@@ -109,6 +116,7 @@ export interface ToolDefinition {
   timeoutMs?: number;
   description?: string;
   parameters?: JsonSchema;
+  checkArgs?: (args: unknown) => void;
 }
 
 /** setTimeout's limit: a longer delay fires at once. */
@@ -159,6 +167,7 @@ export class ToolRegistry {
       ...(checked.parameters !== undefined && {
         parameters: checked.parameters,
       }),
+      ...(checked.checkArgs !== undefined && { checkArgs: checked.checkArgs }),
     });
     return this;
   }
@@ -211,7 +220,9 @@ function checkOptions(
     if (value !== undefined && typeof value !== 'boolean')
       throw bad(key, 'true or false', value);
   }
-  const { approval, retry, timeoutMs } = options;
+  const { approval, retry, timeoutMs, checkArgs } = options;
+  if (checkArgs !== undefined && typeof checkArgs !== 'function')
+    throw bad('checkArgs', 'a function (args) => void', checkArgs);
   if (
     approval !== undefined &&
     typeof approval !== 'boolean' &&

@@ -3,6 +3,7 @@ import {
   asError,
   ChatModelError,
   DurableSetupError,
+  InvalidToolArguments,
   MaxStepsExceeded,
   CheckpointConflict,
   CheckpointNotFound,
@@ -330,6 +331,9 @@ export class ToolLoop {
           !this.registry.get(call.name)?.idempotent
         )
           throw error;
+        // Refused by the tool's argument check (nothing ran, nothing logged): the model may retry.
+        if (error instanceof InvalidToolArguments)
+          return failed(call, error.message);
         if (error instanceof ToolFailed) {
           return failed(
             call,

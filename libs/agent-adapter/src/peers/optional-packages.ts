@@ -58,6 +58,11 @@ export const OPTIONAL_FEATURES = {
   },
   /** `runner.schedule`, `@DurableCron`: cron expressions parsed by croner. */
   schedules: { packages: ['croner'], what: 'durable schedules (cron)' },
+  /** `registerMcpTools`: an MCP server's tools, their arguments checked against their schemas. */
+  mcp: {
+    packages: ['@modelcontextprotocol/sdk'],
+    what: 'MCP tools (registerMcpTools)',
+  },
   /** OpenTelemetry spans; without it, nothing is traced. */
   tracing: {
     packages: ['@opentelemetry/api'],
