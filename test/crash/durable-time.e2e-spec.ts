@@ -62,7 +62,7 @@ function beganPer(ledger: LedgerLine[], tool: string): Map<string, number> {
 
 const ms = (values: Iterable<number>) => {
   const v = [...values];
-  return `p50 ${quantile(v, 0.5)} ms, p99 ${quantile(v, 0.99)} ms, max ${Math.max(...v)} ms`;
+  return `min ${Math.min(...v)} ms, p50 ${quantile(v, 0.5)} ms, p99 ${quantile(v, 0.99)} ms, max ${Math.max(...v)} ms`;
 };
 
 function timeSuite(kind: StoreKind): void {

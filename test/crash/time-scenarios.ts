@@ -125,7 +125,16 @@ export async function sleepAcrossKills(
           const id = (l.args as { show: string }).show;
           if (!lateness.has(id)) lateness.set(id, l.at! - wakeAt.get(id)!);
         }
-      if (lateness.size >= o.runs || Date.now() > until) break;
+      // Every mail began, and every run ended (a worker's `TOOK <id>`).
+      const took = new Set(
+        wakers.flatMap((w) =>
+          w.lines
+            .filter((l) => l.startsWith('TOOK '))
+            .map((l) => l.split(' ')[1]),
+        ),
+      );
+      const ended = [...wakeAt.keys()].every((id) => took.has(id));
+      if ((lateness.size >= o.runs && ended) || Date.now() > until) break;
     }
   } finally {
     await Promise.all(wakers.map((w) => w.kill()));
