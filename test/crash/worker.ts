@@ -5,8 +5,14 @@
  *   node -r ./test/utils/ts-register.js test/crash/worker.ts <mode> [flags]
  *
  * Modes: run, run-many, enqueue (--count runs on the tickets queue, or one --dedupe-key for all),
- * recover, recover-all, takeover (the tickets flow: takeover looks for due
- * runs every --every-ms until killed and prints `TOOK <runId> <outcome JSON>` per run it took); approval-run, approval-resume,
+ * recover, recover-all, takeover (the tickets flow and the durable-time flows of time-flows.ts:
+ * takeover looks for due runs every --every-ms until killed and prints `TOOK <runId> <outcome
+ * JSON>` per run it took, `FIRED <record> <ticks>` per schedule firing; --takeover-concurrency;
+ * --schedule <cron> declares the `beat` schedule first (--schedule-name, --catch-up, --overlap;
+ * each tick's run charges once, its `show` the tick); --start nap|late then starts --count runs
+ * (ids <run-prefix>-<i>): `nap` sleeps --sleep-ms between its charge and its mail and prints
+ * `SLEEPING <id> <wakeAt>`, `late` pauses on `refund_late`, whose approval has a --deadline-ms
+ * deadline the clock denies, and prints `PAUSED <id> <deadline>`); approval-run, approval-resume,
  * approval-recover (a `refunds` flow: `quote`, then `refund`, which needs approval); loop-run,
  * loop-recover (a tool loop whose model is an OpenAI-compatible server at CHAT_URL, with the tools
  * hold_seats (idempotent) and charge_card).
