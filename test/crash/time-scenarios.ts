@@ -201,7 +201,7 @@ export async function scheduleFleet(
   const looker = await lookerOn(kind, t);
   let kills = 0;
   try {
-    for (const w of workers) await w.waitForLine(/^STARTED$/);
+    for (const w of workers) await w.waitForLine(/^SCHEDULED$/, 60_000);
     const [info] = (await looker.runner.schedules.list()).filter(
       (s) => s.name === o.name,
     );
@@ -214,7 +214,8 @@ export async function scheduleFleet(
       kills += k.which.length;
       await sleep(k.downMs);
       for (const i of k.which) workers[i] = t.start(args);
-      for (const i of k.which) await workers[i]!.waitForLine(/^STARTED$/);
+      for (const i of k.which)
+        await workers[i]!.waitForLine(/^SCHEDULED$/, 60_000);
       lastUp = Date.now();
     }
     // Paused after the time asked for, and not before the last restarted workers had two
@@ -224,16 +225,20 @@ export async function scheduleFleet(
     );
     const paused = await looker.runner.schedules.pause(o.name);
     const pausedAt = paused.since;
-    // The runs fired before the pause end (a killed worker's after its lease).
+    // The runs fired before the pause end (a queued one once admitted, a killed worker's after
+    // its lease): each stored tick's run, by its head.
+    let ids: string[] = [];
     let unfinished: string[] = [];
     for (const until = Date.now() + 4 * (o.leaseMs ?? 1_000) + 5_000; ;) {
-      unfinished = (await looker.store.listUnfinished('beat'))
-        .map((h) => h.runId)
-        .filter((id) => id.startsWith(`${o.name}@`));
+      ids = await runsOf(looker.store, o.name);
+      const heads = await Promise.all(ids.map((id) => looker.store.head(id)));
+      unfinished = ids.filter(
+        (_, i) => heads[i]?.status !== 'done' && heads[i]?.status !== 'failed',
+      );
       if (!unfinished.length || Date.now() > until) break;
       await sleep(100);
     }
-    const ticks = (await runsOf(looker.store, o.name))
+    const ticks = ids
       .map((id) => Date.parse(id.slice(o.name.length + 1)))
       .sort((a, b) => a - b);
     const ledger = t.ledger();

@@ -8,8 +8,8 @@
  * recover, recover-all, takeover (the tickets flow and the durable-time flows of time-flows.ts:
  * takeover looks for due runs every --every-ms until killed and prints `TOOK <runId> <outcome
  * JSON>` per run it took, `FIRED <record> <ticks>` per schedule firing; --takeover-concurrency;
- * --schedule <cron> declares the `beat` schedule first (--schedule-name, --catch-up, --overlap;
- * each tick's run charges once, its `show` the tick); --start nap|late then starts --count runs
+ * --schedule <cron> declares the `beat` schedule first and prints `SCHEDULED` once it is stored
+ * (--schedule-name, --catch-up, --overlap; each tick's run charges once, its `show` the tick); --start nap|late then starts --count runs
  * (ids <run-prefix>-<i>): `nap` sleeps --sleep-ms between its charge and its mail and prints
  * `SLEEPING <id> <wakeAt>`, `late` pauses on `refund_late`, whose approval has a --deadline-ms
  * deadline the clock denies, and prints `PAUSED <id> <deadline>`); approval-run, approval-resume,
@@ -556,6 +556,7 @@ async function main(): Promise<number> {
           overlap: values.overlap as 'skip' | 'queue' | 'allow',
           input: (tick) => ({ show: tick.toISOString() }),
         });
+      if (values.schedule !== undefined) process.stdout.write('SCHEDULED\n');
       const flows = [flow, time.nap, time.late, time.beat] as const;
       runner.takeOver(flows, {
         everyMs: Number(values['every-ms']),
