@@ -1,6 +1,6 @@
 /**
  * `npm run bench -- --suite time [--stores postgres,redis] [--runs 100] [--sleep-ms 6000]
- * [--ticks 20]`: durable time with real worker processes (the crash harness: test/crash/worker.ts,
+ * [--ticks 20] [--concurrency 4]`: durable time with real worker processes (the crash harness: test/crash/worker.ts,
  * the scenarios of test/crash/time-scenarios.ts), per store:
  *
  *   wake, restart   --runs runs sleep --sleep-ms on one worker; every worker (it and two others)
@@ -13,8 +13,8 @@
  *                   run's charge, from the ledger, minus the tick)
  *   tick, allow     the same with overlap 'allow' (the firing worker starts the run itself)
  *
- * Workers look every 500 ms (wakes) / 200 ms (ticks), lease 1 s, takeover concurrency 4 (the
- * default). Figures: p50 / p99 / max in ms, in bench/out/time.json.
+ * Workers look every 500 ms (wakes) / 200 ms (ticks), lease 1 s, takeover concurrency
+ * --concurrency (4, the library's default). Figures: p50 / p99 / max in ms, in bench/out/time.json.
  */
 import { loadavg } from 'node:os';
 import { killAll } from '../test/utils/child-process';
@@ -33,6 +33,8 @@ const stores = arg('stores', 'postgres,redis')
 const RUNS = Number(arg('runs', '100'));
 const SLEEP_MS = Number(arg('sleep-ms', '6000'));
 const TICKS = Number(arg('ticks', '20'));
+/** Each worker's takeover concurrency (runs taken over at once). */
+const CONCURRENCY = Number(arg('concurrency', '4'));
 
 const measures: Measure[] = [];
 const rows: string[][] = [];
@@ -50,7 +52,7 @@ function record(store: StoreKind, what: string, values: number[]): void {
 
 async function main(): Promise<void> {
   console.log(
-    `time: ${RUNS} sleeping runs (${SLEEP_MS} ms), ${TICKS} ticks per schedule, on ${stores.join(', ')}; load ${loadavg()
+    `time: ${RUNS} sleeping runs (${SLEEP_MS} ms), ${TICKS} ticks per schedule, takeover concurrency ${CONCURRENCY}, on ${stores.join(', ')}; load ${loadavg()
       .map((l) => l.toFixed(2))
       .join(' ')}`,
   );
@@ -66,6 +68,7 @@ async function main(): Promise<void> {
           after: restart ? 2 : 0,
           killAll: restart,
           everyMs: 500,
+          concurrency: CONCURRENCY,
           graceMs: 30_000,
         });
         if (f.lateness.size < RUNS)
@@ -88,6 +91,7 @@ async function main(): Promise<void> {
           seconds: TICKS,
           catchUp: 'last',
           overlap,
+          concurrency: CONCURRENCY,
         });
         record(store, `tick, overlap '${overlap}'`, [...f.lateness.values()]);
       }

@@ -50,6 +50,8 @@ export interface SleepScenario {
   killAll: boolean;
   leaseMs?: number;
   everyMs?: number;
+  /** Each worker's takeover `concurrency`. @default the library's (4) */
+  concurrency?: number;
   /** How long to wait for every wake past the last wake time. @default 15 s */
   graceMs?: number;
 }
@@ -68,13 +70,20 @@ export interface SleepFigures {
   wakers: number[];
 }
 
-function takeoverArgs(o: { leaseMs?: number; everyMs?: number }): string[] {
+function takeoverArgs(o: {
+  leaseMs?: number;
+  everyMs?: number;
+  concurrency?: number;
+}): string[] {
   return [
     'takeover',
     '--lease-ms',
     String(o.leaseMs ?? 1_000),
     '--every-ms',
     String(o.everyMs ?? 200),
+    ...(o.concurrency !== undefined
+      ? ['--takeover-concurrency', String(o.concurrency)]
+      : []),
   ];
 }
 
@@ -163,6 +172,7 @@ export interface ScheduleScenario {
   kills?: Array<{ at: number; which: number[]; downMs: number }>;
   leaseMs?: number;
   everyMs?: number;
+  concurrency?: number;
 }
 
 export interface ScheduleFigures {
