@@ -11,13 +11,16 @@
  *               peak RSS and live heap against N (--stores, --runs, --concurrency, --api)
  *   queue       queued runs taken by 1, 2 and 4 worker processes: runs/s and p99 against raw
  *               statements doing the same (--stores, --runs, --processes, --concurrency)
+ *   time        durable time with worker processes: wake lateness of sleeping runs across a
+ *               SIGKILL of every worker, and of a per-second schedule's ticks, p50/p99
+ *               (--stores, --runs, --sleep-ms, --ticks)
  */
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { arg } from './lib/util';
 
-const SUITES = ['superstep', 'throughput', 'recover', 'queue'];
+const SUITES = ['superstep', 'throughput', 'recover', 'queue', 'time'];
 const wanted = arg(
   'suite',
   process.argv.includes('--cpu') ? 'superstep' : SUITES.join(','),

@@ -5,7 +5,9 @@
  *
  * Memory runs in-process (simulated crashes) and is cheap; the persistent stores run worker
  * processes killed with SIGKILL, so they get fewer trials (CRASH_FUZZ_TRIALS overrides both).
- * A quarter of the workers also get injected transient store faults (invariant I6).
+ * A quarter of the workers also get injected transient store faults (invariant I6). About a third
+ * of the seeds are durable-time variants (a node sleeps, a tool's approval has a deadline only the
+ * clock decides), killed around the sleep checkpoint, the wake claim and the clock's decision.
  */
 import { describeWithService } from '../utils/services';
 import { fuzz, type FuzzStore } from '../../tools/crash/fuzz';
@@ -31,6 +33,9 @@ async function sample(store: FuzzStore, trials: number) {
   expect(
     (summary.stats['end.done'] ?? 0) + (summary.stats['end.failed'] ?? 0),
   ).toBe(trials);
+  // Durable-time variants are part of every sample, and the clock decided some approval.
+  expect(summary.stats['trials.timed']).toBeGreaterThan(0);
+  expect(summary.stats['rounds.clock']).toBeGreaterThan(0);
   return summary;
 }
 
@@ -40,6 +45,12 @@ describe('crash fuzzer: memory (in-process, simulated crashes)', () => {
     // The operator resolved calls in doubt as their systems say in some rounds, reran in others.
     expect(summary.stats['decisions.resolve']).toBeGreaterThan(0);
     expect(summary.stats['decisions.rerun']).toBeGreaterThan(0);
+    // Sleeping runs woken, and workers killed at the durable-time points.
+    expect(summary.stats['rounds.wake']).toBeGreaterThan(0);
+    expect(
+      Object.keys(summary.points).filter((p) => /^(sleep|wake|clock):/.test(p))
+        .length,
+    ).toBeGreaterThan(0);
   });
 
   it('catches a harness that reruns calls in doubt without an operator decision', async () => {

@@ -27,6 +27,7 @@ const WORKER = join(__dirname, 'worker.ts');
 const WORKER_FILES = [
   WORKER,
   join(__dirname, 'stores.ts'),
+  join(__dirname, 'time-flows.ts'),
   join(ROOT, 'tools', 'crash', 'fuzz-flow.ts'),
   join(ROOT, 'test', 'utils', 'services.ts'),
 ];
@@ -89,6 +90,32 @@ export function readLedger(file: string): LedgerLine[] {
 
 export function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
+}
+
+/** Waits until the worker has printed `n` lines matching `pattern`; returns them. */
+export async function printed(
+  w: { lines: readonly string[]; stderr: string },
+  pattern: RegExp,
+  n: number,
+  timeoutMs: number,
+): Promise<string[]> {
+  const until = Date.now() + timeoutMs;
+  for (;;) {
+    const found = w.lines.filter((l) => pattern.test(l));
+    if (found.length >= n) return found;
+    if (Date.now() > until)
+      throw new Error(
+        `${found.length} of ${n} lines ${pattern} in ${timeoutMs} ms: ${w.lines.join(' | ')}; stderr: ${w.stderr}`,
+      );
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+/** The value at quantile `q` (0..1) of a list of numbers (nearest rank). */
+export function quantile(values: readonly number[], q: number): number {
+  if (!values.length) return NaN;
+  const s = [...values].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.max(0, Math.ceil(q * s.length) - 1))]!;
 }
 
 /** "min / median / max" of a list of numbers. */

@@ -6,31 +6,12 @@
  */
 import { killAll } from '../utils/child-process';
 import { describeWithService } from '../utils/services';
-import { sandboxes } from './harness';
+import { printed, sandboxes } from './harness';
 import { serviceOf, type StoreKind } from './stores';
 import type { Outcome } from './worker';
 
 const LEASE_MS = 1_000;
 const RUNS = 3;
-
-/** Waits until the worker has printed `n` lines matching `pattern`; returns them. */
-async function printed(
-  w: { lines: readonly string[]; stderr: string },
-  pattern: RegExp,
-  n: number,
-  timeoutMs: number,
-): Promise<string[]> {
-  const until = Date.now() + timeoutMs;
-  for (;;) {
-    const found = w.lines.filter((l) => pattern.test(l));
-    if (found.length >= n) return found;
-    if (Date.now() > until)
-      throw new Error(
-        `${found.length} of ${n} lines ${pattern} in ${timeoutMs} ms: ${w.lines.join(' | ')}; stderr: ${w.stderr}`,
-      );
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
 
 function takeoverSuite(kind: StoreKind): void {
   const boxes = sandboxes(kind, 'takeover');

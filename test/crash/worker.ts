@@ -5,8 +5,14 @@
  *   node -r ./test/utils/ts-register.js test/crash/worker.ts <mode> [flags]
  *
  * Modes: run, run-many, enqueue (--count runs on the tickets queue, or one --dedupe-key for all),
- * recover, recover-all, takeover (the tickets flow: takeover looks for due
- * runs every --every-ms until killed and prints `TOOK <runId> <outcome JSON>` per run it took); approval-run, approval-resume,
+ * recover, recover-all, takeover (the tickets flow and the durable-time flows of time-flows.ts:
+ * takeover looks for due runs every --every-ms until killed and prints `TOOK <runId> <outcome
+ * JSON>` per run it took, `FIRED <record> <ticks>` per schedule firing; --takeover-concurrency;
+ * --schedule <cron> declares the `beat` schedule first and prints `SCHEDULED` once it is stored
+ * (--schedule-name, --catch-up, --overlap; each tick's run charges once, its `show` the tick); --start nap|late then starts --count runs
+ * (ids <run-prefix>-<i>): `nap` sleeps --sleep-ms between its charge and its mail and prints
+ * `SLEEPING <id> <wakeAt>`, `late` pauses on `refund_late`, whose approval has a --deadline-ms
+ * deadline the clock denies, and prints `PAUSED <id> <deadline>`); approval-run, approval-resume,
  * approval-recover (a `refunds` flow: `quote`, then `refund`, which needs approval); loop-run,
  * loop-recover (a tool loop whose model is an OpenAI-compatible server at CHAT_URL, with the tools
  * hold_seats (idempotent) and charge_card).
@@ -85,6 +91,7 @@ import {
   type FaultReport,
 } from '../../tools/crash/store-faults';
 import { isBackendKind, openStore, type BackendKind } from './stores';
+import { timeFlows } from './time-flows';
 
 /** One ledger line: a tool's side effect is about to happen (`begin`) or has happened (`end`). */
 export interface LedgerLine {
@@ -148,6 +155,14 @@ const { values, positionals } = parseArgs({
     'dedupe-key': { type: 'string' },
     decision: { type: 'string' },
     'sync-port': { type: 'string' },
+    start: { type: 'string' },
+    'sleep-ms': { type: 'string', default: '3000' },
+    'deadline-ms': { type: 'string', default: '2000' },
+    'takeover-concurrency': { type: 'string' },
+    schedule: { type: 'string' },
+    'schedule-name': { type: 'string', default: 'beat' },
+    'catch-up': { type: 'string', default: 'last' },
+    overlap: { type: 'string', default: 'skip' },
   },
 });
 const mode = positionals[0] ?? '';
@@ -227,6 +242,17 @@ function registry(): ToolRegistry {
     .register(
       'email_tickets',
       tool<Ticket>('email_tickets', (a) => `sent ${a.show}`),
+    )
+    .register(
+      'refund_late',
+      tool<Ticket>('refund_late', (a) => `refunded ${a.show}`),
+      // The deadline is sealed with the pause: another worker's setting does not change it.
+      {
+        approval: {
+          timeoutMs: Number(values['deadline-ms']),
+          onTimeout: 'deny',
+        },
+      },
     );
 }
 
@@ -516,15 +542,58 @@ async function main(): Promise<number> {
       );
       break;
     case 'takeover': {
-      // A live worker of a fleet: takes over due runs (continuous takeover) until it is killed,
-      // one `TOOK <runId> <outcome>` line per run it finished or could not.
-      runner.takeOver([flow], {
+      // A live worker of a fleet: takes over due runs (continuous takeover) of the tickets flow
+      // and the durable-time flows until it is killed, one `TOOK <runId> <outcome>` line per run
+      // it finished or could not (a schedule's firing: `FIRED <record> <what it fired>`).
+      // --schedule <cron>: declares the `beat` schedule first (--schedule-name, --catch-up,
+      // --overlap). --start nap|late: then starts --count runs (ids <run-prefix>-<i>) and prints
+      // `SLEEPING <id> <wakeAt>` / `PAUSED <id> <deadline>` (or `RESULT <id> <outcome>`) for each.
+      const time = timeFlows();
+      if (values.schedule !== undefined)
+        await runner.schedule(time.beat, values.schedule, {
+          name: values['schedule-name'],
+          catchUp: values['catch-up'] as 'none' | 'last' | 'all',
+          overlap: values.overlap as 'skip' | 'queue' | 'allow',
+          input: (tick) => ({ show: tick.toISOString() }),
+        });
+      if (values.schedule !== undefined) process.stdout.write('SCHEDULED\n');
+      const flows = [flow, time.nap, time.late, time.beat] as const;
+      runner.takeOver(flows, {
         everyMs: Number(values['every-ms']),
-        onOutcome: (_flow, [id, out]) =>
+        ...(values['takeover-concurrency'] !== undefined && {
+          concurrency: Number(values['takeover-concurrency']),
+        }),
+        onOutcome: (flowName, [id, out]) =>
           process.stdout.write(
-            `TOOK ${id} ${JSON.stringify({ ...outcomeOf(out as RunResult<Order> | Error), at: Date.now() })}\n`,
+            flowName === '$schedules'
+              ? `FIRED ${id} ${JSON.stringify(out instanceof Error ? { error: out.name, message: out.message } : out)}\n`
+              : `TOOK ${id} ${JSON.stringify({ ...outcomeOf(out as RunResult<Order> | Error), at: Date.now() })}\n`,
           ),
       });
+      const start = values.start;
+      if (start !== undefined) {
+        if (start !== 'nap' && start !== 'late')
+          throw new Error('--start must be nap or late');
+        const sleepMs = Number(values['sleep-ms']);
+        await Promise.all(
+          Array.from({ length: Number(values.count) }, async (_, i) => {
+            const id = `${values['run-prefix']}-${i}`;
+            const r = await settle(
+              start === 'nap'
+                ? runner.run(time.nap, { show: id, sleepMs }, { runId: id })
+                : runner.run(time.late, { show: id }, { runId: id }),
+            );
+            process.stdout.write(
+              r instanceof Error ||
+                (r.status !== 'sleeping' && r.status !== 'paused')
+                ? `RESULT ${id} ${JSON.stringify(outcomeOf(r as RunResult<Order> | Error))}\n`
+                : r.status === 'sleeping'
+                  ? `SLEEPING ${id} ${r.wakeAt}\n`
+                  : `PAUSED ${id} ${r.pending?.deadline}\n`,
+            );
+          }),
+        );
+      }
       await new Promise<never>(() => undefined);
       break;
     }
@@ -661,6 +730,8 @@ export interface FuzzJob {
   fault?: FaultPlan;
   rerun?: boolean;
   decision?: { approved: boolean; reason?: string };
+  /** The seed's durable-time variant, whatever the seed (the fuzzer's --time). */
+  timed?: boolean;
   /** Hold the job's first save until `go <id>` arrives (after `ARMED <id>`). */
   barrier?: boolean;
 }
@@ -687,7 +758,7 @@ async function fuzzJob(
   go: () => Promise<void>,
 ): Promise<FuzzOutcome> {
   const kill = new KillSwitch(job.plan);
-  const spec = generate(job.seed);
+  const spec = generate(job.seed, job.timed);
   const flow = fuzzFlow(spec);
   const report: FaultReport = { injected: 0, records: [] };
   // Outside the kill switch: a write that fails before the store is not a write it counts.

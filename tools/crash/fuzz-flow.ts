@@ -66,13 +66,16 @@ export function hash(text: string): number {
 // ------------------------------------------------------------------------------------------------
 // Specs
 
-export type ToolKind = 'idempotent' | 'readOnly' | 'plain' | 'approval';
+export type ToolKind =
+  'idempotent' | 'readOnly' | 'plain' | 'approval' | 'deadline';
 
 export interface ToolSpec {
   name: string;
   kind: ToolKind;
   /** Fails for about one argument in four. */
   fails: boolean;
+  /** Kind `deadline`: an approval the clock decides `timeoutMs` after the pause (nobody else does). */
+  deadline?: { timeoutMs: number; onTimeout: 'deny' | 'approve' | 'fail' };
 }
 
 export interface CallSpec {
@@ -91,6 +94,8 @@ export interface NodeSpec {
   /** A route: targets (may include END and an earlier node); `multi`: may pick two. */
   route?: { targets: string[]; multi: boolean };
   end: boolean;
+  /** Sleeps this long (`ctx.sleep`) after its first group of calls (before any, with none). */
+  sleepMs?: number;
 }
 
 export interface FuzzSpec {
@@ -102,7 +107,8 @@ export interface FuzzSpec {
   cap: number;
 }
 
-export function generate(seed: number): FuzzSpec {
+/** `timed`: always the durable-time variant (else about a third of the seeds are). */
+export function generate(seed: number, timed = false): FuzzSpec {
   const rng = new Rng(seed);
   const kinds: ToolKind[] = ['idempotent', 'readOnly', 'plain', 'approval'];
   const tools: ToolSpec[] = Array.from({ length: 2 + rng.int(4) }, (_, i) => ({
@@ -143,7 +149,46 @@ export function generate(seed: number): FuzzSpec {
     }
     return node;
   });
-  return { seed, flow: `fuzz-${seed}`, tools, nodes, cap: 4 + rng.int(10) };
+  const spec = {
+    seed,
+    flow: `fuzz-${seed}`,
+    tools,
+    nodes,
+    cap: 4 + rng.int(10),
+  };
+  return withTime(spec, timed);
+}
+
+/**
+ * The durable-time variant, for about a third of the seeds (a stream of its own: the other seeds'
+ * flows, kill plans and decisions stay what they were): a node sleeps 15-45 ms, and mostly one
+ * tool becomes an approval with a 15-45 ms deadline that only the clock decides (deny, approve
+ * or fail), so kills land around the sleep checkpoint, the wake claim and the clock's decision.
+ */
+function withTime(spec: FuzzSpec, always: boolean): FuzzSpec {
+  const rng = new Rng(hash(`time/${spec.seed}`));
+  if (!rng.bool(0.35) && !always) return spec;
+  const sleeper = spec.nodes[rng.int(spec.nodes.length)]!;
+  sleeper.sleepMs = 15 + rng.int(31);
+  if (rng.bool(0.75)) {
+    const tool = spec.tools[rng.int(spec.tools.length)]!;
+    tool.kind = 'deadline';
+    tool.deadline = {
+      timeoutMs: 15 + rng.int(31),
+      onTimeout: rng.pick(['deny', 'approve', 'fail'] as const),
+    };
+  }
+  return spec;
+}
+
+/** Whether a seed's flow is the durable-time variant (a sleep, maybe a deadline). */
+export function isTimed(spec: FuzzSpec): boolean {
+  return spec.nodes.some((n) => n.sleepMs !== undefined);
+}
+
+/** A message with its ISO times taken out (the clock's decisions name a deadline: a time of day). */
+export function timeless(message: string): string {
+  return message.replace(/\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z/g, '<time>');
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -173,7 +218,14 @@ export function fuzzFlow(spec: FuzzSpec): Flow<FuzzState> {
       async (s, ctx) => {
         let index = 0;
         const results: string[] = [];
-        for (const group of node.groups) {
+        const nap = async () => {
+          // A sleep takes a call index, as a call does: the calls after it keep the library's.
+          index++;
+          await ctx.sleep(node.sleepMs!);
+        };
+        if (node.sleepMs !== undefined && !node.groups.length) await nap();
+        for (const [g, group] of node.groups.entries()) {
+          if (g === 1 && node.sleepMs !== undefined) await nap();
           const settled = await Promise.all(
             group.map((call) => {
               const args: CallArgs = {
@@ -190,13 +242,15 @@ export function fuzzFlow(spec: FuzzSpec): Flow<FuzzState> {
                     call.catches &&
                     (name === 'ToolFailed' || name === 'ToolDenied')
                   )
-                    return `${name}:${(e as Error).message}`;
+                    return `${name}:${timeless((e as Error).message)}`;
                   throw e;
                 },
               );
             }),
           );
           results.push(...settled);
+          if (g === 0 && node.groups.length === 1 && node.sleepMs !== undefined)
+            await nap();
         }
         return {
           n: 1 + results.length,
@@ -283,6 +337,7 @@ export function fuzzRegistry(spec: FuzzSpec, hooks: ToolHooks): ToolRegistry {
         ...(tool.kind === 'idempotent' && { idempotent: true }),
         ...(tool.kind === 'readOnly' && { readOnly: true }),
         ...(tool.kind === 'approval' && { approval: true }),
+        ...(tool.deadline && { approval: tool.deadline }),
       },
     );
   }
@@ -328,7 +383,19 @@ export const POINTS = [
   'tool:begin',
   'tool:end',
 ] as const;
-export type Point = (typeof POINTS)[number];
+/**
+ * The durable-time points (time variants only): before/after the checkpoint that puts the run to
+ * sleep, the wake claim, and the clock's decision (a timed-out `resume`, or the `deadline` fail).
+ */
+export const TIME_POINTS = [
+  'sleep:before',
+  'sleep:after',
+  'wake:before',
+  'wake:after',
+  'clock:before',
+  'clock:after',
+] as const;
+export type Point = (typeof POINTS)[number] | (typeof TIME_POINTS)[number];
 
 export type KillPlan =
   /** Before or after the n-th store write. */
@@ -358,8 +425,15 @@ export function writeKinds(
       }
     | { kind: 'recordCall'; calls: readonly CallRecord[] },
 ): string[] {
-  if (write.kind === 'save')
-    return [String(bodyOf(write.checkpoint.sealed).reason)];
+  if (write.kind === 'save') {
+    const body = bodyOf(write.checkpoint.sealed);
+    const reason = String(body.reason);
+    const timedOut =
+      reason === 'resume' &&
+      Array.isArray(body.decisions) &&
+      (body.decisions as Array<{ timedOut?: boolean }>).some((d) => d.timedOut);
+    return reason === 'deadline' || timedOut ? [reason, 'clock'] : [reason];
+  }
   const phases = new Set(
     write.calls.map((c) => String(bodyOf(c.sealed).phase)),
   );

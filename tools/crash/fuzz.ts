@@ -3,7 +3,16 @@
  *
  *   npm run crash -- --store <memory|sqlite|postgres|redis|all> --trials N --seed S
  *     [--concurrency C] [--mode random|named|both] [--faults RATE]
- *     [--decide rerun|resolve|mixed] [--sabotage rerun-in-doubt|resolve-lies] [--quiet]
+ *     [--decide rerun|resolve|mixed] [--sabotage rerun-in-doubt|resolve-lies] [--time] [--quiet]
+ *
+ * Durable time: about a third of the seeds (every seed with `--time`) are a variant whose flow has a
+ * node that sleeps (15-45 ms) and mostly a tool whose approval has a 15-45 ms deadline only the clock
+ * decides (deny, approve or fail). The harness (and the reference run) wait for a sleeping run's
+ * wake time or a deadline, then send one to three recoverers at once (they race for the wake claim,
+ * or as clocks for the decision); a named-mode time trial is killed at a durable-time point
+ * (fuzz-flow.ts TIME_POINTS: the sleep checkpoint, the wake claim, the clock's decision). The
+ * invariants are the same; the clock's failure names its deadline, so I4 compares errors with
+ * their ISO times taken out (a node that catches a denial keeps its message the same way).
  *
  * Trial `S+i` (i < N) is fully named by its seed: `--seed S+i --trials 1` replays it (the kill
  * points and the races are the same; a timer kill lands where the scheduler puts it).
@@ -91,6 +100,7 @@ import {
   KillSwitch,
   POINTS,
   Rng,
+  TIME_POINTS,
   bodyOf,
   decisionFor,
   fuzzFlow,
@@ -98,7 +108,9 @@ import {
   generate,
   hash,
   isIdempotent,
+  isTimed,
   resultOf,
+  timeless,
   writeKinds,
   type CallArgs,
   type Effect,
@@ -150,6 +162,8 @@ export interface FuzzOptions {
    * resolve every call in doubt "did not run", even one that ran.
    */
   sabotage?: 'rerun-in-doubt' | 'resolve-lies';
+  /** Every trial the seed's durable-time variant (a sleep, mostly a deadline), not a third. */
+  time?: boolean;
   /** How often a worker gets injected transient store faults (store-faults.ts). @default 0.25 */
   faults?: number;
   log?: (line: string) => void;
@@ -180,6 +194,8 @@ const WORKER_TIMEOUT_MS = 45_000;
 
 interface Launch {
   mode: 'fuzz-run' | 'fuzz-recover' | 'fuzz-resume';
+  /** The seed's durable-time variant, whatever the seed (`--time`). */
+  timed?: boolean;
   plan?: KillPlan;
   fault?: FaultPlan;
   rerun?: boolean;
@@ -301,6 +317,7 @@ class ProcessCluster implements Cluster {
       ...(l.fault && { fault: l.fault }),
       ...(l.rerun && { rerun: true }),
       ...(l.decision && { decision: l.decision }),
+      ...(l.timed && { timed: true }),
       ...(barrier && { barrier: true }),
     }));
     jobs.forEach((job, i) =>
@@ -369,7 +386,10 @@ class MemoryCluster implements Cluster {
   }
 
   race(seed: number, runId: string, launches: Launch[]): Promise<Ended[]> {
-    const spec = generate(seed);
+    const spec = generate(
+      seed,
+      launches.some((l) => l.timed),
+    );
     const flow = fuzzFlow(spec);
     const lines = this.ledgers.get(seed) ?? [];
     this.ledgers.set(seed, lines);
@@ -474,6 +494,11 @@ function outcomeOf(out: RunResult<FuzzState> | Error): FuzzOutcome {
 // ------------------------------------------------------------------------------------------------
 // The reference run
 
+/** Resolves a little after `at` (epoch ms). */
+function waitUntil(at: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, Math.max(0, at - Date.now() + 2)));
+}
+
 interface Reference {
   status: string;
   state: FuzzState;
@@ -506,9 +531,14 @@ async function reference(spec: FuzzSpec, runId: string): Promise<Reference> {
   const flow = fuzzFlow(spec);
   let pauses = 0;
   let r = await runner.run(flow, { n: 0, log: [] }, { runId });
-  while (r.status === 'paused' && pauses < 100) {
+  while ((r.status === 'paused' || r.status === 'sleeping') && pauses < 100) {
     pauses++;
-    r = await runner.resume(flow, runId, decisionFor(spec, r.pending!));
+    // A sleep, or an approval only the clock decides: wait for its time, then recover.
+    const due = r.status === 'sleeping' ? r.wakeAt : r.pending?.deadline;
+    if (due !== undefined) {
+      await waitUntil(due);
+      r = await runner.recover(flow, runId);
+    } else r = await runner.resume(flow, runId, decisionFor(spec, r.pending!));
   }
   runner.close();
   return {
@@ -684,6 +714,7 @@ function randomPlan(rng: Rng, ref: Reference, memory: boolean): KillPlan {
 }
 
 const RUN_POINTS = new Set([
+  'sleep',
   'start',
   'started',
   'done',
@@ -706,7 +737,8 @@ async function trial(ctx: TrialContext, seed: number): Promise<string[]> {
   const lies = ctx.options.sabotage === 'resolve-lies';
   const bad: string[] = [];
   const count = (k: string, by = 1) => (stats[k] = (stats[k] ?? 0) + by);
-  const spec = generate(seed);
+  const timed = Boolean(ctx.options.time);
+  const spec = generate(seed, timed);
   const flow = fuzzFlow(spec);
   const runId = `fz-${seed}-${randomBytes(3).toString('hex')}`;
   const ref = await reference(spec, runId);
@@ -724,13 +756,16 @@ async function trial(ctx: TrialContext, seed: number): Promise<string[]> {
   const absorbed: Array<{ report: FaultReport; who: string }> = [];
   const mode = ctx.options.mode ?? 'both';
   const named = mode === 'named' || (mode === 'both' && seed % 2 === 1);
+  // A time variant's named point is one of the durable-time points.
+  const points: readonly Point[] = isTimed(spec) ? TIME_POINTS : POINTS;
   let namedPlan: { kind: 'point'; point: Point; n: number } | undefined = named
     ? {
         kind: 'point',
-        point: POINTS[Math.floor(seed / 2) % POINTS.length]!,
+        point: points[Math.floor(seed / 2) % points.length]!,
         n: 1 + rng.int(2),
       }
     : undefined;
+  if (isTimed(spec)) count('trials.timed');
   count(named ? 'trials.named' : 'trials.random');
   const store = cluster.store;
   const grants = new Map<Id, number>();
@@ -748,7 +783,7 @@ async function trial(ctx: TrialContext, seed: number): Promise<string[]> {
   /** Runs a round; notes kills; returns the outcomes. */
   const round = async (planned: Launch[]): Promise<FuzzOutcome[]> => {
     count('workers', planned.length);
-    const launches = planned.map(faulting);
+    const launches = planned.map((l) => faulting(timed ? { ...l, timed } : l));
     const ends = await cluster.race(seed, runId, launches);
     const outcomes: FuzzOutcome[] = [];
     let outage = false;
@@ -869,7 +904,28 @@ async function trial(ctx: TrialContext, seed: number): Promise<string[]> {
       if (decided) count('decisions.rerun');
       decided = undefined;
       let outcomes: FuzzOutcome[];
-      if (status === 'paused') {
+      const pending =
+        status === 'paused'
+          ? (await reader.get(flow, runId)).pending
+          : undefined;
+      const due =
+        status === 'sleeping'
+          ? (await store.head(runId))?.leaseExpiresAt
+          : pending?.deadline;
+      if (status === 'sleeping' || due !== undefined) {
+        // A sleeping run, or a paused one only the clock decides: recoverers at its time (they
+        // race for the wake claim, or as clocks for the decision).
+        if (due !== undefined) await waitUntil(due);
+        count(status === 'sleeping' ? 'rounds.wake' : 'rounds.clock');
+        const n = 1 + rng.int(3);
+        outcomes = await round(
+          Array.from({ length: n }, (_, i) => ({
+            mode: 'fuzz-recover' as const,
+            rerun: sabotage || (rerun && i === 0),
+            plan: maybePlan(r, i === 0, 'any'),
+          })),
+        );
+      } else if (status === 'paused') {
         const got = await reader.get(flow, runId);
         const decision = decisionFor(spec, got.pending!);
         count('rounds.resume');
@@ -1008,7 +1064,10 @@ async function trial(ctx: TrialContext, seed: number): Promise<string[]> {
       name: got.error.name,
       message: got.error.message,
     };
-    if (JSON.stringify(err) !== JSON.stringify(ref.error))
+    // The clock's failure names its deadline, a time of day: compared without it.
+    const errText = (e?: { name: string; message: string }) =>
+      JSON.stringify(e && { ...e, message: timeless(e.message) });
+    if (errText(err) !== errText(ref.error))
       bad.push(
         `I4 error ${JSON.stringify(err)}, the uncrashed run's ${JSON.stringify(ref.error)}`,
       );
@@ -1118,7 +1177,7 @@ export async function fuzz(options: FuzzOptions): Promise<FuzzSummary> {
             for (const what of found) {
               violations.push({ store: options.store, seed, what });
               log(
-                `VIOLATION store=${options.store} seed=${seed}: ${what}\n  replay: npm run crash -- --store ${options.store} --seed ${seed} --trials 1`,
+                `VIOLATION store=${options.store} seed=${seed}: ${what}\n  replay: npm run crash -- --store ${options.store} --seed ${seed} --trials 1${options.time ? ' --time' : ''}`,
               );
             }
             finished++;
@@ -1156,6 +1215,7 @@ async function cli(): Promise<number> {
       sabotage: { type: 'string' },
       decide: { type: 'string', default: 'mixed' },
       quiet: { type: 'boolean', default: false },
+      time: { type: 'boolean', default: false },
     },
   });
   const stores: FuzzStore[] =
@@ -1205,6 +1265,7 @@ async function cli(): Promise<number> {
         sabotage: values.sabotage,
       }),
       decide: values.decide as NonNullable<FuzzOptions['decide']>,
+      ...(values.time && { time: true }),
       log: (line) => console.log(line),
     });
     failed ||= summary.violations.length > 0;

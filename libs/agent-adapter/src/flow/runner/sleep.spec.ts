@@ -114,6 +114,37 @@ describe.each(memoryAndSqlite('sleep'))('durable sleep on %s', (_n, fresh) => {
     }
   });
 
+  it('more runs waking at one time than a takeover takes at once: each place that comes free takes the next at once, not a look later', async () => {
+    const ran: string[] = [];
+    const flow = reminderFlow(300);
+    const w1 = runnerOn(store, ran, 'w1');
+    const wakes = await Promise.all(
+      Array.from({ length: 12 }, (_, i) =>
+        w1.run(flow, { to: `p${i}` }, { runId: `many${i}` }),
+      ),
+    );
+    w1.close();
+    const last = Math.max(...wakes.map((r) => r.wakeAt as number));
+    // Two at a time, looking every 5 s: the look-ahead's timer wakes the first two; the others
+    // follow as places come free (before the fix: one batch per look, seconds apart).
+    const w2 = runnerOn(store, ran, 'w2');
+    const takeover = w2.takeOver([flow], { everyMs: 5_000, concurrency: 2 });
+    await takeover.lookNow();
+    try {
+      expect(
+        await until(
+          async () => (await store.listUnfinished('reminder')).length === 0,
+          1_500 + (last - Date.now()),
+        ),
+      ).toBe(true);
+      expect(Date.now() - last).toBeLessThan(1_500);
+      expect(ran.filter((r) => r === 'mail')).toHaveLength(12);
+    } finally {
+      await takeover.stop();
+      w2.close();
+    }
+  });
+
   it('a wake time that passed while no worker was up runs at once; recovery counts no crash', async () => {
     const ran: string[] = [];
     const flow = reminderFlow(50);

@@ -84,7 +84,10 @@ export class Takeover {
   private readonly queues: () => readonly QueueLimits[];
   /** The queue the next admission starts at: each look starts one further, so all get a turn. */
   private nextQueue = 0;
-  /** The last admission filled its room: more may wait, so a settled run triggers a look. */
+  /**
+   * The last look filled its room (an admission, or due runs left for lack of room): more may
+   * wait, so a settled run triggers a look.
+   */
   private backlog = false;
   /** A wake came during a look: look again right after it. */
   private again = false;
@@ -155,7 +158,13 @@ export class Takeover {
         this.nextDue = Math.min(this.nextDue ?? Infinity, at);
         continue;
       }
-      if (this.stopped || this.inFlight.size >= this.concurrency) continue;
+      if (this.stopped) continue;
+      if (this.inFlight.size >= this.concurrency) {
+        // Due now, no room: a place that comes free looks again at once (as for queues), not
+        // at the next tick (many runs waking at one time would wake a look apart, batch by batch).
+        this.backlog = true;
+        continue;
+      }
       if (this.take(head)) started++;
     }
     if (this.nextDue !== undefined) this.lookBy(this.nextDue);
