@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { CheckpointConflict, CheckpointNotFound } from '../../errors';
 import { Messages } from '../../errors/messages';
 import type {
+  CheckpointRecord,
   CheckpointStore,
   RunHead,
 } from '../../exec/checkpoints/checkpoint-store';
@@ -83,11 +84,21 @@ export async function readRecord(
     store.latest(runId),
   ]);
   if (!head || !latest) return undefined;
+  return openRecord(ring, name, head, latest);
+}
+
+/** A record's head and latest checkpoint, verified: the checkpoint must be a schedule's. */
+function openRecord(
+  ring: KeyRing,
+  name: string,
+  head: RunHead,
+  latest: CheckpointRecord,
+): ScheduleRecord {
   const cp = openCheckpoint(ring, latest);
   if (cp.flow !== SCHEDULES_FLOW)
     throw new CheckpointConflict(
       Messages.scheduleIdTaken(name, cp.flow),
-      runId,
+      head.runId,
     );
   return { head, cp, state: cp.state as unknown as RecordState };
 }
@@ -161,12 +172,10 @@ export async function listSchedules(
 ): Promise<ScheduleInfo[]> {
   const out: ScheduleInfo[] = [];
   for await (const head of listAll(store, { flow: SCHEDULES_FLOW })) {
-    const record = await readRecord(
-      store,
-      ring,
-      head.runId.slice(RECORD_PREFIX.length),
-    );
-    if (record) out.push(infoOf(record));
+    // The listing gave the head: only the latest checkpoint is left to read.
+    const latest = await store.latest(head.runId);
+    const name = head.runId.slice(RECORD_PREFIX.length);
+    if (latest) out.push(infoOf(openRecord(ring, name, head, latest)));
   }
   return out.sort((a, b) => (a.name < b.name ? -1 : 1));
 }
