@@ -55,6 +55,9 @@ export type {
   JsonSchema,
 } from './exec/tool.registry';
 export { idempotencyKey, inRun, currentCall } from './exec/idempotency-key';
+export { publish } from './exec/publish';
+export type { StreamEntry } from './exec/durable/stream-entries';
+export type { StreamReadOptions } from './flow/runner/run-stream';
 export { registerMcpTools, mcpToolPolicy } from './exec/mcp/register-mcp-tools';
 export type {
   McpToolsOptions,
@@ -102,6 +105,8 @@ export type {
   RunStatus,
   CheckpointRecord,
   CallRecord,
+  StreamRecord,
+  StreamQuery,
   RunHead,
   SaveOptions,
   ListUnfinishedOptions,
@@ -159,6 +164,7 @@ export {
   InvalidToolArguments,
   McpToolError,
   NotInRun,
+  StreamEntriesDropped,
 } from './errors';
 export type { StateViolation } from './errors';
 

@@ -331,12 +331,12 @@ export class InvalidToolArguments extends DurableError {
 /**
  * `idempotencyKey()` was called outside a durable run's tool call (a `@Tool` method called
  * directly, a node's own code, a script): there is no durable key, and none is made up. Check
- * `inRun()` first and pass the caller's own key outside a run.
+ * `inRun()` first and pass the caller's own key outside a run. Also `publish()` outside a run.
  * @publicApi
  */
 export class NotInRun extends DurableError {
-  constructor() {
-    super(Messages.notInRun());
+  constructor(message: string = Messages.notInRun()) {
+    super(message);
   }
 }
 
@@ -388,5 +388,20 @@ export class McpToolError extends DurableError {
     text: string,
   ) {
     super(Messages.mcpToolFailed(text));
+  }
+}
+
+/**
+ * A stream was read from an offset whose entries were dropped (a run keeps its newest
+ * `streamRetention` entries). `first` is the oldest offset still kept: read on from there.
+ * @publicApi
+ */
+export class StreamEntriesDropped extends DurableError {
+  constructor(
+    runId: string,
+    readonly from: number,
+    readonly first: number,
+  ) {
+    super(Messages.streamDropped(runId, from, first), runId);
   }
 }

@@ -10,6 +10,7 @@ import type {
 import type { ReplayBook } from './durable/replay';
 import type { KeyRing } from './durable/key-ring';
 import type { ApprovalPort } from './approvals';
+import type { StreamPublisher } from './stream-publisher';
 
 /** What one superstep of one run shares between its nodes' calls. */
 export interface SuperstepScope {
@@ -26,6 +27,8 @@ export interface SuperstepScope {
   inflight: Set<Promise<unknown>>;
   /** Set once the superstep settled: a call made later (an un-awaited ctx.call) is refused. */
   closed: boolean;
+  /** The superstep's stream entries (`ctx.publish`): stored before its checkpoint. */
+  stream: StreamPublisher;
   /** A synchronous approver: calls that need approval await it instead of pausing the run. */
   approvals?: ApprovalPort;
   /** The decisions this superstep may spend (a resumed run). */
@@ -68,6 +71,8 @@ export interface ToolScope {
   identity: RunIdentity;
   /** A frozen snapshot: tools get it from `currentCall()`. */
   call: CurrentCall;
+  /** `publish()` from the tool: an entry placed by this call. */
+  publish(data: unknown): Promise<void>;
   readonly idempotencyKey: string;
 }
 

@@ -2,6 +2,7 @@ import { NotInRun } from '../errors';
 import { canonicalJson } from './durable/canonical-json';
 import type { KeyRing } from './durable/key-ring';
 import type { CallIdentity } from './durable/records';
+import { publishFrom } from './publish';
 import {
   toolStorage,
   type CurrentCall,
@@ -62,6 +63,7 @@ export function toolScopeFor(
     tool,
     identity: step.identity,
     call,
+    publish: (data) => publishFrom(step, node, index, data),
     get idempotencyKey() {
       return (key ??= idempotencyKeyOf(step.ring, step, call));
     },

@@ -34,6 +34,15 @@ export interface NodeContext {
   sleep(ms: number): Promise<void>;
   /** `sleep` until a time (a `Date` or epoch ms); a time already past returns at once. */
   sleepUntil(at: Date | number): Promise<void>;
+  /**
+   * Publishes an entry (plain JSON: progress, a partial answer, an event) to the run's stream,
+   * which clients read from any worker with `FlowRunner.stream`. Resolves once it is stored; the
+   * superstep waits for its entries before its checkpoint, so awaiting is optional. Exactly once
+   * per place: the node's n-th entry in this superstep is stored once, however often the
+   * superstep runs (again after a crash, a pause or a sleep), so publish the same entries in the
+   * same order each time, as a node makes its calls. What a client read is never taken back.
+   */
+  publish(data: Json): Promise<void>;
 }
 
 /** A node: reads the state, returns the keys it changes (or nothing). @publicApi */

@@ -18,6 +18,7 @@ import type {
 } from '../exec/durable/records';
 import type { Executor } from '../exec/executor';
 import { sleepFor, sleepInRun, sleepUntil } from '../exec/sleep';
+import { publishFrom } from '../exec/publish';
 import { END } from './call-node';
 import type { CompiledFlow } from './flow.graph';
 import type { NodeContext } from './flow.interfaces';
@@ -164,6 +165,7 @@ export async function runFrontier<S extends object>(
         sleep: (ms: number) => sleepInRun(nodeScope, sleepFor(name, ms)),
         sleepUntil: (at: Date | number) =>
           sleepInRun(nodeScope, sleepUntil(name, at)),
+        publish: (data: Json) => publishFrom(scope, name, undefined, data),
       };
       return nodeStorage.run(nodeScope, async () =>
         node.run(flow.state.view(state), ctx),
@@ -173,6 +175,9 @@ export async function runFrontier<S extends object>(
   // Calls a node left running (not awaited) finish before the checkpoint; later ones are refused.
   while (scope.inflight.size) await Promise.allSettled([...scope.inflight]);
   scope.closed = true;
+  // The superstep's stream entries are stored before its checkpoint: an ended run's stream is whole.
+  await scope.stream.settled();
+  if (scope.stream.failure !== undefined) throw scope.stream.failure;
   // A refused or lost call write means this worker lost the run, whatever a node made of it.
   if (scope.log.failure !== undefined) throw scope.log.failure;
   // A call waits for an approval: the run pauses, whatever the nodes made of it. A node sleeps:

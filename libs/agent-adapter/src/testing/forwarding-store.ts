@@ -14,6 +14,8 @@ import {
   type RunHead,
   type RunPage,
   type SaveOptions,
+  type StreamQuery,
+  type StreamRecord,
 } from '../exec/checkpoints/checkpoint-store';
 
 /**
@@ -74,6 +76,19 @@ export class ForwardingStore extends CheckpointStore {
     return this.pass(() =>
       this.inner.recordCall(runId, segment, records, head),
     );
+  }
+  appendStream(
+    runId: string,
+    segment: number,
+    entries: readonly Omit<StreamRecord, 'offset'>[],
+    keep: number,
+  ): Promise<number> {
+    return this.pass(() =>
+      this.inner.appendStream(runId, segment, entries, keep),
+    );
+  }
+  readStream(runId: string, query?: StreamQuery): Promise<StreamRecord[]> {
+    return this.pass(() => this.inner.readStream(runId, query));
   }
   calls(runId: string, superstep: number): Promise<CallRecord[]> {
     return this.pass(() => this.inner.calls(runId, superstep));

@@ -9,6 +9,7 @@ export type {
   AgentAdapterRunRow,
   AgentAdapterCheckpointRow,
   AgentAdapterCallRow,
+  AgentAdapterStreamRow,
   AgentAdapterMetaRow,
   AgentAdapterQueueRow,
 } from '../exec/checkpoints/sql/sql.entities';

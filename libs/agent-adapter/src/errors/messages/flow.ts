@@ -84,4 +84,12 @@ export const FlowMessages = {
     `ctx.sleepUntil in node "${node}": give a valid Date or epoch ms (got ${String(got)}).`,
   canonicalMember: (key: string) =>
     `member "${key}" is not a CanonicalText: encode it with canonical(value) first.`,
+  publishData: (node: string, why: string) =>
+    `Node "${node}" published a stream entry that is not JSON: ${why}`,
+  publishAfterSuperstep: (node: string) =>
+    `Node "${node}" published a stream entry after its superstep ended. Await every ctx.publish before the node returns.`,
+  publishOutsideRun: () =>
+    'publish() was called outside a durable run: call it from a node of a flow, or from a tool a node called.',
+  streamDropped: (runId: string, from: number, first: number) =>
+    `Run "${runId}": stream entries from offset ${from} to ${first - 1} were dropped (the stream keeps the newest entries: streamRetention). Read on from offset ${first}.`,
 } as const;

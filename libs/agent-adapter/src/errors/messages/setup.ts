@@ -38,8 +38,12 @@ export const SetupMessages = {
     why: string,
   ) =>
     `Schedule "${schedule}": the cron expression ${JSON.stringify(expression)}${timezone === undefined ? '' : ` in time zone ${JSON.stringify(timezone)}`} is invalid (${why}). Give 5 fields (minute hour day month weekday), or 6 with seconds first, and an IANA time zone such as "Europe/Berlin".`,
-  scheduleOption: (schedule: string, option: string, rule: string, got: string) =>
-    `Schedule "${schedule}": ${option} must be ${rule}, got ${got}.`,
+  scheduleOption: (
+    schedule: string,
+    option: string,
+    rule: string,
+    got: string,
+  ) => `Schedule "${schedule}": ${option} must be ${rule}, got ${got}.`,
   scheduleName: (name: unknown) =>
     `Schedule name ${shown(name)} is invalid: use 1-100 letters, digits, "_", "." or "-".`,
   scheduleTwice: (name: string, flow: string, other: string) =>

@@ -82,4 +82,6 @@ export const StoreMessages = {
     `simulated crash ${where ?? '(worker is dead)'}`,
   conformanceNeedsFramework: () =>
     'describeCheckpointStoreConformance needs describe, it and afterAll: run it under jest (or vitest with globals: true), or pass them as its second argument',
+  streamEmptyAppend: (runId: string) =>
+    `appendStream for run "${runId}" was given no entries: give at least one.`,
 } as const;

@@ -143,6 +143,31 @@ export interface AdmitQuery {
   leaseExpiresAt?: number;
 }
 
+/**
+ * One entry of a run's stream (see `appendStream`). `sealed` is opaque to the store; the other
+ * fields are what it indexes by.
+ */
+export interface StreamRecord {
+  runId: string;
+  /** The entry's number in the run's stream: 0, 1, 2... in the order appended, given by the store. */
+  offset: number;
+  /** The superstep that published it. */
+  superstep: number;
+  /** Who published it in that superstep and its count there (the publisher's dedupe key). */
+  place: string;
+  sealed: string;
+}
+
+/** What `readStream` reads: entries from an offset on, or the entries of one superstep. */
+export interface StreamQuery {
+  /** The first offset wanted. @default 0 */
+  from?: number;
+  /** Only this superstep's entries (with `from`, those at or after it). */
+  superstep?: number;
+  /** Page size. @default 100 */
+  limit?: number;
+}
+
 export interface SaveOptions {
   /**
    * The run's head seal as this save leaves it (see `RunHead.sealed`), stored with the head in the
@@ -275,7 +300,7 @@ export abstract class CheckpointStore {
    */
   abstract admit(query: AdmitQuery): Promise<RunHead[]>;
 
-  /** Removes the run, its checkpoints and its call log. True if anything was removed. */
+  /** Removes the run, its checkpoints, its call log and its stream. True if anything was removed. */
   abstract delete(runId: string): Promise<boolean>;
 
   /**
@@ -290,6 +315,27 @@ export abstract class CheckpointStore {
     records: CallRecord[],
     head?: string,
   ): Promise<void>;
+
+  /**
+   * Appends entries to the run's stream, numbered on from its length (the first gets the number
+   * the stream's length had), fenced like `recordCall`: refused with `CheckpointConflict` unless
+   * `segment` is the run's current segment and the run is running, and then nothing is written.
+   * Afterwards, entries of supersteps before the appended ones' beyond the newest `keep` are
+   * dropped (bounded retention; a superstep's own entries are kept while it runs, so a re-run of it
+   * can tell what it published). Resolves to the offset of the first appended entry.
+   */
+  abstract appendStream(
+    runId: string,
+    segment: number,
+    entries: readonly Omit<StreamRecord, 'offset'>[],
+    keep: number,
+  ): Promise<number>;
+
+  /** Stream entries in offset order (see `StreamQuery`); dropped entries are not there. */
+  abstract readStream(
+    runId: string,
+    query?: StreamQuery,
+  ): Promise<StreamRecord[]>;
 
   /** The call records of one superstep, every segment, ordered by (segment, seq). */
   abstract calls(runId: string, superstep: number): Promise<CallRecord[]>;

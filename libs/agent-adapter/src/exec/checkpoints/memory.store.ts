@@ -19,7 +19,10 @@ import {
   type RunPage,
   type RunQueueState,
   type SaveOptions,
+  type StreamQuery,
+  type StreamRecord,
 } from './checkpoint-store';
+import { MemoryStreams } from './memory.streams';
 
 interface MemoryRun {
   head: RunHead;
@@ -39,6 +42,7 @@ interface MemoryRun {
 export class MemoryCheckpointStore extends CheckpointStore {
   readonly shared = false;
   protected readonly runs = new Map<string, MemoryRun>();
+  private readonly streams = new MemoryStreams();
   private counter = 0;
 
   constructor(private readonly now: () => number = Date.now) {
@@ -241,7 +245,31 @@ export class MemoryCheckpointStore extends CheckpointStore {
   }
 
   async delete(runId: string): Promise<boolean> {
+    this.streams.delete(runId);
     return this.runs.delete(runId);
+  }
+
+  async appendStream(
+    runId: string,
+    segment: number,
+    entries: readonly Omit<StreamRecord, 'offset'>[],
+    keep: number,
+  ): Promise<number> {
+    if (!entries.length) throw new TypeError(Messages.streamEmptyAppend(runId));
+    const run = this.runs.get(runId);
+    if (!run || run.head.segment !== segment || run.head.status !== 'running')
+      throw new CheckpointConflict(
+        Messages.fenced(runId, segment, run?.head.segment),
+        runId,
+      );
+    return this.streams.append(runId, entries, keep);
+  }
+
+  async readStream(
+    runId: string,
+    query?: StreamQuery,
+  ): Promise<StreamRecord[]> {
+    return this.streams.read(runId, query);
   }
 
   async recordCall(

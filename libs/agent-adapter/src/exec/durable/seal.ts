@@ -9,7 +9,7 @@ import type { KeyRing } from './key-ring';
  * position, or a row whose columns were edited, fails verification.
  */
 export interface Coordinates {
-  kind: 'checkpoint' | 'call' | 'head' | 'bundle';
+  kind: 'checkpoint' | 'call' | 'head' | 'bundle' | 'entry';
   [column: string]: string | number;
 }
 

@@ -9,6 +9,9 @@ import type { PendingApproval, RunIdentity } from '../../exec/durable/records';
 import type { ResumeDecision } from '../flow.interfaces';
 import { consoleLogger, type DurableLogger } from '../../observability/logger';
 import { workerIdOf } from '../worker-id';
+import { StreamBell } from '../../exec/stream-bell';
+
+const DEFAULT_STREAM_RETENTION = 10_000;
 import {
   QUEUE_NAME,
   type QueueLimits,
@@ -85,6 +88,12 @@ export interface FlowRunnerOptions {
    * @default none
    */
   queues?: Readonly<Record<string, QueueOptions>>;
+  /**
+   * How many entries of a run's stream (`ctx.publish`) are kept: older ones are dropped as newer
+   * ones come (never those of the superstep running). At least 1.
+   * @default 10000
+   */
+  streamRetention?: number;
 }
 
 /** What a resume policy is asked. @publicApi */
@@ -119,6 +128,8 @@ export interface RunnerSettings {
   maxRecoveryAttempts?: number;
   /** The queues' limits by name. */
   queues: ReadonlyMap<string, QueueLimits>;
+  /** Run streams: entries kept per run, and the bell readers in this process wait on. */
+  streams: { keep: number; bell: StreamBell };
 }
 
 /**
@@ -223,6 +234,16 @@ export function normalizeRunnerOptions(
     ...(options.canResume && { canResume: options.canResume }),
     ...(maxRecoveryAttempts !== undefined && { maxRecoveryAttempts }),
     queues: queueLimits(options.queues, names),
+    streams: {
+      keep: integerOption(
+        'streamRetention',
+        options.streamRetention,
+        DEFAULT_STREAM_RETENTION,
+        1,
+        names,
+      ),
+      bell: new StreamBell(),
+    },
   };
 }
 

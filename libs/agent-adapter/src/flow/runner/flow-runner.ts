@@ -38,6 +38,12 @@ import { resultOf } from './run-transitions';
 import { SegmentDriver } from './segment-driver';
 import { resumeRun } from './waits';
 import { continueRun } from './continue-run';
+import {
+  readRunStream,
+  streamSettings,
+  type StreamReadOptions,
+} from './run-stream';
+import type { StreamEntry } from '../../exec/durable/stream-entries';
 import { Scheduler } from '../schedules/scheduler';
 import type { ScheduleInfo } from '../schedules/schedule-record';
 import type { ScheduleOptions } from '../schedules/schedule.options';
@@ -368,6 +374,24 @@ export class FlowRunner {
       options.ctx,
       (head, now) => this.leases.held(head, now),
     );
+  }
+
+  /**
+   * Reads the run's stream (what its nodes and tools published with `ctx.publish`/`publish()`):
+   * each entry once, in order, from `options.from`, following the run until it ends. Read from any
+   * process; a client that reconnects passes the last offset it got + 1. Checks the reader's ctx
+   * like `get`; `StreamEntriesDropped` when `from` is older than what the run keeps.
+   */
+  stream<S extends object>(
+    flow: Flow<S>,
+    runId: string,
+    options: StreamReadOptions = {},
+  ): AsyncGenerator<StreamEntry, void, undefined> {
+    checkRunId(runId);
+    const { sources, settings } = this;
+    const checked = streamSettings(options);
+    const { bell } = settings.streams;
+    return readRunStream(sources, bell, flow.name, runId, options, checked);
   }
 
   /**

@@ -15,6 +15,7 @@ import type { ReplayBook } from '../../exec/durable/replay';
 import type { CheckpointWriteOptions } from '../../exec/durable/segment-writer';
 import { SegmentWriter } from '../../exec/durable/segment-writer';
 import type { Executor } from '../../exec/executor';
+import { StreamPublisher } from '../../exec/stream-publisher';
 import type { DurableLogger } from '../../observability/logger';
 import { traced } from '../../observability/tracing';
 import type { CompiledFlow } from '../flow.graph';
@@ -58,6 +59,7 @@ export class SegmentDriver {
   private readonly events: DurableEvents;
   private readonly logger: DurableLogger;
   private readonly approvals?: ApprovalPort;
+  private readonly streams: RunnerSettings['streams'];
 
   constructor(
     settings: RunnerSettings,
@@ -70,6 +72,7 @@ export class SegmentDriver {
     this.events = settings.events;
     this.logger = settings.logger;
     if (settings.approvals) this.approvals = settings.approvals;
+    this.streams = settings.streams;
   }
 
   /** The write channel of the segment `cp` opens or continues, owned by this worker. */
@@ -318,6 +321,20 @@ export class SegmentDriver {
       incarnation: cp.incarnation,
       inflight: new Set(),
       closed: false,
+      stream: new StreamPublisher({
+        store: this.leases.store,
+        ring: this.ring,
+        runId: cp.runId,
+        segment: cp.segment,
+        incarnation: cp.incarnation,
+        superstep: cp.superstep,
+        keep: this.streams.keep,
+        bell: this.streams.bell,
+        ready: async () => {
+          await log.settled();
+          if (log.failure !== undefined) throw log.failure;
+        },
+      }),
       ...(cp.decisions && { decisions: cp.decisions }),
       ...(cp.restored && { restored: cp.restored }),
       ...(this.approvals && { approvals: this.approvals }),
@@ -334,6 +351,9 @@ export class SegmentDriver {
    * never ran).
    */
   private announce(cp: Checkpoint, extra: SavedExtra): void {
+    // Readers of the run's stream in this process learn at once that it ended.
+    if (cp.status === 'done' || cp.status === 'failed')
+      this.streams.bell.ring(cp.runId);
     const { stage, ...rest } = extra;
     try {
       this.events.emit('checkpoint.saved', {

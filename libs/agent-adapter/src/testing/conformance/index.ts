@@ -7,13 +7,14 @@ import { describeListingLeasesDelete } from './listing';
 import { describeDurableProtocol } from './protocol';
 import { describeQueues } from './queues';
 import { describeCompareAndSetSave } from './save';
+import { describeRunStreams } from './streams';
 
 export type { CheckpointStoreFixture, RawStoreAccess } from './context';
 export type { TestFramework } from './framework';
 
 /**
  * Declares the CheckpointStore conformance suite for one store: compare-and-set saves, the fenced
- * call log, listing, leases, due work, queues, deletion, namespaces, then the durable protocol (crash recovery,
+ * call log, listing, leases, due work, queues, run streams, deletion, namespaces, then the durable protocol (crash recovery,
  * approvals, racing recoverers) run on it, and, with `fixture.raw`, tampered rows. Every store of
  * this library passes it; a store of your own should too.
  *
@@ -57,6 +58,7 @@ export function describeCheckpointStoreConformance(
     describeListingLeasesDelete(suite);
     describeDueWork(suite);
     describeQueues(suite);
+    describeRunStreams(suite);
     describeDurableProtocol(suite, fixture.raw);
   });
 }

@@ -9,7 +9,9 @@
  *     `cols:<step>` → its columns) and every call record (`call:<superstep>:<segment>:<seq>` →
  *     sealed). A save reads what it checks with one HMGET and writes with one HSET.
  *   - `{P:runId}:index` sorted set: those `<superstep>:<segment>:<seq>` by superstep, so one
- *     superstep's records are a range read. Two keys however long the run: a TTL refresh is O(1).
+ *     superstep's records are a range read.
+ *   - `{P:runId}:stream` hash: the run's stream entries (see `RunKeys`). Three keys however long
+ *     the run: a TTL refresh is O(1).
  * - Index keys, tagged `{P}` so one script updates them together: `{P}:unfinished:<flow>` sorted
  *   set (score 0, paged by run id), `{P}:runs` sorted set (by a creation sequence, `{P}:seq`),
  *   `{P}:born` hash (run id → when its step 0 was announced), `{P}:due` sorted set (each
@@ -71,8 +73,12 @@ export function checkpointField(step: number | string): string {
   return CHECKPOINT_FIELD + String(step);
 }
 
-/** A run's keys in the order every run script takes them as KEYS: the run hash, the call index. */
-export type RunKeys = [run: string, index: string];
+/**
+ * A run's keys in the order every run script takes them as KEYS: the run hash, the call index,
+ * the stream hash (`n` its entry count, `drop` the first offset kept, `s:<offset>` an entry,
+ * `ss:<superstep>` the first offset of a superstep's entries: they are contiguous).
+ */
+export type RunKeys = [run: string, index: string, stream: string];
 
 /** Every key of one tenant (prefix), checked once. */
 export class RedisKeys {
@@ -107,10 +113,10 @@ export class RedisKeys {
     return keys;
   }
 
-  /** The KEYS of a run script: both of the run's keys, in one slot. */
+  /** The KEYS of a run script: every key of the run, in one slot. */
   run(runId: string): RunKeys {
     const tag = this.tag(runId);
-    return [`${tag}:run`, `${tag}:index`];
+    return [`${tag}:run`, `${tag}:index`, `${tag}:stream`];
   }
 
   /** The run hash alone (head, checkpoints, call records). */

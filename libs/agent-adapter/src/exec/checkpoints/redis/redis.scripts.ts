@@ -2,9 +2,9 @@
  * Lua for RedisCheckpointStore, and the TypeScript side of its arguments and replies. Two families,
  * each touching ONE hash slot (Redis Cluster safe); the keys and fields are redis.layout.ts's:
  *
- * - run scripts: KEYS = the run's two keys (`RedisKeys.run`): 1 the run hash (the head's fields,
+ * - run scripts: KEYS = the run's keys (`RedisKeys.run`): 1 the run hash (the head's fields,
  *   every checkpoint and every call record), 2 the calls' index (by superstep, so one superstep's
- *   records are a range read). One hash, so a save reads what it checks with one HMGET and writes
+ *   records are a range read), 3 the stream (redis.stream-scripts.ts). One hash, so a save reads what it checks with one HMGET and writes
  *   everything with one HSET.
  * - index scripts: KEYS tagged `{prefix}` (unfinished index per flow, list index, creation times,
  *   and the queues: redis.queue-scripts.ts).
@@ -18,6 +18,7 @@ import { Messages } from '../../../errors/messages';
 import type { CallRecord } from '../checkpoint-store';
 import { CALL_FIELD, CHECKPOINT_FIELD, COLUMNS_FIELD } from './redis.layout';
 import { ADMIT_LUA, ENQUEUE_LUA, LEAVE_QUEUE_LUA } from './redis.queue-scripts';
+import { APPEND_STREAM_LUA, READ_STREAM_LUA } from './redis.stream-scripts';
 
 const NOW = `
 local function now_ms()
@@ -29,15 +30,15 @@ end
 const RUN = `
 ${NOW}
 local function delete_run()
-  return redis.call('DEL', KEYS[1], KEYS[2])
+  return redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
 end
 
--- Both keys of the run live ttl seconds after its last write, never while it is paused or
--- sleeping: it waits for a person or a time, however long.
+-- The run's keys live ttl seconds after its last write, never while it is paused or sleeping:
+-- it waits for a person or a time, however long.
 local function touch(status, ttl)
   if ttl <= 0 then return end
   local waits = status == 'paused' or status == 'sleeping'
-  for i = 1, 2 do
+  for i = 1, 3 do
     if waits then redis.call('PERSIST', KEYS[i]) else redis.call('EXPIRE', KEYS[i], ttl) end
   end
 end
@@ -330,6 +331,8 @@ export const REDIS_SCRIPTS = {
   aaScanDue: SCAN_DUE_LUA,
   aaEnqueue: ENQUEUE_LUA,
   aaAdmit: ADMIT_LUA,
+  aaAppendStream: APPEND_STREAM_LUA,
+  aaReadStream: READ_STREAM_LUA,
 } as const;
 
 /** A script's reply: `{'ok'}`, or a refusal code and its details. */

@@ -17,7 +17,11 @@ import {
   type RunPage,
   type RunStatus,
   type SaveOptions,
+  type StreamQuery,
+  type StreamRecord,
 } from '../checkpoint-store';
+import { Messages } from '../../../errors/messages';
+import { fromStreamValue, streamValue } from './redis.stream-scripts';
 import {
   CALL_FIELD,
   CHECKPOINT_FIELD,
@@ -197,6 +201,53 @@ export class RedisCheckpointStore extends CheckpointStore {
    */
   private token(): string {
     return this.tokenBase + (++this.writes).toString(36);
+  }
+
+  async appendStream(
+    runId: string,
+    segment: number,
+    entries: readonly Omit<StreamRecord, 'offset'>[],
+    keep: number,
+  ): Promise<number> {
+    if (!entries.length) throw new TypeError(Messages.streamEmptyAppend(runId));
+    const superstep = Math.min(...entries.map((e) => e.superstep));
+    const args = [segment, keep, superstep, entries.length].map(String);
+    for (const e of entries) args.push(streamValue(e));
+    const reply = (await this.script(
+      'aaAppendStream',
+      this.keys.run(runId),
+      args,
+    )) as Reply;
+    const refused = refusal(reply, runId);
+    if (refused) throw refused;
+    return Number(reply[1]);
+  }
+
+  async readStream(
+    runId: string,
+    query: StreamQuery = {},
+  ): Promise<StreamRecord[]> {
+    const { from = 0, superstep, limit = 100 } = query;
+    const flat = (await this.script('aaReadStream', this.keys.run(runId), [
+      from,
+      superstep ?? '',
+      limit,
+    ])) as string[];
+    const out: StreamRecord[] = [];
+    for (const [offset, value] of pairs(flat)) {
+      // A value that is not an entry's still comes back, to fail its signature check loudly.
+      const r = fromStreamValue(runId, Number(offset), value) ?? {
+        runId,
+        offset: Number(offset),
+        superstep: superstep ?? -1,
+        place: '',
+        sealed: value,
+      };
+      // Entries are contiguous by superstep: one superstep's end where the next one's begin.
+      if (superstep !== undefined && r.superstep !== superstep) break;
+      out.push(r);
+    }
+    return out;
   }
 
   async latest(runId: string): Promise<CheckpointRecord | undefined> {

@@ -4,9 +4,15 @@ import type { DataSourceLike } from './sql.driver';
 import { Engine, foreignTables, type SqlStep } from './sql.engine';
 import { CheckpointStoreUnavailable } from '../../../errors';
 import { Messages } from '../../../errors/messages';
-import { CALL_COLUMNS } from './sql.rows';
+import { CALL_COLUMNS, STREAM_COLUMNS } from './sql.rows';
 import type { SqlNames } from './sql.schema';
-import { appendHeadSql, insertCheckpointSql } from './sql.writes';
+import {
+  appendHeadSql,
+  dropOldSql,
+  insertCheckpointSql,
+  streamHeadSql,
+  type StreamParams,
+} from './sql.writes';
 
 /** The part of pg's Pool the engine uses. */
 interface PgPool {
@@ -62,6 +68,7 @@ export class PostgresEngine extends Engine {
       // (each with a fresh snapshot) see what it wrote; a later save finds no head.
       `SELECT 1 FROM ${n.runs} WHERE run_id = $1 FOR UPDATE`,
       `DELETE FROM ${n.calls} WHERE run_id = $1`,
+      `DELETE FROM ${n.stream} WHERE run_id = $1`,
       `DELETE FROM ${n.checkpoints} WHERE run_id = $1`,
       `DELETE FROM ${n.runs} WHERE run_id = $1`,
     ];
@@ -194,6 +201,26 @@ export class PostgresEngine extends Engine {
       params,
     );
     return (row?.n ?? 0) === 1;
+  }
+
+  /** The head's count, the entries and the drop of old ones: one statement of CTEs. */
+  override async appendStream(p: StreamParams): Promise<number | undefined> {
+    const n = this.tables;
+    const [row] = await this.all<{ first: string | number }>(
+      `WITH head AS (${streamHeadSql(n, true)}),
+       entries AS (INSERT INTO ${n.stream} (${STREAM_COLUMNS})
+         SELECT $1, head.first + e.i - 1, e.superstep, e.place, e.sealed FROM head,
+           unnest($6::int[], $7::text[], $8::text[]) WITH ORDINALITY AS e(superstep, place, sealed, i)),
+       old AS (${dropOldSql(n, '(SELECT first + $3::int FROM head)')})
+       SELECT first FROM head`,
+      [
+        ...p.head,
+        p.entries.map((e) => e.superstep),
+        p.entries.map((e) => e.place),
+        p.entries.map((e) => e.sealed),
+      ],
+    );
+    return row === undefined ? undefined : Number(row.first);
   }
 
   override async ddl(statements: string[]): Promise<void> {

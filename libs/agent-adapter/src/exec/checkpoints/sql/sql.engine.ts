@@ -9,6 +9,7 @@ import type {
 import type { SqlDialect, SqlNames } from './sql.schema';
 import {
   appendParams,
+  type StreamParams,
   enqueueHeadSql,
   saveHeadSql,
   saveParams,
@@ -94,6 +95,12 @@ export abstract class Engine {
     calls: readonly CallRecord[],
     params: unknown[],
   ): Promise<boolean>;
+
+  /**
+   * Fenced stream append (see the port's `appendStream`, over `streamParams`): resolves to the
+   * offset of the first entry, or undefined when the head did not match (nothing was written).
+   */
+  abstract appendStream(params: StreamParams): Promise<number | undefined>;
 
   /** A write of one statement; resolves to the rows it changed. */
   abstract change(sql: string, params: unknown[]): Promise<number>;

@@ -38,6 +38,8 @@ export interface AgentAdapterRunRow {
   status: string;
   segment: number;
   calls: number;
+  /** How many entries the run's stream has had (the next entry's offset). */
+  streamed: string | number;
   /** The head seal (see the store port's `RunHead.sealed`). */
   sealed: string;
   owner: string | null;
@@ -82,6 +84,16 @@ export interface AgentAdapterCallRow {
   sealed: string;
 }
 
+/** One entry of a run's stream (sealed envelope). @publicApi */
+export interface AgentAdapterStreamRow {
+  run_id: string;
+  /** Its offset in the run's stream. BIGINT: a string from Postgres, a number from SQLite. */
+  entry_no: string | number;
+  superstep: number;
+  place: string;
+  sealed: string;
+}
+
 /** The store's key/value table (its schema version). @publicApi */
 export interface AgentAdapterMetaRow {
   key: string;
@@ -93,6 +105,7 @@ export type AgentAdapterEntities = [
   EntitySchema<AgentAdapterRunRow>,
   EntitySchema<AgentAdapterCheckpointRow>,
   EntitySchema<AgentAdapterCallRow>,
+  EntitySchema<AgentAdapterStreamRow>,
   EntitySchema<AgentAdapterMetaRow>,
   EntitySchema<AgentAdapterQueueRow>,
 ];
@@ -156,6 +169,7 @@ export function agentAdapterEntities(
       status: varchar(8),
       segment: integer,
       calls: { ...integer, default: 0 },
+      streamed: { ...bigint, default: 0 },
       sealed: text,
       owner: varchar(200, { nullable: true }),
       lease_expires_at: { ...bigint, nullable: true },
@@ -238,6 +252,21 @@ export function agentAdapterEntities(
     sealed: text,
   }));
 
+  const stream = new EntitySchema<AgentAdapterStreamRow>({
+    ...table('stream'),
+    ...(!pg && { withoutRowid: true }),
+    columns: {
+      run_id: keyOf('stream')(varchar(200)),
+      entry_no: keyOf('stream')(bigint),
+      superstep: integer,
+      place: varchar(300),
+      sealed: text,
+    },
+    indices: [
+      { name: index('stream_superstep'), columns: ['run_id', 'superstep'] },
+    ],
+  });
+
   const meta = new EntitySchema<AgentAdapterMetaRow>({
     ...table('meta'),
     columns: {
@@ -251,5 +280,5 @@ export function agentAdapterEntities(
     columns: { name: keyOf('queues')(varchar(128)) },
   });
 
-  return [runs, checkpoints, calls, meta, queues];
+  return [runs, checkpoints, calls, stream, meta, queues];
 }

@@ -4,6 +4,7 @@ import type {
   CheckpointRecord,
   RunHead,
   RunStatus,
+  StreamRecord,
 } from '../checkpoint-store';
 
 /** A head row. BIGINT columns come back as strings from Postgres and as numbers from SQLite. */
@@ -48,6 +49,15 @@ export const HEAD_COLUMNS =
   'run_id, flow, step, status, segment, calls, sealed, owner, lease_expires_at, updated_at, queue, queue_key, priority, available_at, admitted_at';
 export const CHECKPOINT_COLUMNS = 'run_id, step, flow, status, segment, sealed';
 export const CALL_COLUMNS = 'run_id, superstep, segment, seq, sealed';
+export const STREAM_COLUMNS = 'run_id, entry_no, superstep, place, sealed';
+
+export interface StreamRow {
+  run_id: string;
+  entry_no: number | string;
+  superstep: number;
+  place: string;
+  sealed: string;
+}
 
 const num = (v: number | string) => Number(v);
 
@@ -94,6 +104,16 @@ export function toCall(r: CallRow): CallRecord {
     superstep: num(r.superstep),
     segment: num(r.segment),
     seq: num(r.seq),
+    sealed: r.sealed,
+  };
+}
+
+export function toStreamRecord(r: StreamRow): StreamRecord {
+  return {
+    runId: r.run_id,
+    offset: num(r.entry_no),
+    superstep: num(r.superstep),
+    place: r.place,
     sealed: r.sealed,
   };
 }

@@ -11,13 +11,14 @@ export type SqlDialect = 'postgres' | 'sqlite';
 export const UNFINISHED_SQL = `status IN ('running', 'paused', 'sleeping')`;
 
 /** The schema version these tables have; stored in the meta table. */
-export const SCHEMA_VERSION = 5;
+export const SCHEMA_VERSION = 6;
 /** Earlier versions, refused by name (development builds; nothing migrates). */
 export const RETIRED_SCHEMA_VERSIONS: ReadonlyMap<string, string> = new Map([
   ['1', 'run heads without a seal'],
   ['2', 'no index of due work (running runs by lease expiry)'],
   ['3', 'no queues'],
   ['4', 'no sleeping runs; due work only of running runs'],
+  ['5', 'no run streams'],
 ]);
 
 /** @publicApi */
@@ -32,6 +33,8 @@ export interface SqlNames {
   runs: string;
   checkpoints: string;
   calls: string;
+  /** Stream entries (`ctx.publish`), by run and offset. */
+  stream: string;
   meta: string;
   /** One row per queue: the lock an admission takes (Postgres). */
   queues: string;
@@ -63,6 +66,7 @@ export function sqlNames(
     runs: q('runs'),
     checkpoints: q('checkpoints'),
     calls: q('calls'),
+    stream: q('stream'),
     meta: q('meta'),
     queues: q('queues'),
     prefix,
@@ -106,6 +110,7 @@ export function createStatements(dialect: SqlDialect, n: SqlNames): string[] {
       status VARCHAR(8) NOT NULL,
       segment INTEGER NOT NULL,
       calls INTEGER NOT NULL DEFAULT 0,
+      streamed BIGINT NOT NULL DEFAULT 0,
       sealed TEXT NOT NULL,
       owner VARCHAR(200),
       lease_expires_at BIGINT,
@@ -152,6 +157,17 @@ export function createStatements(dialect: SqlDialect, n: SqlNames): string[] {
       sealed TEXT NOT NULL,
       PRIMARY KEY (run_id, superstep, segment, seq)
     )${pg ? '' : ' WITHOUT ROWID'}`,
+    // A run's stream: entries numbered by the head's `streamed` count, read by offset or by the
+    // superstep that published them (what a re-run of it looks up).
+    `CREATE TABLE IF NOT EXISTS ${n.stream} (
+      run_id VARCHAR(200) NOT NULL,
+      entry_no BIGINT NOT NULL,
+      superstep INTEGER NOT NULL,
+      place VARCHAR(300) NOT NULL,
+      sealed TEXT NOT NULL,
+      PRIMARY KEY (run_id, entry_no)
+    )${pg ? '' : ' WITHOUT ROWID'}`,
+    `CREATE INDEX IF NOT EXISTS ${idx('stream_superstep')} ON ${n.stream} (run_id, superstep)`,
     `CREATE TABLE IF NOT EXISTS ${n.meta} (key VARCHAR(64) NOT NULL PRIMARY KEY, value TEXT NOT NULL)`,
     `CREATE TABLE IF NOT EXISTS ${n.queues} (name VARCHAR(128) NOT NULL PRIMARY KEY)`,
     `INSERT INTO ${n.meta} (key, value) VALUES ('schema_version', '${SCHEMA_VERSION}') ON CONFLICT (key) DO NOTHING`,
@@ -159,7 +175,7 @@ export function createStatements(dialect: SqlDialect, n: SqlNames): string[] {
 }
 
 export function dropStatements(n: SqlNames): string[] {
-  return [n.calls, n.checkpoints, n.runs, n.queues, n.meta].map(
+  return [n.stream, n.calls, n.checkpoints, n.runs, n.queues, n.meta].map(
     (t) => `DROP TABLE IF EXISTS ${t}`,
   );
 }

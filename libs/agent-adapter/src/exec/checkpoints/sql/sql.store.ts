@@ -22,7 +22,10 @@ import {
   type RunHead,
   type RunPage,
   type SaveOptions,
+  type StreamQuery,
+  type StreamRecord,
 } from '../checkpoint-store';
+import { readStreamRows } from './sql.streams';
 import { PostgresEngine } from './postgres.engine';
 import {
   createDataSource,
@@ -65,6 +68,7 @@ import {
 import { guarded } from '../transient-errors';
 import { SqliteEngine } from './sqlite.engine';
 import { admission, enqueueRun } from './sql.queues';
+import { streamParams } from './sql.writes';
 
 const STORE = 'SQLCheckpointStore';
 
@@ -254,6 +258,29 @@ export class SQLCheckpointStore extends CheckpointStore {
         throw duplicateOr(error, runId, records);
       }
       if (!matched) throw await this.whyRefused(runId, { segment });
+    });
+  }
+
+  async appendStream(
+    runId: string,
+    segment: number,
+    entries: readonly Omit<StreamRecord, 'offset'>[],
+    keep: number,
+  ): Promise<number> {
+    if (!entries.length) throw new TypeError(Messages.streamEmptyAppend(runId));
+    return guarded(STORE, runId, async () => {
+      const { engine } = await this.open();
+      const p = streamParams(runId, segment, entries, keep);
+      const first = await engine.appendStream(p);
+      if (first === undefined) throw await this.whyRefused(runId, { segment });
+      return first;
+    });
+  }
+
+  readStream(runId: string, query?: StreamQuery): Promise<StreamRecord[]> {
+    return guarded(STORE, runId, async () => {
+      const { engine, names } = await this.open();
+      return readStreamRows(engine, names, runId, query);
     });
   }
 

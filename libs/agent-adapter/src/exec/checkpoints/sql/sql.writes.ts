@@ -8,6 +8,7 @@ import type {
   CallRecord,
   CheckpointRecord,
   SaveOptions,
+  StreamRecord,
 } from '../checkpoint-store';
 import { CHECKPOINT_COLUMNS } from './sql.rows';
 import { UNFINISHED_SQL, type SqlDialect, type SqlNames } from './sql.schema';
@@ -95,4 +96,41 @@ export function appendParams(
 /** Counts the appended calls on the head, only while `segment` is the running run's own. */
 export function appendHeadSql(n: SqlNames): string {
   return `UPDATE ${n.runs} SET calls = calls + $3, sealed = $4 WHERE run_id = $1 AND segment = $2 AND status = 'running'`;
+}
+
+/*
+ * Stream appends. The head's `streamed` column counts the run's entries: the append takes its
+ * offsets from it under the head's compare-and-set (the run's segment, running): its fencing.
+ */
+
+/** An append's parameters: what `streamHeadSql` and `dropOldSql` bind, and the entries. */
+export interface StreamParams {
+  /** $1 run id, $2 segment, $3 entry count, $4 entries kept, $5 the entries' superstep. */
+  head: [string, number, number, number, number];
+  entries: readonly Omit<StreamRecord, 'offset'>[];
+}
+
+export function streamParams(
+  runId: string,
+  segment: number,
+  entries: readonly Omit<StreamRecord, 'offset'>[],
+  keep: number,
+): StreamParams {
+  const superstep = Math.min(...entries.map((e) => e.superstep));
+  return { head: [runId, segment, entries.length, keep, superstep], entries };
+}
+
+/** Counts the entries on the head, only while `segment` is the running run's own: the first offset. */
+export function streamHeadSql(n: SqlNames, pg: boolean): string {
+  const count = pg ? '$3::int' : '$3';
+  return `UPDATE ${n.runs} SET streamed = streamed + ${count}
+    WHERE run_id = $1 AND segment = $2 AND status = 'running' RETURNING streamed - ${count} AS first`;
+}
+
+/**
+ * Drops the entries of earlier supersteps beyond the newest `keep` ($4), given the stream's new
+ * length as `length`. Offsets follow supersteps, so what it drops is the stream's oldest.
+ */
+export function dropOldSql(n: SqlNames, length: string): string {
+  return `DELETE FROM ${n.stream} WHERE run_id = $1 AND entry_no < ${length} - $4 AND superstep < $5`;
 }

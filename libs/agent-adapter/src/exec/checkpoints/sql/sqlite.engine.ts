@@ -3,9 +3,16 @@ import { CheckpointStoreUnavailable } from '../../../errors';
 import type { CallRecord, CheckpointRecord } from '../checkpoint-store';
 import type { DataSourceLike } from './sql.driver';
 import { Engine, foreignTables, type SqlStep } from './sql.engine';
-import { CALL_COLUMNS } from './sql.rows';
+import { CALL_COLUMNS, STREAM_COLUMNS } from './sql.rows';
+
 import type { SqlNames } from './sql.schema';
-import { appendHeadSql, insertCheckpointSql } from './sql.writes';
+import {
+  appendHeadSql,
+  dropOldSql,
+  insertCheckpointSql,
+  streamHeadSql,
+  type StreamParams,
+} from './sql.writes';
 
 /** The synchronous better-sqlite3 connection TypeORM holds. */
 interface SqliteStatement {
@@ -61,7 +68,7 @@ export class SqliteEngine extends Engine {
     const n = this.tables;
     return this.immediate(() => {
       let removed = 0;
-      for (const table of [n.calls, n.checkpoints, n.runs]) {
+      for (const table of [n.stream, n.calls, n.checkpoints, n.runs]) {
         removed += this.db
           .prepare(`DELETE FROM ${table} WHERE run_id = ?`)
           .run(runId).changes;
@@ -158,6 +165,27 @@ export class SqliteEngine extends Engine {
       this.insertCalls(calls);
       return true;
     });
+  }
+
+  /** The head's count, the entries and the drop of old ones, in one immediate transaction. */
+  override async appendStream(p: StreamParams): Promise<number | undefined> {
+    const n = this.tables;
+    let first: number | undefined;
+    this.immediate(() => {
+      const { stmt, args } = this.prepare(streamHeadSql(n, false), p.head);
+      const [row] = stmt.all(...args) as Array<{ first: number }>;
+      if (row === undefined) return false;
+      const at = (first = Number(row.first));
+      p.entries.forEach((e, i) =>
+        this.run(
+          `INSERT INTO ${n.stream} (${STREAM_COLUMNS}) VALUES ($1, $2, $3, $4, $5)`,
+          [e.runId, at + i, e.superstep, e.place, e.sealed],
+        ),
+      );
+      this.run(dropOldSql(n, '$6'), [...p.head, at + p.entries.length]);
+      return true;
+    });
+    return first;
   }
 
   /** Runs one prepared statement inside the caller's transaction; the rows it changed. */
