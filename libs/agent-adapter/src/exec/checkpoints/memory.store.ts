@@ -170,15 +170,16 @@ export class MemoryCheckpointStore extends CheckpointStore {
       rate === undefined ? Infinity : rate.limit - recent,
     );
     // Never before the end of a run whose place it takes (the port's `admit`).
-    const at = [concurrency, perKey].some((l) => l !== undefined)
-      ? onQueue
-          .filter(
-            (h) =>
-              h.queue?.admittedAt !== undefined &&
-              !UNFINISHED.includes(h.status),
-          )
-          .reduce((latest, h) => Math.max(latest, h.updatedAt), now)
-      : now;
+    const at =
+      concurrency === undefined && perKey === undefined
+        ? now
+        : onQueue.reduce(
+            (t, h) =>
+              h.queue?.admittedAt === undefined || UNFINISHED.includes(h.status)
+                ? t
+                : Math.max(t, h.updatedAt),
+            now,
+          );
     const perKeyActive = new Map<string, number>();
     for (const h of active)
       if (h.queue?.key !== undefined)
