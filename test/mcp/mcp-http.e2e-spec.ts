@@ -1,7 +1,9 @@
 /**
  * MCP tools over streamable HTTP: the test's MCP server (test/mcp/mcp-server.js, the SDK's
  * McpServer and StreamableHTTPServerTransport) in a child process on a free loopback port, its
- * tools registered through the SDK's HTTP client transport, one call made in a run.
+ * tools registered through the SDK's HTTP client transport, one call made in a run; then the crash
+ * cases of test/mcp/mcp-crash.ts over HTTP (a worker SIGKILLed inside a destructive call and inside
+ * an idempotent one, recovered by another process).
  */
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -17,6 +19,7 @@ import {
 } from 'agent-adapter';
 import { bodyOf, runnerOn } from '../utils/specs';
 import { ChildHarness, killAll } from '../utils/child-process';
+import { describeMcpCrash } from './mcp-crash';
 
 describe('MCP tools over streamable HTTP', () => {
   const dir = mkdtempSync(join(tmpdir(), 'aa-mcp-http-'));
@@ -87,3 +90,5 @@ describe('MCP tools over streamable HTTP', () => {
     ]);
   });
 });
+
+describeMcpCrash('http');

@@ -7,8 +7,9 @@
  * Tools: charge (destructiveHint), reserve (idempotentHint), lookup (readOnlyHint), note (no
  * hints), refuse (answers isError: true). Every call appends a JSON line to $MCP_LEDGER first:
  * { tool, args, key (the request's _meta.idempotencyKey), pid }; the server's start is a line
- * { start: pid }. MCP_HANG=<tool>: that tool never answers (after its ledger line), so a test can
- * kill the worker inside the call.
+ * { start: pid }. MCP_HANG=<tool>: the server's first call of that tool never answers (after its
+ * ledger line), so a test can kill the worker inside the call; later calls (a recovery's rerun
+ * through the same HTTP server) answer. Over HTTP, each client gets its own session.
  */
 'use strict';
 const { appendFileSync } = require('node:fs');
@@ -25,6 +26,7 @@ const { z } = require('zod');
 
 const LEDGER = process.env.MCP_LEDGER;
 const HANG = process.env.MCP_HANG;
+let hung = false;
 
 function log(line) {
   if (LEDGER) appendFileSync(LEDGER, JSON.stringify(line) + '\n');
@@ -43,7 +45,10 @@ function build() {
           key: extra._meta?.idempotencyKey ?? null,
           pid: process.pid,
         });
-        if (HANG === name) await new Promise(() => undefined);
+        if (HANG === name && !hung) {
+          hung = true;
+          await new Promise(() => undefined);
+        }
         return answer(args);
       },
     );
@@ -92,13 +97,21 @@ async function main() {
     return;
   }
   if (mode === 'http') {
-    const transport = new StreamableHTTPServerTransport({
-      sessionIdGenerator: () => randomUUID(),
+    // One transport (and server) per session: a worker and, after it is killed, its recoverer.
+    const sessions = new Map();
+    const http = createServer(async (req, res) => {
+      const id = req.headers['mcp-session-id'];
+      let transport = typeof id === 'string' ? sessions.get(id) : undefined;
+      if (!transport) {
+        const created = new StreamableHTTPServerTransport({
+          sessionIdGenerator: () => randomUUID(),
+          onsessioninitialized: (sid) => sessions.set(sid, created),
+        });
+        await build().connect(created);
+        transport = created;
+      }
+      await transport.handleRequest(req, res);
     });
-    await build().connect(transport);
-    const http = createServer(
-      (req, res) => void transport.handleRequest(req, res),
-    );
     http.listen(0, '127.0.0.1', () => {
       process.stdout.write(`LISTENING ${http.address().port}\n`);
     });

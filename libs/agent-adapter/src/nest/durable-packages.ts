@@ -85,7 +85,7 @@ function storeUses(option: unknown): FeatureUse[] {
 /**
  * Checks, once at bootstrap and before the store is created, that every optional package the
  * application's use of the module needs is installed: the store descriptor's driver, class-validator
- * and class-transformer for `@Flow` state classes and `@Tool({ args })`. One `DriverNotInstalledError`
+ * and class-transformer for `@Flow` state classes and `@Tool({ args })`, the MCP SDK for `mcp`. One `DriverNotInstalledError`
  * names every missing package with the `npm install` command, so the application fails to start
  * instead of failing at its first request. Optional features (tracing, the event-emitter bridge,
  * argument schemas) are never required.
@@ -99,11 +99,14 @@ export class DurablePackages {
     private readonly accessor: DurableMetadataAccessor,
   ) {}
 
-  /** Throws one error naming every missing package of the store option and the providers. */
-  check(store?: unknown): void {
+  /** Throws one error naming every missing package of the store and mcp options and the providers. */
+  check(store?: unknown, mcp?: unknown): void {
     requireFeatures(
       [
         ...storeUses(store),
+        ...(Array.isArray(mcp) && mcp.length > 0
+          ? [{ feature: 'mcp' as const, by: 'the mcp option' }]
+          : []),
         ...providerFeatures(
           this.discovery.getProviders(),
           this.scanner,

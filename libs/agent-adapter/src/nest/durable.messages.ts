@@ -18,6 +18,12 @@ export const NestMessages = {
     `Could not store the schedules ${names}: ${error}. Trying again in 5 s; until then this worker does not fire them.`,
   cronWithoutTakeover: (names: string) =>
     `Schedules ${names} are declared, but this worker's takeover is off: a worker with it on fires their ticks.`,
+  mcpNotList: (got: string) =>
+    `DurableModule: the "mcp" option must be a list, got ${got}. Give mcp: [{ client, prefix?, overrides? }].`,
+  mcpNoClient: (index: number) =>
+    `DurableModule: mcp[${index}] has no client with listTools() and callTool(). Give { client } a connected MCP Client (@modelcontextprotocol/sdk).`,
+  mcpFailed: (index: number, prefix: unknown, why: string) =>
+    `DurableModule: mcp[${index}]${typeof prefix === 'string' && prefix ? ` (prefix "${prefix}")` : ''}: its MCP tools could not be registered, so the application does not start: ${why}`,
   queueTwice: (name: string) =>
     `DurableModule: queue "${name}" is configured twice, in @Flow('${name}', { queue }) and in the module's queues. Keep one.`,
   duplicateFlow: (name: string, first: string, second: string) =>

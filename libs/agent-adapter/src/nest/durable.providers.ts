@@ -20,7 +20,11 @@ import { NestMessages } from './durable.messages';
 import { nestDurableLogger } from './nest-logger';
 import { DURABLE_MODULE_OPTIONS } from './durable.module-definition';
 import { DurablePackages } from './durable-packages';
-import type { DurableModuleOptions } from './interfaces/durable-module-options.interface';
+import type {
+  DurableMcpTools,
+  DurableModuleOptions,
+} from './interfaces/durable-module-options.interface';
+import { mcpOption, registerModuleMcpTools } from './mcp-option';
 
 /** The module's options with defaults merged, the store created and the key checked. @internal */
 export interface ResolvedDurableOptions {
@@ -40,6 +44,10 @@ export interface ResolvedDurableOptions {
   queues: ReadonlyMap<string, QueueLimits>;
   /** Continuous takeover's settings (checked), or false when it is off. */
   takeover: false | { everyMs: number; concurrency: number; leaseMs: number };
+  /** The module's `ToolRegistry`: `@Tool` methods and the `mcp` option's tools. */
+  tools: ToolRegistry;
+  /** The `mcp` option, checked (registered by `registerModuleMcpTools`). */
+  mcp: readonly DurableMcpTools[];
 }
 
 /** The module's option names in messages (`store`, `key`, `DurableModule: ...`). */
@@ -72,6 +80,7 @@ export function resolveDurableOptions(
     0,
     MODULE_NAMES,
   );
+  const mcp = mcpOption(given.mcp);
   const { store, owned } = createCheckpointStore(given.store);
   const runner: Omit<FlowRunnerOptions, 'events'> = {
     checkpoints: store,
@@ -111,6 +120,8 @@ export function resolveDurableOptions(
     drainMs,
     queues,
     takeover,
+    tools: new ToolRegistry(),
+    mcp,
   };
 }
 
@@ -122,12 +133,22 @@ export function createDurableProviders(): Provider[] {
       // Every missing optional package (the store's, the state classes', the tool DTOs') is named
       // in one error before the store is created: the application fails to start, not at the
       // first request.
-      useFactory: (
+      useFactory: async (
         options: DurableModuleOptions | undefined,
         packages: DurablePackages,
       ) => {
-        packages.check(options?.store);
-        return resolveDurableOptions(options);
+        packages.check(options?.store, options?.mcp);
+        const resolved = resolveDurableOptions(options);
+        // Before anything can use the registry (the boot sweep recovers runs that call them).
+        try {
+          await registerModuleMcpTools(resolved.tools, resolved.mcp);
+        } catch (error) {
+          // The application does not start, so no shutdown closes the store made here.
+          if (resolved.ownsStore)
+            await resolved.store.close().catch(() => undefined);
+          throw error;
+        }
+        return resolved;
       },
       inject: [DURABLE_MODULE_OPTIONS, DurablePackages],
     },
@@ -136,7 +157,11 @@ export function createDurableProviders(): Provider[] {
       useFactory: (resolved: ResolvedDurableOptions) => resolved.store,
       inject: [DURABLE_RESOLVED_OPTIONS],
     },
-    { provide: ToolRegistry, useFactory: () => new ToolRegistry() },
+    {
+      provide: ToolRegistry,
+      useFactory: (resolved: ResolvedDurableOptions) => resolved.tools,
+      inject: [DURABLE_RESOLVED_OPTIONS],
+    },
     {
       provide: Executor,
       useFactory: (registry: ToolRegistry) => new Executor(registry),

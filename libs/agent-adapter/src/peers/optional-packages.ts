@@ -107,13 +107,20 @@ export function usePackageResolver(next: PackageResolver): () => void {
   };
 }
 
+/**
+ * Whether the package is installed: its entry resolves, or else its package.json does (a package
+ * used only through subpaths, like `@modelcontextprotocol/sdk`, may have no loadable root entry).
+ */
 function isInstalled(name: string): boolean {
-  try {
-    resolver(name);
-    return true;
-  } catch {
-    return false;
+  for (const path of [name, `${name}/package.json`]) {
+    try {
+      resolver(path);
+      return true;
+    } catch {
+      // Not this way.
+    }
   }
+  return false;
 }
 
 /**

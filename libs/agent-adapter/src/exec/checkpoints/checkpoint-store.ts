@@ -94,7 +94,10 @@ export interface RunQueueState {
   priority: number;
   /** While it waits: epoch ms from which it may be admitted. Absent once admitted. */
   availableAt?: number;
-  /** Epoch ms it was admitted at; absent while it waits. */
+  /**
+   * Epoch ms it was admitted at; absent while it waits. Never before the end of a run whose place
+   * it took: see `CheckpointStore.admit`.
+   */
   admittedAt?: number;
 }
 
@@ -297,6 +300,13 @@ export abstract class CheckpointStore {
    * processes included) never admit past a limit. An admitted run is due work once the query's
    * lease (if any) expires, so the admitter's claim takes it first and any worker's after that.
    * Returns the admitted runs' heads.
+   *
+   * Admission time: a look with a `concurrency` or `perKey` limit stamps `admittedAt` = the later
+   * of `now` and the latest end among the queue's admitted runs that have ended (their
+   * `updatedAt`, or the store's record of the end, never earlier), so a run never carries an
+   * admission time before the end of the run whose place it took (that end may land after the
+   * admitter read its clock); other looks stamp `now`. A later stamp only keeps a run longer in
+   * the rate window, never shorter.
    */
   abstract admit(query: AdmitQuery): Promise<RunHead[]>;
 

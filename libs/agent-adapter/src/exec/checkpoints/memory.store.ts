@@ -173,6 +173,17 @@ export class MemoryCheckpointStore extends CheckpointStore {
       concurrency === undefined ? Infinity : concurrency - active.length,
       rate === undefined ? Infinity : rate.limit - recent,
     );
+    // Never before the end of a run whose place it takes (the port's `admit`).
+    const at =
+      concurrency === undefined && perKey === undefined
+        ? now
+        : onQueue.reduce(
+            (t, h) =>
+              h.queue?.admittedAt === undefined || UNFINISHED.includes(h.status)
+                ? t
+                : Math.max(t, h.updatedAt),
+            now,
+          );
     const perKeyActive = new Map<string, number>();
     for (const h of active)
       if (h.queue?.key !== undefined)
@@ -201,7 +212,7 @@ export class MemoryCheckpointStore extends CheckpointStore {
         perKeyActive.set(place.key, n + 1);
       }
       const { availableAt: _, ...rest } = place;
-      head.queue = { ...rest, admittedAt: now };
+      head.queue = { ...rest, admittedAt: at };
       if (query.owner !== undefined) head.owner = query.owner;
       if (query.leaseExpiresAt !== undefined)
         head.leaseExpiresAt = query.leaseExpiresAt;

@@ -3,6 +3,8 @@ import type { CheckpointStore } from '../../exec/checkpoints/checkpoint-store';
 import type { FlowRunnerOptions } from '../../flow/runner/flow-runner.options';
 import type { TakeoverOptions } from '../../flow/runner/takeover';
 import type { QueueOptions } from '../../flow/runner/queues';
+import type { McpClientLike } from '../../exec/mcp/mcp-client';
+import type { McpToolsOptions } from '../../exec/mcp/register-mcp-tools';
 
 // One definition of the store descriptors, shared with the operator CLI's store URLs: the module
 // creates the store a descriptor names (and closes it on shutdown). With `@nestjs/typeorm`, give
@@ -78,6 +80,21 @@ export interface DurableModuleOptions extends Omit<
    * @default none
    */
   queues?: Readonly<Record<string, QueueOptions>>;
+  /**
+   * MCP clients whose tools the module registers in its `ToolRegistry` (`registerMcpTools`, one
+   * entry per client), before the boot sweep recovers runs that call them. A registration that
+   * fails (a server that cannot list its tools, a bad prefix or override, a name taken) fails the
+   * application's start. The application connects each client (in a `forRootAsync` factory, or a
+   * provider it injects) and closes it: the module never does. docs/mcp.md.
+   * @default none
+   */
+  mcp?: readonly DurableMcpTools[];
+}
+
+/** One MCP client for the module's `mcp` option, with how its tools are named. @publicApi */
+export interface DurableMcpTools extends McpToolsOptions {
+  /** A connected client (`Client` of `@modelcontextprotocol/sdk`), owned by the application. */
+  client: McpClientLike;
 }
 
 /**

@@ -123,6 +123,60 @@ export function describeQueues({ describe, it, make }: SuiteContext): void {
       equal(ids(await look()), [runs[3]]);
     });
 
+    it('a run admitted into a place is never stamped before the end of the run that freed it', async () => {
+      const store = await make();
+      const [flow, queue] = [uid('flow'), uid('q')];
+      // The admitter read its clock a minute before the end landed (a slow look, a busy machine).
+      const now = Date.now() - 60_000;
+      const [a, b, c, d] = [uid('a'), uid('b'), uid('c'), uid('d')];
+      const put = (id: string, key?: string) =>
+        store.enqueue(cp(id, 0, { flow }), {
+          queue,
+          availableAt: now,
+          ...(key !== undefined && { key }),
+        });
+      await put(a);
+      await put(b);
+      const look = () => store.admit({ queue, now, limit: 10, concurrency: 1 });
+      const [first] = await look();
+      assert.strictEqual(first?.runId, a, 'the first run');
+      assert.strictEqual(first?.queue?.admittedAt, now, 'no end after now');
+      await end(store, a, flow);
+      const endedAt = (await store.head(a))?.updatedAt as number;
+      assert.ok(endedAt > now, 'the end is later than the look');
+      const [next] = await look();
+      assert.strictEqual(next?.runId, b);
+      const admittedAt = next?.queue?.admittedAt as number;
+      assert.ok(
+        admittedAt >= endedAt,
+        `admitted at ${admittedAt}, before the end that freed its place (${endedAt})`,
+      );
+      assert.strictEqual((await store.head(b))?.queue?.admittedAt, admittedAt);
+      // A per-key place likewise.
+      await end(store, b, flow);
+      await put(c, 'k');
+      await put(d, 'k');
+      const byKey = () => store.admit({ queue, now, limit: 1, perKey: 1 });
+      equal(ids(await byKey()), [c]);
+      await end(store, c, flow);
+      const keyEnd = (await store.head(c))?.updatedAt as number;
+      const [afterKey] = await byKey();
+      assert.strictEqual(afterKey?.runId, d);
+      assert.ok((afterKey?.queue?.admittedAt as number) >= keyEnd);
+      // A look whose clock is past every end is stamped with its own time.
+      await end(store, d, flow);
+      const e = uid('e');
+      await put(e);
+      const later = Date.now() + 60_000;
+      const [last] = await store.admit({
+        queue,
+        now: later,
+        limit: 10,
+        concurrency: 1,
+      });
+      assert.strictEqual(last?.queue?.admittedAt, later);
+    });
+
     it('concurrent looks never admit past the limits', async () => {
       const store = await make();
       const [flow, queue] = [uid('flow'), uid('q')];

@@ -25,7 +25,8 @@
  *   equal score sorts by member, so the set is in admission order), `active` sorted set (admitted,
  *   unfinished run → admittedAt), `keys` hash (concurrency key → its active count), `admitted`
  *   sorted set (run → admittedAt: the rate window), `dedupe` hash (dedupe key → run id), `runs`
- *   hash (run id → its placement, JSON: see redis.queues.ts). The run hash names its queue
+ *   hash (run id → its placement, JSON: see redis.queues.ts), `ended` string (when an admitted run
+ *   last left `active` by ending: no admission is stamped before it). The run hash names its queue
  *   (`queue` field). Why `{P}` and not a tag per queue: an admission must count the queue, admit,
  *   and enter the admitted runs in `{P}:due` and `{P}:unfinished:<flow>` in one script, so in one
  *   slot; the scripts that end or drop a run (in `{P}` already) clean its queue in the same call.
@@ -59,6 +60,7 @@ export const QUEUE_PARTS = [
   'admitted',
   'dedupe',
   'runs',
+  'ended',
 ] as const;
 
 export type QueueKeys = Record<(typeof QUEUE_PARTS)[number], string>;

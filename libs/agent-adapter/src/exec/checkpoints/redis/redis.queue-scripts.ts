@@ -19,9 +19,11 @@ end
 /**
  * `leave_queue(queued, qp, id, forget)`: the run leaves its queue (it ended, or its hash is gone):
  * out of the waiting sets, the admitted count and its key's count, and the dedupe key if that
- * still names it (an enqueue may have taken the key over once the run ended). `forget` (a delete,
- * a hash gone) also drops its placement, its admission (the rate window) and its queue's name.
- * Idempotent: `active` says whether its counts still hold it.
+ * still names it (an enqueue may have taken the key over once the run ended). An admitted run
+ * that ended moves the queue's `ended` time to now (after its end write, so not before its
+ * `updatedAt`): the place it frees is never taken by an admission stamped earlier. `forget` (a
+ * delete, a hash gone) also drops its placement, its admission (the rate window) and its queue's
+ * name. Idempotent: `active` says whether its counts still hold it.
  */
 export const LEAVE_QUEUE_LUA = `
 local function leave_queue(queued, qp, id, forget)
@@ -33,8 +35,13 @@ local function leave_queue(queued, qp, id, forget)
     local p = cjson.decode(raw)
     redis.call('ZREM', q .. 'delayed', id)
     if p.m then redis.call('ZREM', q .. 'ready', p.m) end
-    if redis.call('ZREM', q .. 'active', id) == 1 and p.k then
-      if redis.call('HINCRBY', q .. 'keys', p.k, -1) <= 0 then redis.call('HDEL', q .. 'keys', p.k) end
+    if redis.call('ZREM', q .. 'active', id) == 1 then
+      if p.k and redis.call('HINCRBY', q .. 'keys', p.k, -1) <= 0 then redis.call('HDEL', q .. 'keys', p.k) end
+      if not forget then
+        local t = redis.call('TIME')
+        local ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+        if ms > tonumber(redis.call('GET', q .. 'ended') or '0') then redis.call('SET', q .. 'ended', ms) end
+      end
     end
     if p.d and redis.call('HGET', q .. 'dedupe', p.d) == id then redis.call('HDEL', q .. 'dedupe', p.d) end
   end
@@ -77,7 +84,8 @@ const ID_AT = 35;
 
 /**
  * One admission. KEYS: the queue's delayed, ready, active, keys, admitted, runs, dedupe, then
- * queued, due. ARGV: 1 queue key prefix, 2 queue, 3 unfinished key prefix, 4 now, 5 limit,
+ * queued, due, then the queue's ended. With a concurrency or per-key limit, the admitted runs are
+ * stamped with the later of now and `ended` (see `leave_queue`). ARGV: 1 queue key prefix, 2 queue, 3 unfinished key prefix, 4 now, 5 limit,
  * 6 concurrency, 7 perKey, 8 rate limit ('' = none), 9 rate window start (exclusive), 10 drop
  * admissions at or before this, 11 when the admitted runs fall due (the admitter's lease, or 0),
  * 12.. admitted runs found ended (repaired first).
@@ -104,6 +112,12 @@ if ARGV[8] ~= '' then
 end
 if room <= 0 then return {} end
 local perKey = tonumber(ARGV[7])
+-- Strings, as placements keep them; the end time only where a place is counted.
+local at = now
+if ARGV[6] ~= '' or perKey then
+  local ended = redis.call('GET', KEYS[10])
+  if ended and tonumber(ended) > tonumber(now) then at = ended end
+end
 -- Per key, saturated keys are walked past (bounded: 1000 ready runs a look).
 local walk = 1000
 if not perKey then walk = math.min(room, walk) end
@@ -129,11 +143,11 @@ for _, m in ipairs(redis.call('ZRANGE', KEYS[2], 0, walk - 1)) do
       redis.call('ZREM', KEYS[2], m)
       p.a = nil
       p.m = nil
-      p.t = now
+      p.t = at
       local placed = cjson.encode(p)
       redis.call('HSET', KEYS[6], id, placed)
-      redis.call('ZADD', KEYS[3], now, id)
-      redis.call('ZADD', KEYS[5], now, id)
+      redis.call('ZADD', KEYS[3], at, id)
+      redis.call('ZADD', KEYS[5], at, id)
       -- Due once the admitter's lease expires (at once without one), and unfinished for recovery.
       redis.call('ZADD', KEYS[9], ARGV[11], id)
       redis.call('ZADD', ARGV[3] .. p.f, 0, id)

@@ -114,7 +114,7 @@ export class RedisRunQueues {
     const since = rate ? now - rate.intervalMs : now - KEEP_ADMISSIONS_MS;
     // prettier-ignore
     const reply = (await storeScript(this.client, 'aaAdmit', [
-      q.delayed, q.ready, q.active, q.keys, q.admitted, q.runs, q.dedupe, this.keys.queued, this.keys.due,
+      q.delayed, q.ready, q.active, q.keys, q.admitted, q.runs, q.dedupe, this.keys.queued, this.keys.due, q.ended,
     ], [
       this.keys.queuePrefix, queue, this.keys.unfinished(''), String(now), String(query.limit),
       concurrency === undefined ? '' : String(concurrency), perKey === undefined ? '' : String(perKey),

@@ -8,6 +8,7 @@ import {
 import {
   ADMITTED_SQL,
   DEDUPE_SQL,
+  ENDED_SQL,
   DUE_SQL,
   WAITING_SQL,
   sqlNames,
@@ -206,6 +207,11 @@ export function agentAdapterEntities(
         name: index('runs_admitted'),
         columns: ['queue', 'admitted_at'],
         where: ADMITTED_SQL,
+      },
+      {
+        name: index('runs_ended'),
+        columns: ['queue', 'updated_at'],
+        where: ENDED_SQL,
       },
       {
         name: index('runs_dedupe'),

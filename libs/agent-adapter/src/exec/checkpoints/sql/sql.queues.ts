@@ -15,7 +15,12 @@ import type {
 } from '../checkpoint-store';
 import type { Engine, SqlStep } from './sql.engine';
 import { HEAD_COLUMNS, toHead, type RunRow } from './sql.rows';
-import { ADMITTED_SQL, UNFINISHED_SQL, WAITING_SQL } from './sql.schema';
+import {
+  ADMITTED_SQL,
+  ENDED_SQL,
+  UNFINISHED_SQL,
+  WAITING_SQL,
+} from './sql.schema';
 
 /** Attempts of an enqueue whose dedupe key's run ended between the insert and the read. */
 const ATTEMPTS = 5;
@@ -110,14 +115,23 @@ export function* admission(
       ? 'run_id = ANY($2::varchar[])'
       : 'run_id IN (SELECT value FROM json_each($2))';
   const lease = query.leaseExpiresAt;
+  const pg = engine.dialect === 'postgres';
+  // With a place taken (a concurrency or per-key limit): never before the latest end of the queue's
+  // admitted runs (the port's `admit`), read by this statement, so it sees every end the counts did.
+  const at =
+    concurrency === undefined && perKey === undefined
+      ? '$1'
+      : `${pg ? 'GREATEST' : 'max'}($1, coalesce((SELECT max(updated_at) FROM ${n.runs}
+          WHERE queue = $5 AND ${ENDED_SQL}), $1))`;
   const rows = (yield {
-    sql: `UPDATE ${n.runs} SET available_at = NULL, admitted_at = $1, owner = $3, lease_expires_at = $4
+    sql: `UPDATE ${n.runs} SET available_at = NULL, admitted_at = ${at}, owner = $3, lease_expires_at = $4
       WHERE ${listed} RETURNING ${HEAD_COLUMNS}`,
     params: [
       Math.floor(now),
-      engine.dialect === 'postgres' ? ids : JSON.stringify(ids),
+      pg ? ids : JSON.stringify(ids),
       query.owner ?? null,
       lease === undefined ? null : Math.floor(lease),
+      ...(at === '$1' ? [] : [queue]),
     ],
   }) as RunRow[];
   // In admission order (RETURNING keeps none).

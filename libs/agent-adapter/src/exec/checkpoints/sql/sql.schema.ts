@@ -18,7 +18,7 @@ export const RETIRED_SCHEMA_VERSIONS: ReadonlyMap<string, string> = new Map([
   ['2', 'no index of due work (running runs by lease expiry)'],
   ['3', 'no queues'],
   ['4', 'no sleeping runs; due work only of running runs'],
-  ['5', 'no run streams'],
+  ['5', 'no run streams; no index of the ended runs of a queue'],
 ]);
 
 /** @publicApi */
@@ -88,6 +88,13 @@ export const WAITING_SQL = `available_at IS NOT NULL`;
 /** A queue's admitted runs (`runs_admitted`): counted by its rate limit. */
 export const ADMITTED_SQL = `admitted_at IS NOT NULL`;
 
+/**
+ * A queue's admitted runs that have ended (`runs_ended`, by end): an admission's time is never
+ * before the latest of them (see `CheckpointStore.admit`). A save already rewrites an indexed
+ * column (the lease), so indexing `updated_at` here costs no HOT update.
+ */
+export const ENDED_SQL = `admitted_at IS NOT NULL AND status NOT IN ('running', 'paused', 'sleeping')`;
+
 /** Runs that hold their dedupe key (`runs_dedupe`): unfinished ones. */
 export const DEDUPE_SQL = `dedupe_key IS NOT NULL AND ${UNFINISHED_SQL}`;
 
@@ -135,6 +142,7 @@ export function createStatements(dialect: SqlDialect, n: SqlNames): string[] {
     // limits count them), and one unfinished run per dedupe key. Runs of no queue are in none.
     `CREATE INDEX IF NOT EXISTS ${idx('runs_waiting')} ON ${n.runs} (queue, priority, available_at, id) WHERE ${WAITING_SQL}`,
     `CREATE INDEX IF NOT EXISTS ${idx('runs_admitted')} ON ${n.runs} (queue, admitted_at) WHERE ${ADMITTED_SQL}`,
+    `CREATE INDEX IF NOT EXISTS ${idx('runs_ended')} ON ${n.runs} (queue, updated_at) WHERE ${ENDED_SQL}`,
     `CREATE UNIQUE INDEX IF NOT EXISTS ${idx('runs_dedupe')} ON ${n.runs} (queue, dedupe_key) WHERE ${DEDUPE_SQL}`,
     // Operators list by status (failed, paused...), with or without a flow.
     `CREATE INDEX IF NOT EXISTS ${idx('runs_status_id')} ON ${n.runs} (status, id)`,
