@@ -103,6 +103,11 @@ export function chatTools(registry: ToolRegistry): ChatTool[] {
 }
 
 const ROLES = new Set(['system', 'user', 'assistant', 'tool']);
+/** Whether `value` is one of the finish reasons (an adapter maps any other to `other`). */
+export function isFinishReason(value: unknown): value is FinishReason {
+  return typeof value === 'string' && FINISH_REASONS.has(value);
+}
+
 const FINISH_REASONS: ReadonlySet<string> = new Set<FinishReason>([
   'stop',
   'length',
@@ -179,11 +184,11 @@ function replyFacts(
   const { finishReason, usage } = msg;
   const out: Pick<AssistantMessage, 'finishReason' | 'usage'> = {};
   if (finishReason !== undefined && finishReason !== null) {
-    if (typeof finishReason !== 'string' || !FINISH_REASONS.has(finishReason))
+    if (!isFinishReason(finishReason))
       throw new TypeError(
         Messages.chatFinishReason(where, finishReason, [...FINISH_REASONS]),
       );
-    out.finishReason = finishReason as FinishReason;
+    out.finishReason = finishReason;
   }
   if (usage !== undefined && usage !== null) {
     if (typeof usage !== 'object' || Array.isArray(usage))
