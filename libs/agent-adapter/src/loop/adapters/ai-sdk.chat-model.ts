@@ -27,7 +27,7 @@ import type {
 import {
   argumentsOf,
   backoff,
-  redact,
+  excerptOf,
   retryAfter,
   secretsOf,
   sleep,
@@ -146,10 +146,14 @@ export class AiSdkChatModel implements ChatModel {
       isRetryable?: unknown;
       responseHeaders?: unknown;
     };
-    const status = typeof e.statusCode === 'number' ? e.statusCode : undefined;
+    // An answer the provider could not read comes with the 200 it had: not an HTTP error.
+    const status =
+      typeof e.statusCode === 'number' && e.statusCode >= 400
+        ? e.statusCode
+        : undefined;
     const why = timedOut
       ? Messages.openAINoAnswer(this.timeoutMs)
-      : redact(whyOf(error), this.secrets);
+      : excerptOf(whyOf(error), this.secrets);
     const headers = (e.responseHeaders ?? {}) as Record<string, unknown>;
     const afterMs = Number(headers['retry-after-ms']);
     return {
