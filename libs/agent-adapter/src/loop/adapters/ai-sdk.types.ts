@@ -79,7 +79,11 @@ export interface AiSdkCallOptions extends AiSdkCallSettings {
  * @publicApi
  */
 export interface AiSdkGenerateResult {
-  content: ReadonlyArray<{ readonly type: string }>;
+  /** Text parts (`{ type: 'text', text }`) and tool calls (`{ type: 'tool-call', toolCallId, toolName, input }`) are read. */
+  content: ReadonlyArray<{
+    readonly type: string;
+    readonly [key: string]: unknown;
+  }>;
   finishReason: { unified: string; raw?: string | undefined } | string;
   usage?: {
     inputTokens?: { total?: number | undefined } | number | undefined;
