@@ -42,7 +42,8 @@
  * phase is stored (so a finished sibling call is on the store when the test kills the worker).
  * HANG_AFTER_SAVE=<reason> (start, superstep, pause, resume, claim) or step=<n>: once that
  * checkpoint is stored, print `SAVED <what>` and block for ever (the test kills the worker there).
- * CHAT_URL: the chat-completions base URL of the loop modes' model.
+ * CHAT_URL: the chat-completions base URL of the loop modes' model; CHAT_CLIENT=ai-sdk talks to it
+ * through the AI SDK (AiSdkChatModel over @ai-sdk/openai-compatible) instead of OpenAIChatModel.
  *
  * Stdout: `STARTED` when the work begins (after loading and connecting), `READY <tool>` once a
  * hanging tool's `begin` is on disk, `ARMED` at the barrier, then one
@@ -53,6 +54,7 @@ import { closeSync, existsSync, fsyncSync, openSync, writeSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { parseArgs } from 'node:util';
 import {
+  AiSdkChatModel,
   DurableError,
   Executor,
   FlowRunner,
@@ -63,6 +65,7 @@ import {
   idempotencyKey,
   type ApprovalPort,
   type CallRecord,
+  type ChatModel,
   type CheckpointRecord,
   type CheckpointStore,
   type RunResult,
@@ -287,6 +290,28 @@ function loopRegistry(): ToolRegistry {
     );
 }
 
+/** The loop modes' model at `url`: OpenAIChatModel, or an AI SDK provider's model (`ai-sdk`). */
+async function chatModel(
+  url: string,
+  client: string | undefined,
+): Promise<ChatModel> {
+  if (client === 'ai-sdk') {
+    // Loaded only here: the other modes start without the AI SDK.
+    const { createOpenAICompatible } =
+      await import('@ai-sdk/openai-compatible');
+    const provider = createOpenAICompatible({ name: 'local', baseURL: url });
+    return new AiSdkChatModel(provider.chatModel('test-model'), {
+      maxRetries: 0,
+    });
+  }
+  if (client !== undefined) throw new Error('CHAT_CLIENT must be ai-sdk');
+  return new OpenAIChatModel({
+    baseUrl: url,
+    model: 'test-model',
+    maxRetries: 0,
+  });
+}
+
 /** The synchronous approval port --sync-port asks for. */
 function syncPort(kind: string | undefined): ApprovalPort | undefined {
   if (kind === undefined) return undefined;
@@ -448,11 +473,7 @@ async function main(): Promise<number> {
   });
   const loop = process.env.CHAT_URL
     ? new ToolLoop(
-        new OpenAIChatModel({
-          baseUrl: process.env.CHAT_URL,
-          model: 'test-model',
-          maxRetries: 0,
-        }),
+        await chatModel(process.env.CHAT_URL, process.env.CHAT_CLIENT),
         loopRegistry(),
         {
           name: 'support',

@@ -58,6 +58,7 @@ describe('README and docs/ examples', () => {
     expect(found.map((e) => `${e.page}: ${e.name}`)).toEqual([
       'docs/flows.md: approvals',
       'docs/tool-loop.md: tool-loop',
+      'docs/tool-loop.md: ai-sdk',
     ]);
     for (const e of found) expect(e.expected.length).toBeGreaterThan(0);
   });
@@ -72,7 +73,12 @@ describe('README and docs/ examples', () => {
         ['-r', HOOK, file],
         {
           cwd: ROOT,
-          env: { ...process.env, NODE_OPTIONS: '' },
+          // The file lives in a temp dir: other packages (ai/test) come from the repository's.
+          env: {
+            ...process.env,
+            NODE_OPTIONS: '',
+            NODE_PATH: join(ROOT, 'node_modules'),
+          },
           timeout: 60_000,
         },
       );

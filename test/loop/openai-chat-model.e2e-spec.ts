@@ -38,7 +38,11 @@ describe('OpenAIChatModel (chat-completions over HTTP)', () => {
     });
 
   it('posts model, messages and function tools to {baseUrl}/chat/completions, with the key as a bearer token', async () => {
-    server.script(say('Hello!'));
+    server.script(
+      say('Hello!', {
+        usage: { prompt_tokens: 12, completion_tokens: 3, total_tokens: 15 },
+      }),
+    );
     const reply = await model({
       apiKey: 'sk-test-123456',
       headers: { 'x-org': 'acme' },
@@ -50,7 +54,12 @@ describe('OpenAIChatModel (chat-completions over HTTP)', () => {
       ],
       tools: TOOLS,
     });
-    expect(reply).toEqual({ role: 'assistant', content: 'Hello!' });
+    expect(reply).toEqual({
+      role: 'assistant',
+      content: 'Hello!',
+      finishReason: 'stop',
+      usage: { inputTokens: 12, outputTokens: 3 },
+    });
     const [req] = server.requests;
     expect(req!.path).toBe('/v1/chat/completions');
     expect(req!.headers.authorization).toBe('Bearer sk-test-123456');
@@ -104,7 +113,34 @@ describe('OpenAIChatModel (chat-completions over HTTP)', () => {
         { id: 'call_a', name: 'weather', arguments: { city: 'Oslo' } },
         { id: 'call_b', name: 'weather', arguments: { city: 'Rome' } },
       ],
+      finishReason: 'tool-calls',
+      usage: { inputTokens: 1, outputTokens: 1 },
     });
+  });
+
+  it("reads the finish reason in the AI SDK's words, and usage only when the server counts it", async () => {
+    server.script(
+      say('cut', { finish: 'length', usage: null }),
+      say('odd', { finish: 'eos_token', usage: { prompt_tokens: 4 } }),
+      say('none', { finish: null, usage: null }),
+    );
+    const ask = () =>
+      model().complete({
+        messages: [{ role: 'user', content: 'x' }],
+        tools: [],
+      });
+    expect(await ask()).toEqual({
+      role: 'assistant',
+      content: 'cut',
+      finishReason: 'length',
+    });
+    expect(await ask()).toEqual({
+      role: 'assistant',
+      content: 'odd',
+      finishReason: 'other',
+      usage: { inputTokens: 4 },
+    });
+    expect(await ask()).toEqual({ role: 'assistant', content: 'none' });
   });
 
   it('sends a history with tool calls and tool results in the API shape', async () => {

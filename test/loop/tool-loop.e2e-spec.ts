@@ -224,6 +224,9 @@ describe('The tool loop', () => {
             arguments: { show: 'Hamlet', seats: 2 },
           },
         ],
+        // The completion's finish reason and usage are kept with the reply.
+        finishReason: 'tool-calls',
+        usage: { inputTokens: 1, outputTokens: 1 },
       },
       {
         role: 'tool',
@@ -237,6 +240,8 @@ describe('The tool loop', () => {
         toolCalls: [
           { id: 'c', name: 'charge_card', arguments: { amount: 90 } },
         ],
+        finishReason: 'tool-calls',
+        usage: { inputTokens: 1, outputTokens: 1 },
       },
       {
         role: 'tool',
@@ -244,7 +249,12 @@ describe('The tool loop', () => {
         name: 'charge_card',
         content: expect.stringMatching(/^charged 90 \(.{8}\)$/) as string,
       },
-      { role: 'assistant', content: expect.stringContaining('"h":') as string },
+      {
+        role: 'assistant',
+        content: expect.stringContaining('"h":') as string,
+        finishReason: 'stop',
+        usage: { inputTokens: 1, outputTokens: 1 },
+      },
     ]);
     // The second request carried the first tool result, in the API's shape.
     expect(toolResults(server.requests[1]!)).toEqual({

@@ -2,7 +2,9 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Injectable, Module } from '@nestjs/common';
+import { createOpenAICompatible } from '@ai-sdk/openai-compatible';
 import {
+  AiSdkChatModel,
   SQLiteCheckpointStore,
   type AssistantMessage,
   type ChatModel,
@@ -21,6 +23,7 @@ import { IsInt, IsString, Min } from 'class-validator';
 import { CrashingStore, SimulatedCrash, settle } from 'agent-adapter/testing';
 import { KEY, TicketsModule, Ledger } from './fixtures/tickets.fixtures';
 import { Apps, CaptureLogger } from './utils';
+import { ChatServer, callTools, say, toolResults } from '../utils/chat-server';
 
 class LookupArgs {
   @IsString()
@@ -102,6 +105,27 @@ class BookingAgent {
 
 @Module({ providers: [ShowTools, BookingAgent] })
 class BookingModule {}
+
+/** Where the AI SDK agent's provider sends its requests (a chat server each test starts). */
+let chatUrl = '';
+
+/** The same agent with an AI SDK provider's model, over HTTP. */
+@Injectable()
+class AiSdkBookingAgent {
+  readonly loop: DurableToolLoop;
+  constructor(loops: ToolLoopRunner) {
+    const provider = createOpenAICompatible({ name: 'box', baseURL: chatUrl });
+    this.loop = loops.define('ai-booking', {
+      model: new AiSdkChatModel(provider.chatModel('booker'), {
+        maxRetries: 0,
+      }),
+      tools: ['seats_free', 'book'],
+    });
+  }
+}
+
+@Module({ providers: [ShowTools, AiSdkBookingAgent] })
+class AiSdkBookingModule {}
 
 describe('ToolLoopRunner (e2e)', () => {
   const dir = mkdtempSync(join(tmpdir(), 'aa-nest-loop-'));
@@ -207,6 +231,53 @@ describe('ToolLoopRunner (e2e)', () => {
       'book Hamlet',
       'book Hamlet',
     ]);
+  });
+
+  it('takes an AI SDK model (AiSdkChatModel over @ai-sdk/openai-compatible): the @Tool schemas go out as function tools, the conversation runs over HTTP', async () => {
+    const server = await ChatServer.start();
+    try {
+      chatUrl = server.baseUrl;
+      server.script(
+        callTools([
+          {
+            name: 'seats_free',
+            arguments: { show: 'Hamlet', seats: 2 },
+            id: 'f',
+          },
+          { name: 'book', arguments: { show: 'Hamlet' }, id: 'b' },
+        ]),
+        (request) => say(`Done: ${JSON.stringify(toolResults(request))}`),
+      );
+      const app = await apps.boot([
+        DurableModule.forRoot({ store: { type: 'memory' } }),
+        AiSdkBookingModule,
+      ]);
+      const r = await app
+        .get(AiSdkBookingAgent)
+        .loop.run([{ role: 'user', content: 'Two for Hamlet' }]);
+      expect(r).toMatchObject({
+        status: 'done',
+        modelCalls: 2,
+        reply: {
+          content: 'Done: {"f":"2 free for Hamlet","b":"booked Hamlet"}',
+          finishReason: 'stop',
+        },
+      });
+      expect(effects).toEqual(['seats_free Hamlet', 'book Hamlet']);
+      expect(server.requests).toHaveLength(2);
+      const tools = server.requests[0]!.body.tools!;
+      expect(tools.map((t) => t.function.name)).toEqual(['seats_free', 'book']);
+      expect(tools[0]!.function.parameters).toEqual({
+        type: 'object',
+        properties: {
+          show: { type: 'string' },
+          seats: { type: 'integer', minimum: 1 },
+        },
+        required: ['show', 'seats'],
+      });
+    } finally {
+      await server.close();
+    }
   });
 
   it('refuses misuse at definition or first use, naming the loop', async () => {

@@ -175,6 +175,7 @@ describeCheckpointStoreConformance({ name: 'memory', make: async () => new Memor
 const CONSUMER_TS = `
 import { Call, Executor, Flow, FlowRunner, MemoryCheckpointStore, RecoveryNeedsDecision, ToolRegistry, idempotencyKey } from 'agent-adapter';
 import type { FlowRunnerOptions, NodeContext, RunResult } from 'agent-adapter';
+import { AiSdkChatModel, type AiSdkCallOptions, type AiSdkGenerateResult, type AiSdkLanguageModel, type ChatModel } from 'agent-adapter';
 import { CrashingStore, describeCheckpointStoreConformance, type CheckpointStoreFixture, type TestFramework } from 'agent-adapter/testing';
 
 export function conformance(framework: TestFramework): CheckpointStoreFixture {
@@ -208,6 +209,17 @@ export async function order(): Promise<string | undefined> {
   const all: Map<string, RunResult<Order> | Error> = await runner.recoverAll(flow, { rerunInDoubt: true });
   return all.size ? result.state.note : undefined;
 }
+
+// An AI SDK model, typed without any AI SDK package installed (the typings are structural).
+const languageModel: AiSdkLanguageModel = {
+  specificationVersion: 'v4',
+  provider: 'hand.made',
+  modelId: 'm',
+  async doGenerate(options: AiSdkCallOptions): Promise<AiSdkGenerateResult> {
+    return { content: [{ type: 'text', text: String(options.prompt.length) }], finishReason: { unified: 'stop', raw: 'stop' } };
+  },
+};
+export const aiModel: ChatModel = new AiSdkChatModel(languageModel, { settings: { temperature: 0 } });
 `;
 
 const TYPEORM = 'typeorm@0.3.31';

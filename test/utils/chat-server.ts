@@ -139,15 +139,29 @@ export class ChatServer {
   }
 }
 
+/**
+ * What a completion says besides its message: `finish_reason` (`null`: none) and `usage` (`null`:
+ * none). By default `stop` / `tool_calls` and one prompt and one completion token.
+ */
+export interface CompletionFacts {
+  finish?: string | null;
+  usage?: {
+    prompt_tokens?: number;
+    completion_tokens?: number;
+    total_tokens?: number;
+  } | null;
+}
+
 /** A chat completion whose message says `content`. */
-export function say(content: string): WireReply {
-  return { json: completion({ role: 'assistant', content }, 'stop') };
+export function say(content: string, facts: CompletionFacts = {}): WireReply {
+  return { json: completion({ role: 'assistant', content }, 'stop', facts) };
 }
 
 /** A chat completion asking for tool calls (`arguments` given as an object is sent as a string). */
 export function callTools(
   calls: Array<{ name: string; arguments: unknown; id?: string }>,
   content: string | null = null,
+  facts: CompletionFacts = {},
 ): WireReply {
   return {
     json: completion(
@@ -167,18 +181,33 @@ export function callTools(
         })),
       },
       'tool_calls',
+      facts,
     ),
   };
 }
 
-function completion(message: object, finish: string): object {
+function completion(
+  message: object,
+  finish: string,
+  facts: CompletionFacts,
+): object {
+  const usage =
+    facts.usage === undefined
+      ? { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 }
+      : facts.usage;
   return {
     id: `chatcmpl-${Math.random().toString(36).slice(2)}`,
     object: 'chat.completion',
     created: Math.floor(Date.now() / 1000),
     model: 'test-model',
-    choices: [{ index: 0, message, finish_reason: finish }],
-    usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 },
+    choices: [
+      {
+        index: 0,
+        message,
+        finish_reason: facts.finish === undefined ? finish : facts.finish,
+      },
+    ],
+    ...(usage !== null && { usage }),
   };
 }
 

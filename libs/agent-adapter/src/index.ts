@@ -187,10 +187,27 @@ export type {
   ToolMessage,
   ToolCall,
   JsonObject,
+  FinishReason,
+  TokenUsage,
 } from './loop/chat-model';
 export { runToolLoop, recoverToolLoop } from './loop/run-tool-loop';
 export { OpenAIChatModel } from './loop/adapters/openai.chat-model';
 export type { OpenAIChatModelOptions } from './loop/adapters/openai.chat-model';
+// Any AI SDK provider package's model; `ai` and `@ai-sdk/*` are not loaded (see its docs).
+export { AiSdkChatModel } from './loop/adapters/ai-sdk.chat-model';
+export type {
+  AiSdkChatModelOptions,
+  AiSdkCallOptions,
+  AiSdkCallSettings,
+  AiSdkFunctionTool,
+  AiSdkGenerateResult,
+  AiSdkLanguageModel,
+  AiSdkPromptMessage,
+  AiSdkTextPart,
+  AiSdkToolCallPart,
+  AiSdkToolChoice,
+  AiSdkToolResultPart,
+} from './loop/adapters/ai-sdk.types';
 export { ChatModelError, MaxStepsExceeded } from './errors';
 
 // Tool policies, approval policies, the synchronous approval port, resume authorization.

@@ -1,3 +1,4 @@
+import { AiSdkMessages } from './messages/ai-sdk';
 import { FlowMessages } from './messages/flow';
 import { KeyMessages } from './messages/keys';
 import { LoopMessages } from './messages/loop';
@@ -19,6 +20,7 @@ export const Messages = {
   ...LoopMessages,
   ...SetupMessages,
   ...McpMessages,
+  ...AiSdkMessages,
 } as const;
 
 /** The areas `Messages` is made of, for the spec that checks their names do not collide. @internal */
@@ -30,4 +32,5 @@ export const MESSAGE_AREAS = {
   LoopMessages,
   SetupMessages,
   McpMessages,
+  AiSdkMessages,
 } as const;

@@ -43,6 +43,36 @@ describe('chat messages', () => {
     ).toThrow(/toolCalls\[0\]\.arguments must be an object/);
   });
 
+  it("keeps a reply's finish reason and token counts (plain JSON), and refuses odd ones", () => {
+    expect(
+      checkMessages([
+        {
+          role: 'assistant',
+          content: 'x',
+          finishReason: 'stop',
+          usage: { inputTokens: 3, outputTokens: 0, raw: { x: 1 } },
+        },
+        { role: 'assistant', content: 'y', finishReason: null, usage: {} },
+      ]),
+    ).toEqual([
+      {
+        role: 'assistant',
+        content: 'x',
+        finishReason: 'stop',
+        usage: { inputTokens: 3, outputTokens: 0 },
+      },
+      { role: 'assistant', content: 'y', usage: {} },
+    ]);
+    const one = (m: object) => () =>
+      checkMessages([{ role: 'assistant', content: '', ...m }]);
+    expect(one({ finishReason: 'tool_calls' })).toThrow(
+      /messages\[0\]\.finishReason must be one of "stop", .*got "tool_calls"/,
+    );
+    expect(one({ usage: 5 })).toThrow(/messages\[0\]\.usage must be/);
+    expect(one({ usage: { inputTokens: -1 } })).toThrow(/usage must be/);
+    expect(one({ usage: { outputTokens: 1.5 } })).toThrow(/usage must be/);
+  });
+
   it('describes every registered tool for the model, with a default schema', () => {
     const registry = new ToolRegistry()
       .register('a', () => 1, {

@@ -27,11 +27,33 @@ export type ToolCall = {
 export type SystemMessage = { role: 'system'; content: string };
 /** @publicApi */
 export type UserMessage = { role: 'user'; content: string };
+/**
+ * Why a model stopped answering, in the AI SDK's words: `stop` (done), `tool-calls` (it waits for
+ * tool results), `length` (out of tokens), `content-filter`, `error`, `interrupted` (the answer may
+ * be cut short) or `other`.
+ * @publicApi
+ */
+export type FinishReason =
+  | 'stop'
+  | 'length'
+  | 'content-filter'
+  | 'tool-calls'
+  | 'error'
+  | 'interrupted'
+  | 'other';
+
+/** Tokens one model call used, as the provider counted them (a count it did not give is absent). @publicApi */
+export type TokenUsage = { inputTokens?: number; outputTokens?: number };
+
 /** A model's reply: text, tool calls, or both. @publicApi */
 export type AssistantMessage = {
   role: 'assistant';
   content: string;
   toolCalls?: ToolCall[];
+  /** Why the model stopped, when the adapter knows (the built-in adapters do). */
+  finishReason?: FinishReason;
+  /** What the call that made this reply used, when the provider says. */
+  usage?: TokenUsage;
 };
 /** A tool's result, fed back to the model. @publicApi */
 export type ToolMessage = {
@@ -81,6 +103,20 @@ export function chatTools(registry: ToolRegistry): ChatTool[] {
 }
 
 const ROLES = new Set(['system', 'user', 'assistant', 'tool']);
+/** Whether `value` is one of the finish reasons (an adapter maps any other to `other`). */
+export function isFinishReason(value: unknown): value is FinishReason {
+  return typeof value === 'string' && FINISH_REASONS.has(value);
+}
+
+const FINISH_REASONS: ReadonlySet<string> = new Set<FinishReason>([
+  'stop',
+  'length',
+  'content-filter',
+  'tool-calls',
+  'error',
+  'interrupted',
+  'other',
+]);
 
 /**
  * Checks messages are well-formed plain data (throws `TypeError` naming the first problem), and
@@ -122,8 +158,9 @@ export function checkMessage(m: unknown, where: string): ChatMessage {
       };
     }
     default: {
+      const about = replyFacts(msg, where);
       if (msg.toolCalls === undefined || msg.toolCalls === null)
-        return { role: 'assistant', content };
+        return { role: 'assistant', content, ...about };
       if (!Array.isArray(msg.toolCalls))
         throw new TypeError(Messages.chatToolCalls(where));
       const toolCalls = msg.toolCalls.map((c, i) =>
@@ -133,9 +170,40 @@ export function checkMessage(m: unknown, where: string): ChatMessage {
         role: 'assistant',
         content,
         ...(toolCalls.length && { toolCalls }),
+        ...about,
       };
     }
   }
+}
+
+/** A reply's finish reason and usage, checked (they are sealed into checkpoints as plain JSON). */
+function replyFacts(
+  msg: Record<string, unknown>,
+  where: string,
+): Pick<AssistantMessage, 'finishReason' | 'usage'> {
+  const { finishReason, usage } = msg;
+  const out: Pick<AssistantMessage, 'finishReason' | 'usage'> = {};
+  if (finishReason !== undefined && finishReason !== null) {
+    if (!isFinishReason(finishReason))
+      throw new TypeError(
+        Messages.chatFinishReason(where, finishReason, [...FINISH_REASONS]),
+      );
+    out.finishReason = finishReason;
+  }
+  if (usage !== undefined && usage !== null) {
+    if (typeof usage !== 'object' || Array.isArray(usage))
+      throw new TypeError(Messages.chatUsage(where));
+    const counts: TokenUsage = {};
+    for (const field of ['inputTokens', 'outputTokens'] as const) {
+      const n = (usage as Record<string, unknown>)[field];
+      if (n === undefined || n === null) continue;
+      if (typeof n !== 'number' || !Number.isSafeInteger(n) || n < 0)
+        throw new TypeError(Messages.chatUsage(where));
+      counts[field] = n;
+    }
+    out.usage = counts;
+  }
+  return out;
 }
 
 function checkToolCall(c: unknown, where: string): ToolCall {

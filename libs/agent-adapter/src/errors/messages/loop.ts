@@ -39,6 +39,10 @@ export const LoopMessages = {
   chatCallField: (where: string, field: 'id' | 'name') =>
     `${where}.${field} must be a non-empty string.`,
   chatCallArguments: (where: string) => `${where}.arguments must be an object.`,
+  chatFinishReason: (where: string, value: unknown, reasons: string[]) =>
+    `${where}.finishReason must be one of ${reasons.map((r) => `"${r}"`).join(', ')}, got ${JSON.stringify(value)}.`,
+  chatUsage: (where: string) =>
+    `${where}.usage must be an object whose inputTokens and outputTokens, when given, are integers ≥ 0.`,
   // OpenAIChatModel's failures (ChatModelError: the model could not be reached or did not answer).
   openAIPostFailed: (url: string, why: string) =>
     `OpenAIChatModel: POST ${url} failed: ${why}.`,

@@ -1,15 +1,27 @@
 import { randomBytes } from 'node:crypto';
-import { assertJson, type Json } from '../../exec/durable/canonical-json';
+import { assertJson } from '../../exec/durable/canonical-json';
 import type {
   AssistantMessage,
   ChatMessage,
   ChatModel,
   ChatRequest,
+  FinishReason,
   JsonObject,
+  TokenUsage,
   ToolCall,
 } from '../chat-model';
 import { ChatModelError, DurableSetupError } from '../../errors';
 import { Messages } from '../../errors/messages';
+import {
+  argumentsOf,
+  backoff,
+  excerptOf,
+  redact,
+  retryAfter,
+  secretsOf,
+  sleep,
+  whyOf,
+} from './model-calls';
 
 /** @publicApi */
 export interface OpenAIChatModelOptions {
@@ -71,9 +83,10 @@ export class OpenAIChatModel implements ChatModel {
     if (options.body !== undefined) assertJson(options.body, 'body');
     this.fetch = options.fetch ?? globalThis.fetch;
     // Whatever could authenticate is blanked out of anything an error repeats from the server.
-    this.secrets = [options.apiKey, ...Object.values(options.headers ?? {})]
-      .filter((s): s is string => typeof s === 'string' && s.length >= 4)
-      .sort((a, b) => b.length - a.length);
+    this.secrets = secretsOf([
+      options.apiKey,
+      ...Object.values(options.headers ?? {}),
+    ]);
   }
 
   async complete(request: ChatRequest): Promise<AssistantMessage> {
@@ -170,15 +183,11 @@ export class OpenAIChatModel implements ChatModel {
   }
 
   private redact(text: string): string {
-    let out = text;
-    for (const secret of this.secrets)
-      out = out.split(secret).join('[redacted]');
-    return out;
+    return redact(text, this.secrets);
   }
 
   private excerpt(text: string): string {
-    const t = this.redact(text).replace(/\s+/g, ' ').trim();
-    return t.length > 500 ? `${t.slice(0, 500)}…` : t || '(empty body)';
+    return excerptOf(text, this.secrets);
   }
 }
 
@@ -210,15 +219,20 @@ function toWire(m: ChatMessage): JsonObject {
 /** The first choice's message of a chat completion; throws if there is none. */
 export function fromWire(completion: unknown): AssistantMessage {
   const choices = (completion as { choices?: unknown } | null)?.choices;
-  const message = Array.isArray(choices)
-    ? (choices[0] as { message?: unknown } | undefined)?.message
+  const choice = Array.isArray(choices)
+    ? (choices[0] as { message?: unknown; finish_reason?: unknown } | undefined)
     : undefined;
+  const message = choice?.message;
   if (typeof message !== 'object' || message === null)
     throw new Error(Messages.completionNoMessage());
   const m = message as { content?: unknown; tool_calls?: unknown };
   const content = textOf(m.content);
+  const facts = {
+    ...finishOf(choice?.finish_reason),
+    ...usageOf((completion as { usage?: unknown }).usage),
+  };
   if (m.tool_calls === undefined || m.tool_calls === null)
-    return { role: 'assistant', content };
+    return { role: 'assistant', content, ...facts };
   if (!Array.isArray(m.tool_calls))
     throw new Error(Messages.completionToolCalls());
   const toolCalls = m.tool_calls.map((c: unknown, i) => toolCallOf(c, i));
@@ -226,7 +240,37 @@ export function fromWire(completion: unknown): AssistantMessage {
     role: 'assistant',
     content,
     ...(toolCalls.length && { toolCalls }),
+    ...facts,
   };
+}
+
+/** The API's finish reasons, in the AI SDK's words (which `AssistantMessage` uses). */
+const FINISH: Readonly<Record<string, FinishReason>> = {
+  stop: 'stop',
+  length: 'length',
+  tool_calls: 'tool-calls',
+  function_call: 'tool-calls',
+  content_filter: 'content-filter',
+};
+
+function finishOf(raw: unknown): Pick<AssistantMessage, 'finishReason'> {
+  if (typeof raw !== 'string' || raw === '') return {};
+  return { finishReason: FINISH[raw] ?? 'other' };
+}
+
+function usageOf(raw: unknown): Pick<AssistantMessage, 'usage'> {
+  if (typeof raw !== 'object' || raw === null) return {};
+  const { prompt_tokens: input, completion_tokens: output } = raw as {
+    prompt_tokens?: unknown;
+    completion_tokens?: unknown;
+  };
+  const count = (n: unknown) =>
+    typeof n === 'number' && Number.isSafeInteger(n) && n >= 0;
+  const usage: TokenUsage = {
+    ...(count(input) && { inputTokens: input as number }),
+    ...(count(output) && { outputTokens: output as number }),
+  };
+  return Object.keys(usage).length ? { usage } : {};
 }
 
 function toolCallOf(c: unknown, i: number): ToolCall {
@@ -245,35 +289,6 @@ function toolCallOf(c: unknown, i: number): ToolCall {
   return { id, name, ...argumentsOf(call.function?.arguments) };
 }
 
-/** The API sends arguments as a JSON string (some servers as an object). */
-function argumentsOf(
-  raw: unknown,
-): Pick<ToolCall, 'arguments' | 'invalidArguments'> {
-  if (raw === undefined || raw === null) return { arguments: {} };
-  if (typeof raw === 'string' && raw.trim() === '') return { arguments: {} };
-  let value: unknown = raw;
-  if (typeof raw === 'string') {
-    try {
-      value = JSON.parse(raw);
-    } catch {
-      return { arguments: {}, invalidArguments: raw };
-    }
-  }
-  const invalid = () => ({
-    arguments: {},
-    invalidArguments: typeof raw === 'string' ? raw : safeStringify(raw),
-  });
-  // Not an object, or not plain JSON: kept as invalid arguments for the model to see and retry.
-  if (typeof value !== 'object' || value === null || Array.isArray(value))
-    return invalid();
-  try {
-    assertJson(value);
-    return { arguments: value as { [key: string]: Json } };
-  } catch {
-    return invalid();
-  }
-}
-
 function textOf(content: unknown): string {
   if (typeof content === 'string') return content;
   // Content as a list of parts: keep the text ones.
@@ -287,50 +302,4 @@ function textOf(content: unknown): string {
       .join('');
   }
   return '';
-}
-
-function safeStringify(value: unknown): string {
-  try {
-    return JSON.stringify(value) ?? String(value);
-  } catch {
-    return String(value);
-  }
-}
-
-function whyOf(error: unknown): string {
-  if (!(error instanceof Error)) return String(error);
-  const cause = (error as { cause?: unknown }).cause;
-  return cause instanceof Error
-    ? `${error.message} (${cause.message})`
-    : error.message;
-}
-
-function retryAfter(header: string | null): { delayMs?: number } {
-  if (header === null) return {};
-  const seconds = Number(header);
-  const ms = Number.isFinite(seconds)
-    ? seconds * 1000
-    : Date.parse(header) - Date.now();
-  return Number.isFinite(ms)
-    ? { delayMs: Math.min(Math.max(ms, 0), 30_000) }
-    : {};
-}
-
-function backoff(attempt: number): number {
-  return Math.min(250 * 2 ** attempt, 8_000) * (0.5 + Math.random() / 2);
-}
-
-function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal?.aborted) return reject(signal.reason as Error);
-    const timer = setTimeout(() => {
-      signal?.removeEventListener('abort', onAbort);
-      resolve();
-    }, ms);
-    const onAbort = () => {
-      clearTimeout(timer);
-      reject(signal?.reason as Error);
-    };
-    signal?.addEventListener('abort', onAbort, { once: true });
-  });
 }
