@@ -11,10 +11,13 @@ import {
   Post,
   Query,
   Res,
+  Sse,
   UseFilters,
   DefaultValuePipe,
   ValidationPipe,
+  type MessageEvent,
 } from '@nestjs/common';
+import type { Observable } from 'rxjs';
 import {
   CheckpointNotFound,
   InvalidFlowState,
@@ -27,6 +30,8 @@ import {
   CheckpointStore,
   DurableHttpExceptionFilter,
   FlowRunner,
+  streamEvents,
+  streamOffset,
 } from 'agent-adapter/nest';
 import type { ValidationError } from 'class-validator';
 import { Order } from '../tickets/order.state';
@@ -205,6 +210,25 @@ export class OrdersController {
         throw new NotFoundException(`no order ${id}`);
       throw error;
     }
+  }
+
+  /**
+   * An order's progress as server-sent events (`curl -N`): held, paid, sent, each once and in
+   * order, until the order ends, whichever worker drives it. A client that reconnects sends the
+   * last event id back (Last-Event-ID, as EventSource does) and goes on from there; `?from=N`
+   * starts at offset N.
+   */
+  @Sse(':id/stream')
+  async stream(
+    @Param('id', orderId) id: string,
+    @Headers('last-event-id') last?: string,
+    @Query('from') from?: string,
+  ): Promise<Observable<MessageEvent>> {
+    const offset = streamOffset(last, from);
+    await this.get(id); // 404 unless it is an order
+    return streamEvents((signal) =>
+      this.runner.stream(TicketsFlow, id, { from: offset, signal }),
+    );
   }
 
   /**

@@ -26,19 +26,25 @@ export class SupportAgent {
     const model: ChatModel = config.openai
       ? new OpenAIChatModel(config.openai)
       : new ScriptedSupportModel();
+    // Streaming: each reply and tool result is published as it is saved (GET /support/:id/stream).
     this.loop = loops.define('support', {
       model,
       tools: ['order_status', 'refund_order'],
+      stream: true,
     });
   }
 
-  ask(message: string): Promise<ToolLoopResult> {
+  /** `wait: false`: answers once the conversation is stored; it goes on here in the background. */
+  ask(
+    message: string,
+    options: { wait?: boolean } = {},
+  ): Promise<ToolLoopResult> {
     return this.loop.run(
       [
         { role: 'system', content: SYSTEM },
         { role: 'user', content: message },
       ],
-      { maxSteps: 6 },
+      { maxSteps: 6, ...(options.wait === false && { wait: false }) },
     );
   }
 }

@@ -35,6 +35,14 @@ export interface ToolLoopOptions extends FlowRunnerOptions {
    * @default 'tool-loop'
    */
   name?: string;
+  /**
+   * Publish each message the run adds to its history to the run's stream (read with `stream`):
+   * the model's replies, once saved (so never one a crash makes the model replace), and the tools'
+   * results, in the reply's order. It costs a superstep more per run (the last reply is published
+   * by one of its own) and a write per superstep.
+   * @default false
+   */
+  stream?: boolean;
 }
 
 /** @publicApi */
@@ -52,6 +60,12 @@ export interface ToolLoopRunOptions {
    * @default 10
    */
   maxSteps?: number;
+  /**
+   * `false` (a new run): resolve as soon as it is stored (`running`, step 0) and drive it on in the
+   * background here; follow it with `stream` or read it with `get` (see `RunOptions.wait`).
+   * @default true
+   */
+  wait?: boolean;
   /** The decision for the call a paused run waits for: resumes it. */
   decision?: ResumeDecision;
   /** With `decision`: run calls in doubt of the paused superstep again (after checking them). */

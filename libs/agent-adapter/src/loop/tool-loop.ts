@@ -12,7 +12,7 @@ import {
   ToolTimeout,
 } from '../errors';
 import { canonicalJson } from '../exec/durable/canonical-json';
-import type { PendingApproval, RunIdentity } from '../exec/durable/records';
+import type { RunIdentity } from '../exec/durable/records';
 import { Executor } from '../exec/executor';
 import type { ToolRegistry } from '../exec/tool.registry';
 import { END } from '../flow/call-node';
@@ -43,7 +43,16 @@ import {
   type ToolLoopRunOptions,
   type ToolLoopState,
 } from './tool-loop.interfaces';
-import { contentOf, excerpt, failed, toolCallsOf } from './tool-messages';
+import {
+  answered,
+  contentOf,
+  excerpt,
+  failed,
+  loopResult,
+  toolCallsOf,
+} from './tool-messages';
+import type { StreamEntry } from '../exec/durable/stream-entries';
+import type { StreamReadOptions } from '../flow/runner/run-stream';
 
 export { DEFAULT_MAX_STEPS };
 export type {
@@ -69,6 +78,8 @@ export type {
 export class ToolLoop {
   readonly flow: Flow<ToolLoopState>;
   readonly runner: FlowRunner;
+  /** The `stream` option: messages are published to the run's stream. */
+  private readonly streams: boolean;
 
   constructor(
     readonly model: ChatModel,
@@ -77,7 +88,10 @@ export class ToolLoop {
   ) {
     if (typeof model?.complete !== 'function')
       throw new DurableSetupError(Messages.loopNeedsModel());
-    const { name, ...runnerOptions } = options;
+    const { name, stream, ...runnerOptions } = options;
+    if (stream !== undefined && typeof stream !== 'boolean')
+      throw new DurableSetupError(Messages.loopStreamOption(stream));
+    this.streams = stream === true;
     this.runner = new FlowRunner(new Executor(registry), runnerOptions);
     // maxSteps (in the state) is the loop's limit, so the per-node visit limit is out of the way.
     this.flow = new Flow<ToolLoopState>(name ?? 'tool-loop', {
@@ -85,12 +99,20 @@ export class ToolLoop {
       kind: 'loop',
     })
       .node('model', (s, ctx) => this.modelNode(s, ctx))
-      .node('tools', (s, ctx) => this.toolsNode(s, ctx))
-      .route('model', (s) => (toolCallsOf(s).length ? 'tools' : END), [
-        'tools',
-        END,
-      ])
-      .edge('tools', 'model');
+      .node('tools', (s, ctx) => this.toolsNode(s, ctx));
+    if (this.streams) {
+      // Every reply goes to `tools`, which publishes it once it is saved (the answer too).
+      this.flow
+        .edge('model', 'tools')
+        .route('tools', (s) => (answered(s) ? END : 'model'), ['model', END]);
+    } else {
+      this.flow
+        .route('model', (s) => (toolCallsOf(s).length ? 'tools' : END), [
+          'tools',
+          END,
+        ])
+        .edge('tools', 'model');
+    }
     this.flow.compile();
   }
 
@@ -131,7 +153,7 @@ export class ToolLoop {
           throw error;
         });
       if (existing === 'resume') {
-        return this.result(
+        return loopResult(
           await this.runner.resume(this.flow, runId, decision!, {
             ctx: ctx!,
             ...(options.rerunInDoubt && { rerunInDoubt: true }),
@@ -145,9 +167,13 @@ export class ToolLoop {
     const r = await this.runner.run(
       this.flow,
       { messages: given, modelCalls: 0, maxSteps, start: given.length },
-      { ...(runId !== undefined && { runId }), ...(ctx && { ctx }) },
+      {
+        ...(runId !== undefined && { runId }),
+        ...(ctx && { ctx }),
+        ...(options.wait === false && { wait: false }),
+      },
     );
-    return this.result(r);
+    return loopResult(r);
   }
 
   /**
@@ -159,7 +185,7 @@ export class ToolLoop {
     runId: string,
     options: RecoverOptions = {},
   ): Promise<ToolLoopResult> {
-    return this.result(await this.runner.recover(this.flow, runId, options));
+    return loopResult(await this.runner.recover(this.flow, runId, options));
   }
 
   /**
@@ -171,7 +197,7 @@ export class ToolLoop {
     request: ResolveRequest,
     options: { ctx?: RunIdentity } = {},
   ): Promise<ToolLoopResult> {
-    return this.result(
+    return loopResult(
       await this.runner.resolve(this.flow, runId, request, options),
     );
   }
@@ -203,7 +229,18 @@ export class ToolLoop {
     outcomes: AsyncIterable<RecoveryOutcome<RunResult<ToolLoopState>>>,
   ): AsyncGenerator<RecoveryOutcome<ToolLoopResult>, void, undefined> {
     for await (const [runId, r] of outcomes)
-      yield [runId, r instanceof Error ? r : this.result(r)];
+      yield [runId, r instanceof Error ? r : loopResult(r)];
+  }
+
+  /**
+   * The run's stream (with the `stream` option: its messages as they are saved), each entry once,
+   * in order; see `FlowRunner.stream`.
+   */
+  stream(
+    runId: string,
+    options: StreamReadOptions = {},
+  ): AsyncGenerator<StreamEntry, void, undefined> {
+    return this.runner.stream(this.flow, runId, options);
   }
 
   /** The run's latest saved state, without running anything. */
@@ -211,7 +248,7 @@ export class ToolLoop {
     runId: string,
     options: { ctx?: RunIdentity } = {},
   ): Promise<ToolLoopResult> {
-    return this.result(await this.runner.get(this.flow, runId, options));
+    return loopResult(await this.runner.get(this.flow, runId, options));
   }
 
   /** Stops lease renewal (for shutdown); see `FlowRunner.close`. */
@@ -235,12 +272,12 @@ export class ToolLoop {
         ...(options.ctx && { ctx: options.ctx }),
         ...(options.rerunInDoubt && { rerunInDoubt: true }),
       });
-      return this.result(r);
+      return loopResult(r);
     }
     if (existing.status === 'running') {
       throw new CheckpointConflict(Messages.loopRunning(runId), runId);
     }
-    return this.result(existing);
+    return loopResult(existing);
   }
 
   private async modelNode(
@@ -275,6 +312,8 @@ export class ToolLoop {
     ctx: NodeContext,
   ): Promise<Partial<ToolLoopState> | undefined> {
     const calls = toolCallsOf(state);
+    if (this.streams)
+      await ctx.publish(state.messages[state.messages.length - 1]!);
     if (!calls.length) return undefined;
     // Every call starts now, in the reply's order (which fixes each one's index in the call log,
     // so a recovery replays each on its own); the results are appended in that order too.
@@ -287,6 +326,7 @@ export class ToolLoop {
       if (s.status === 'rejected') throw s.reason;
       results.push(s.value);
     }
+    if (this.streams) for (const r of results) void ctx.publish(r);
     return { messages: [...state.messages, ...results] };
   }
 
@@ -345,34 +385,5 @@ export class ToolLoop {
         throw error;
       },
     );
-  }
-
-  private result(r: RunResult<ToolLoopState>): ToolLoopResult {
-    const { messages, modelCalls, maxSteps } = r.state;
-    const last = messages[messages.length - 1];
-    return {
-      runId: r.runId,
-      status: r.status,
-      step: r.step,
-      messages,
-      ...(r.status === 'done' && last?.role === 'assistant' && { reply: last }),
-      modelCalls,
-      maxSteps,
-      ...(r.error && { error: r.error }),
-      ...(r.pending && { pending: this.pendingOf(r.pending, r.state) }),
-      ...(r.needsDecision && { needsDecision: r.needsDecision }),
-    };
-  }
-
-  /** The waiting call's tool call id: a call's index is its position in the reply. */
-  private pendingOf(
-    pending: PendingApproval,
-    state: ToolLoopState,
-  ): ToolLoopPending {
-    const call = toolCallsOf(state)[pending.index];
-    return {
-      ...pending,
-      ...(call?.name === pending.tool && { toolCallId: call.id }),
-    };
   }
 }

@@ -23,6 +23,8 @@ import { DURABLE_RESOLVED_OPTIONS } from './durable.constants';
 import { NestMessages } from './durable.messages';
 import type { ResolvedDurableOptions } from './durable.providers';
 import { FlowRegistry, type FlowRef } from './flow.registry';
+import type { StreamEntry } from '../exec/durable/stream-entries';
+import type { StreamReadOptions } from '../flow/runner/run-stream';
 
 /**
  * Runs the application's `@Flow()` classes durably. Exported from 'agent-adapter/nest' as
@@ -162,6 +164,19 @@ export class DurableFlowRunner {
       runId,
       options.ctx === undefined ? {} : { ctx: options.ctx },
     );
+  }
+
+  /**
+   * The run's stream (what its nodes and tools published), each entry once, in order, following
+   * the run until it ends; see the core `FlowRunner.stream`, and `streamEvents` for an `@Sse()`
+   * route.
+   */
+  stream(
+    flow: FlowRef,
+    runId: string,
+    options: StreamReadOptions = {},
+  ): AsyncGenerator<StreamEntry, void, undefined> {
+    return this.core.stream(this.flow(flow), runId, options);
   }
 
   /** The core `Flow` built from a `@Flow()` class (or found by name). */

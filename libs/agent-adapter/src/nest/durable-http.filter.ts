@@ -9,6 +9,7 @@ import {
   CheckpointConflict,
   CheckpointNotFound,
   WorkerDraining,
+  StreamEntriesDropped,
   DurableError,
   InvalidFlowState,
   InvalidToolArguments,
@@ -56,6 +57,9 @@ export class DurableHttpExceptionFilter implements ExceptionFilter {
     )
       return [HttpStatus.BAD_REQUEST, { violations: error.violations }];
     if (error instanceof CheckpointNotFound) return [HttpStatus.NOT_FOUND, {}];
+    // A stream read from entries it no longer keeps: where to read on.
+    if (error instanceof StreamEntriesDropped)
+      return [HttpStatus.GONE, { first: error.first }];
     if (error instanceof RunAccessDenied) return [HttpStatus.FORBIDDEN, {}];
     if (error instanceof RecoveryNeedsDecision)
       return [

@@ -162,6 +162,8 @@ export const NestMessages = {
     `No schedule can be named ${JSON.stringify(name.length > 120 ? `${name.slice(0, 120)}…` : name)} (1-100 letters, digits, "_", "." or "-"): nothing was changed.`,
   viewerResolveField: (key: string) =>
     `resolve takes { call, ran, result?, error?, by, reason }: "${key}" is not one of them`,
+  streamOffset: (got: string) =>
+    `The stream offset ${JSON.stringify(got)} is not one: give the id of the last event received (Last-Event-ID), or ?from= the first offset wanted, a whole number of at least 0.`,
 } as const;
 
 const SWEEP_LABEL = {

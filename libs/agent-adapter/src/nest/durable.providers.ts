@@ -95,6 +95,9 @@ export function resolveDurableOptions(
       maxRecoveryAttempts: given.maxRecoveryAttempts,
     }),
     ...(given.queues !== undefined && { queues: given.queues }),
+    ...(given.streamRetention !== undefined && {
+      streamRetention: given.streamRetention,
+    }),
   };
   let takeover: ResolvedDurableOptions['takeover'] = false;
   let queues: ResolvedDurableOptions['queues'];

@@ -26,6 +26,7 @@ export type { CreatedStore } from './create-store';
 // Framework-free: the core errors, which the root entry exports too.
 export { DurableSetupError, InvalidToolArguments } from '../errors';
 export { DurableHttpExceptionFilter } from './durable-http.filter';
+export { streamEvents, streamOffset } from './stream-events';
 export { DurableHealthIndicator } from './durable.health';
 export type { DurableHealthResult } from './durable.health';
 export type * from './interfaces';

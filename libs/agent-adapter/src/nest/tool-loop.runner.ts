@@ -19,6 +19,8 @@ import { NestMessages } from './durable.messages';
 import type { ResolvedDurableOptions } from './durable.providers';
 import { DurableSetupError } from '../errors';
 import { FlowRegistry } from './flow.registry';
+import type { StreamEntry } from '../exec/durable/stream-entries';
+import type { StreamReadOptions } from '../flow/runner/run-stream';
 
 /** What an agent (a named tool loop) is made of. @publicApi */
 export interface ToolLoopDefinition {
@@ -29,6 +31,8 @@ export interface ToolLoopDefinition {
    * schema). @default every `@Tool` of the application
    */
   tools?: readonly string[];
+  /** Publish the run's messages to its stream as they are saved (see `ToolLoopOptions.stream`). */
+  stream?: boolean;
 }
 
 /**
@@ -87,6 +91,14 @@ export class DurableToolLoop {
     options: RecoverAllOptions = {},
   ): AsyncGenerator<RecoveryOutcome<ToolLoopResult>, void, undefined> {
     return this.core.recoverEach(options);
+  }
+
+  /** The run's stream, each entry once, in order; see `ToolLoop.stream` and `streamEvents`. */
+  stream(
+    runId: string,
+    options: StreamReadOptions = {},
+  ): AsyncGenerator<StreamEntry, void, undefined> {
+    return this.core.stream(runId, options);
   }
 
   /** A run's latest saved state, without running anything. */
@@ -153,6 +165,7 @@ export class ToolLoopRunner {
         ...this.options.runner,
         name,
         events: this.events,
+        ...(definition.stream !== undefined && { stream: definition.stream }),
       });
     });
     this.loops.set(name, loop);

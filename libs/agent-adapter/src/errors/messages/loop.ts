@@ -3,6 +3,8 @@ export const LoopMessages = {
   maxSteps: (runId: string, maxSteps: number) =>
     `Run "${runId}": the model was called ${maxSteps} time(s), its maxSteps, and still asked for tools, so the loop stopped before another model call. The history so far is in the result: start a new run with it (and a higher maxSteps) to go on.`,
   loopNeedsModel: () => 'A tool loop needs a ChatModel (with complete()).',
+  loopStreamOption: (got: unknown) =>
+    `A tool loop's stream option must be true or false (got ${String(got)}).`,
   loopOtherMessages: (runId: string) =>
     `Run "${runId}" exists and started with other messages: a run id names one conversation. To go on from a finished run, start a new run (another id) with its messages and the new ones; to resume a paused one, pass the messages it started with (or none).`,
   loopRunning: (runId: string) =>
