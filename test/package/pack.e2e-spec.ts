@@ -750,6 +750,7 @@ describe('agent-adapter as a packed npm package', () => {
           'tenant_a.a_runs',
           'tenant_a.a_checkpoints',
           'tenant_a.a_calls',
+          'tenant_a.a_stream',
           'tenant_a.a_meta',
           'tenant_a.a_queues',
         ],
