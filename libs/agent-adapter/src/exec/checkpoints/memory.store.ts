@@ -17,22 +17,12 @@ import {
   type ListUnfinishedOptions,
   type RunHead,
   type RunPage,
-  type RunQueueState,
   type SaveOptions,
   type StreamQuery,
   type StreamRecord,
 } from './checkpoint-store';
 import { MemoryStreams } from './memory.streams';
-
-interface MemoryRun {
-  head: RunHead;
-  checkpoints: CheckpointRecord[];
-  /** key `${segment}/${superstep}/${seq}` */
-  calls: Map<string, CallRecord>;
-  /** insertion order, for "newest first" listing */
-  created: number;
-  dedupeKey?: string;
-}
+import { admitWaiting, type MemoryRun } from './memory.queues';
 
 /**
  * Keeps runs in this process's memory: for tests and single-process use. Every method runs
@@ -156,70 +146,7 @@ export class MemoryCheckpointStore extends CheckpointStore {
   }
 
   async admit(query: AdmitQuery): Promise<RunHead[]> {
-    const { queue, now, concurrency, perKey, rate } = query;
-    const onQueue = [...this.runs.values()]
-      .map((r) => r.head)
-      .filter((h) => h.queue?.name === queue);
-    const active = onQueue.filter(
-      (h) => h.queue?.admittedAt !== undefined && UNFINISHED.includes(h.status),
-    );
-    const recent = rate
-      ? onQueue.filter(
-          (h) => (h.queue?.admittedAt ?? -Infinity) > now - rate.intervalMs,
-        ).length
-      : 0;
-    let room = Math.min(
-      query.limit,
-      concurrency === undefined ? Infinity : concurrency - active.length,
-      rate === undefined ? Infinity : rate.limit - recent,
-    );
-    // Never before the end of a run whose place it takes (the port's `admit`).
-    const at =
-      concurrency === undefined && perKey === undefined
-        ? now
-        : onQueue.reduce(
-            (t, h) =>
-              h.queue?.admittedAt === undefined || UNFINISHED.includes(h.status)
-                ? t
-                : Math.max(t, h.updatedAt),
-            now,
-          );
-    const perKeyActive = new Map<string, number>();
-    for (const h of active)
-      if (h.queue?.key !== undefined)
-        perKeyActive.set(h.queue.key, (perKeyActive.get(h.queue.key) ?? 0) + 1);
-    const waiting = [...this.runs.values()]
-      .filter(
-        (r) =>
-          r.head.queue?.name === queue &&
-          r.head.status === 'running' &&
-          r.head.queue.availableAt !== undefined &&
-          r.head.queue.availableAt <= now,
-      )
-      .sort(
-        (a, b) =>
-          (a.head.queue?.priority ?? 0) - (b.head.queue?.priority ?? 0) ||
-          (a.head.queue?.availableAt ?? 0) - (b.head.queue?.availableAt ?? 0) ||
-          a.created - b.created,
-      );
-    const admitted: RunHead[] = [];
-    for (const { head } of waiting) {
-      if (room <= 0) break;
-      const place = head.queue as RunQueueState;
-      if (perKey !== undefined && place.key !== undefined) {
-        const n = perKeyActive.get(place.key) ?? 0;
-        if (n >= perKey) continue;
-        perKeyActive.set(place.key, n + 1);
-      }
-      const { availableAt: _, ...rest } = place;
-      head.queue = { ...rest, admittedAt: at };
-      if (query.owner !== undefined) head.owner = query.owner;
-      if (query.leaseExpiresAt !== undefined)
-        head.leaseExpiresAt = query.leaseExpiresAt;
-      admitted.push({ ...head });
-      room--;
-    }
-    return admitted;
+    return admitWaiting(this.runs.values(), query);
   }
 
   async latest(runId: string): Promise<CheckpointRecord | undefined> {

@@ -39,11 +39,10 @@ import { SegmentDriver } from './segment-driver';
 import { resumeRun } from './waits';
 import { continueRun } from './continue-run';
 import {
-  readRunStream,
-  streamSettings,
+  openRunStream,
+  type StreamEntry,
   type StreamReadOptions,
 } from './run-stream';
-import type { StreamEntry } from '../../exec/durable/stream-entries';
 import { Scheduler } from '../schedules/scheduler';
 import type { ScheduleInfo } from '../schedules/schedule-record';
 import type { ScheduleOptions } from '../schedules/schedule.options';
@@ -377,21 +376,16 @@ export class FlowRunner {
   }
 
   /**
-   * Reads the run's stream (what its nodes and tools published with `ctx.publish`/`publish()`):
-   * each entry once, in order, from `options.from`, following the run until it ends. Read from any
-   * process; a client that reconnects passes the last offset it got + 1. Checks the reader's ctx
-   * like `get`; `StreamEntriesDropped` when `from` is older than what the run keeps.
+   * The run's stream (what its nodes and tools published): each entry once, in order, from
+   * `options.from`, following the run until it ends, from any process; see `StreamReadOptions`.
    */
   stream<S extends object>(
     flow: Flow<S>,
     runId: string,
     options: StreamReadOptions = {},
   ): AsyncGenerator<StreamEntry, void, undefined> {
-    checkRunId(runId);
     const { sources, settings } = this;
-    const checked = streamSettings(options);
-    const { bell } = settings.streams;
-    return readRunStream(sources, bell, flow.name, runId, options, checked);
+    return openRunStream(sources, settings.streams.bell, flow, runId, options);
   }
 
   /**

@@ -2,6 +2,7 @@ import { StreamEntriesDropped } from '../../errors';
 import { UNFINISHED } from '../../exec/checkpoints/checkpoint-store';
 import type { RunIdentity } from '../../exec/durable/records';
 import { openEntry, type StreamEntry } from '../../exec/durable/stream-entries';
+import { checkRunId } from '../run-id';
 import type { StreamBell } from '../../exec/stream-bell';
 import { integerOption } from './flow-runner.options';
 import { checkOwnRun, type RunSources } from './run-checks';
@@ -47,13 +48,31 @@ export function streamSettings(options: StreamReadOptions): StreamSettings {
   };
 }
 
+export type { StreamEntry };
+
+/**
+ * Checks the id and the options now (a `TypeError`, a `DurableSetupError` naming the option), then
+ * reads the run's stream (`readRunStream`) as the caller iterates.
+ */
+export function openRunStream(
+  sources: RunSources,
+  bell: StreamBell,
+  flow: { readonly name: string },
+  runId: string,
+  options: StreamReadOptions,
+): AsyncGenerator<StreamEntry, void, undefined> {
+  checkRunId(runId);
+  const settings = streamSettings(options);
+  return readRunStream(sources, bell, flow.name, runId, options, settings);
+}
+
 /**
  * A run's stream entries in order from `from`, each verified, each once: pages of the store's
  * entries, then (following) a wait for more until the run has ended. The head is read before each
  * page: a superstep's entries are stored before its checkpoint, so once the head says the run has
  * ended, the page read after it holds the rest.
  */
-export async function* readRunStream(
+async function* readRunStream(
   sources: RunSources,
   bell: StreamBell,
   flow: string,
