@@ -59,6 +59,12 @@ export { publish } from './exec/publish';
 export type { StreamEntry } from './exec/durable/stream-entries';
 export type { StreamReadOptions } from './flow/runner/run-stream';
 export { registerMcpTools, mcpToolPolicy } from './exec/mcp/register-mcp-tools';
+export { serveFlowsOverMcp } from './flow/mcp/serve-flows';
+export type {
+  FlowToolsOptions,
+  McpServerLike,
+  McpRequestExtra,
+} from './flow/mcp/serve-flows';
 export type {
   McpToolsOptions,
   McpRegisteredTool,

@@ -104,3 +104,39 @@ describe('FlowRunner workerId (the owner column of a run head: VARCHAR(200))', (
     expect(new FlowRunner(executor()).workerId).toMatch(/^.+:\d+:[0-9a-f]{8}$/);
   });
 });
+
+describe("a worker's own takeover", () => {
+  it('never takes a run this worker is driving, however late its renewal (a stalled event loop)', async () => {
+    const store = new MemoryCheckpointStore();
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    let runs = 0;
+    const registry = new ToolRegistry().register(
+      'wait',
+      async () => {
+        runs++;
+        await gate;
+        return 'ok';
+      },
+      { idempotent: true },
+    );
+    const flow = new Flow<S>('stalls')
+      .node('n', async (_s, ctx) => ({ note: await ctx.call<string>('wait') }))
+      .end('n');
+    const runner = new FlowRunner(new Executor(registry), {
+      checkpoints: store,
+      leaseMs: 100,
+    });
+    const done = runner.run(flow, {}, { runId: 'own' });
+    await sleep(30);
+    // The lease in the store runs out, as if this worker's renewals had stalled.
+    await store.renewLeases(runner.workerId, Date.now() - 1, ['own']);
+    const takeover = runner.takeOver([flow], { everyMs: 20 });
+    await sleep(200);
+    release();
+    expect((await done).status).toBe('done');
+    await takeover.stop();
+    expect(runs).toBe(1); // taken over here, the idempotent call would have run again
+    runner.close();
+  });
+});

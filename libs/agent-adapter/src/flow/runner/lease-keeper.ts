@@ -60,13 +60,22 @@ export class LeaseKeeper {
   }
 
   /**
-   * `RunLeaseHeld` when the run's owner may be alive at `now` (its lease has not expired); runs
-   * this worker id owns but is not driving are free (this process restarted under a stable id).
+   * `RunLeaseHeld` when the run's owner may be alive at `now` (its lease has not expired), or this
+   * worker is driving it; runs this worker id owns but is not driving are free (this process
+   * restarted under a stable id).
    */
   held(head: RunHead, now: number): RunLeaseHeld | undefined {
     const { runId, status, owner, leaseExpiresAt } = head;
-    if (status !== 'running' || leaseExpiresAt === undefined) return undefined;
-    if (leaseExpiresAt < now) return undefined;
+    if (status !== 'running') return undefined;
+    // Driven here: this worker is alive, however late its last renewal (a stalled event loop); its
+    // own takeover taking the run would only fence its own drive.
+    if (this.driving.has(runId))
+      return new RunLeaseHeld(
+        runId,
+        owner ?? this.workerId,
+        leaseExpiresAt ?? now,
+      );
+    if (leaseExpiresAt === undefined || leaseExpiresAt < now) return undefined;
     if (owner === this.workerId && !this.driving.has(runId)) return undefined;
     return new RunLeaseHeld(runId, owner ?? '?', leaseExpiresAt);
   }
