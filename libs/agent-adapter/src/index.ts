@@ -143,6 +143,7 @@ export {
   CheckpointConflict,
   CheckpointStoreCorrupt,
   RecoveryNeedsDecision,
+  FailoverNeedsDecision,
   FlowError,
   RunAccessDenied,
   RunLeaseHeld,
