@@ -14,13 +14,22 @@
  *   time        durable time with worker processes: wake lateness of sleeping runs across a
  *               SIGKILL of every worker, and of a per-second schedule's ticks, p50/p99
  *               (--stores, --runs, --sleep-ms, --ticks)
+ *   replicas    the Redis store's `replicas` option (WAIT) against none, on a local Redis
+ *               Cluster: one-call runs, p50/p99 (--runs)
  */
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { arg } from './lib/util';
 
-const SUITES = ['superstep', 'throughput', 'recover', 'queue', 'time'];
+const SUITES = [
+  'superstep',
+  'throughput',
+  'recover',
+  'queue',
+  'time',
+  'replicas',
+];
 const wanted = arg(
   'suite',
   process.argv.includes('--cpu') ? 'superstep' : SUITES.join(','),

@@ -149,6 +149,7 @@ export {
   CheckpointConflict,
   CheckpointStoreCorrupt,
   RecoveryNeedsDecision,
+  FailoverNeedsDecision,
   FlowError,
   RunAccessDenied,
   RunLeaseHeld,

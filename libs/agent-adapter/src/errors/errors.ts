@@ -91,8 +91,28 @@ export class RecoveryNeedsDecision extends DurableError {
   constructor(
     runId: string,
     readonly calls: ReadonlyArray<readonly [tool: string, why: string]>,
+    message = Messages.needsDecision(runId, calls),
   ) {
-    super(Messages.needsDecision(runId, calls), runId);
+    super(message, runId);
+  }
+}
+
+/**
+ * The run was last written by a Redis master that has since been replaced by a promoted replica
+ * (`lostHistory` was the old master's replication id, `history` is the new one's): writes the old
+ * master acknowledged but had not replicated may be gone, among them a call's `started` whose tool
+ * ran, which recovery would run again. Refused before anything is written, like any call in doubt
+ * (`calls` is empty: which calls were lost cannot be known). Check the run's calls at their
+ * systems, then cancel it or recover it with `rerunInDoubt`. Not raised for writes a store made
+ * with `replicas` (WAIT). @publicApi
+ */
+export class FailoverNeedsDecision extends RecoveryNeedsDecision {
+  constructor(
+    runId: string,
+    readonly lostHistory: string,
+    readonly history: string,
+  ) {
+    super(runId, [], Messages.failoverMayHaveLost(runId, lostHistory, history));
   }
 }
 

@@ -23,6 +23,17 @@ export const StoreMessages = {
   queuesNeedPool: () =>
     'Queues on Postgres need the pg pool of a TypeORM DataSource (an admission is a transaction on one connection); this DataSource has none. Nothing was admitted.',
   redisQuitTimedOut: () => 'QUIT timed out',
+  failoverMayHaveLost: (runId: string, lost: string, now: string) =>
+    `Run "${runId}" was last written by a Redis master (replication id ${lost.slice(0, 12)}…) that a promoted replica (now ${now.slice(0, 12)}…) replaced: writes the old master acknowledged but had not replicated may be lost, among them a call's started record whose tool ran, which recovery would run again. Check the run's calls at their systems (runs show, runs inspect; was the card charged?), then cancel the run (runs cancel) or go on from what the store holds with recover(..., { rerunInDoubt: true }) (recover --rerun-in-doubt). Nothing was written. A store with the replicas option (WAIT) is not exposed to this.`,
+  redisReplicasBehind: (
+    runId: string,
+    acked: number,
+    wanted: number,
+    timeoutMs: number,
+  ) =>
+    `RedisCheckpointStore: run "${runId}": the write reached ${acked} of the ${wanted} replica(s) it waits for within ${timeoutMs} ms (WAIT): it is on the master only and a failover could lose it, so it is not confirmed.`,
+  redisReplicasOption: (why: string) =>
+    `RedisCheckpointStore option replicas: ${why}. Give { count: <replicas that must acknowledge each run write, an integer >= 1>, timeoutMs: <how long to wait for them, an integer >= 1> }.`,
   redisRefusedUnknown: (runId: string, code: string) =>
     `RedisCheckpointStore: run "${runId}": the write was refused (${code}) and nothing was written; retry it.`,
   storeInterrupted: (store: string, why: string, runId?: string) =>

@@ -192,6 +192,12 @@ export interface SaveOptions {
    * never (it waits for a person's decision).
    */
   leaseExpiresAt?: number;
+  /**
+   * An operator decided to go on from what the store holds though a failover may have lost writes
+   * to the run (`FailoverNeedsDecision`, `rerunInDoubt`): a store that detects such failovers
+   * (Redis) lets this write through. Others ignore it.
+   */
+  acceptLostWrites?: boolean;
 }
 
 export interface ListUnfinishedOptions {

@@ -35,6 +35,8 @@ export interface CheckpointWriteOptions {
   expectCalls?: number;
   /** Ride with the next write (the next superstep's first `started`) instead of going out now. */
   deferred?: boolean;
+  /** See `SaveOptions.acceptLostWrites` (an operator's `rerunInDoubt`). */
+  acceptLostWrites?: boolean;
 }
 
 /**
@@ -146,6 +148,7 @@ export class SegmentWriter {
     this.pending = {
       record,
       expectCalls: options.expectCalls,
+      acceptLostWrites: options.acceptLostWrites === true,
       waitsUntil: waitsUntil(cp),
       settle,
     };
@@ -317,6 +320,7 @@ export class SegmentWriter {
       ...(checkpoint.expectCalls !== undefined && {
         expectCalls: checkpoint.expectCalls,
       }),
+      ...(checkpoint.acceptLostWrites && { acceptLostWrites: true }),
       owner,
       ...(checkpoint.waitsUntil !== undefined
         ? checkpoint.waitsUntil !== null && {
@@ -343,6 +347,7 @@ function waitsUntil(cp: Checkpoint): number | null | undefined {
 interface PendingCheckpoint {
   record: CheckpointRecord;
   expectCalls: number | undefined;
+  acceptLostWrites: boolean;
   waitsUntil: number | null | undefined;
   settle: { resolve: () => void; reject: (error: Error) => void };
 }

@@ -40,6 +40,11 @@ export interface TakenOver {
   seen: number;
   /** A recovery (reported as `run.recovered`), not a resume. */
   recovered: boolean;
+  /**
+   * An operator's `rerunInDoubt`: the claim goes on from what the store holds even after a
+   * failover that may have lost writes (`FailoverNeedsDecision`).
+   */
+  acceptLostWrites?: boolean;
 }
 
 /** What a saved checkpoint's event says besides the checkpoint itself. */
@@ -109,7 +114,10 @@ export class SegmentDriver {
     taken: TakenOver,
   ): Promise<RunResult<S>> {
     const writer = this.writerFor(cp);
-    await this.save(writer, cp, { expectCalls });
+    await this.save(writer, cp, {
+      expectCalls,
+      ...(taken.acceptLostWrites && { acceptLostWrites: true }),
+    });
     // Stored (one decision won the compare-and-set): announced before it is spent.
     this.announceDecision(cp);
     return this.drive(flow, cp, writer, taken);
@@ -152,6 +160,7 @@ export class SegmentDriver {
       book,
       seen: calls.length,
       recovered: how.recovered,
+      ...(how.rerunInDoubt && { acceptLostWrites: true }),
     });
   }
 

@@ -121,6 +121,14 @@ export class RedisKeys {
     return [`${tag}:run`, `${tag}:index`, `${tag}:stream`];
   }
 
+  /**
+   * A key in the run's slot that the `replicas` option writes to confirm, with WAIT, what the
+   * slot holds (redis.replicas.ts); it expires on its own.
+   */
+  replicaMarker(runId: string): string {
+    return `${this.tag(runId)}:acked`;
+  }
+
   /** The run hash alone (head, checkpoints, call records). */
   runHash(runId: string): string {
     return `${this.tag(runId)}:run`;

@@ -2,10 +2,16 @@
 import type {
   CallRecord,
   CheckpointRecord,
+  HistoryPage,
   RunHead,
   RunStatus,
 } from '../checkpoint-store';
-import { HEAD_FIELDS } from './redis.layout';
+import {
+  CALL_FIELD,
+  CHECKPOINT_FIELD,
+  COLUMNS_FIELD,
+  HEAD_FIELDS,
+} from './redis.layout';
 
 /** Columns kept beside each checkpoint's sealed text (`cols:<step>` in the run hash). */
 export type Cols = [flow: string, status: RunStatus, segment: number];
@@ -137,4 +143,22 @@ export function pairs(flat: string[]): Array<[string, string]> {
 /** The order the other stores return call records in: segment, superstep, seq. */
 export function byCallKey(a: CallRecord, b: CallRecord): number {
   return a.segment - b.segment || a.superstep - b.superstep || a.seq - b.seq;
+}
+
+/** A run hash read whole (HGETALL's flat pairs) as its checkpoints and call records, in order. */
+export function historyFromHash(runId: string, flat: string[]): HistoryPage {
+  const fields = new Map(pairs(flat));
+  const checkpoints: CheckpointRecord[] = [];
+  const callFields: Array<[string, string]> = [];
+  for (const [field, sealed] of fields) {
+    if (field.startsWith(CALL_FIELD))
+      callFields.push([field.slice(CALL_FIELD.length), sealed]);
+    if (!field.startsWith(CHECKPOINT_FIELD)) continue;
+    const step = field.slice(CHECKPOINT_FIELD.length);
+    const cols = fields.get(COLUMNS_FIELD + step);
+    checkpoints.push(checkpointFromHash(runId, step, cols, sealed));
+  }
+  const calls = toCalls(runId, callFields);
+  checkpoints.sort((a, b) => a.step - b.step);
+  return { checkpoints, calls: calls.sort(byCallKey) };
 }

@@ -13,9 +13,10 @@
  * Scripts that stamp a time read the server's TIME; Redis 7 allows it in writing scripts
  * (effects replication), and every worker then agrees on one clock.
  */
-import { CheckpointConflict } from '../../../errors';
+import { CheckpointConflict, FailoverNeedsDecision } from '../../../errors';
 import { Messages } from '../../../errors/messages';
 import type { CallRecord } from '../checkpoint-store';
+import { REPLICATION_FIELD, REPLICATION_LUA } from './redis.failover';
 import { CALL_FIELD, CHECKPOINT_FIELD, COLUMNS_FIELD } from './redis.layout';
 import { ADMIT_LUA, ENQUEUE_LUA, LEAVE_QUEUE_LUA } from './redis.queue-scripts';
 import { APPEND_STREAM_LUA, READ_STREAM_LUA } from './redis.stream-scripts';
@@ -29,6 +30,7 @@ end
 
 const RUN = `
 ${NOW}
+${REPLICATION_LUA}
 local function delete_run()
   return redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
 end
@@ -116,15 +118,19 @@ end
 /**
  * ARGV: 1 write token, 2 ttl, 3 step, 4 status, 5 segment, 6 flow, 7 sealed, 8 checkpoint
  * columns (JSON), 9 owner, 10 lease, 11 expectCalls, 12 created, 13 intent ms, 14 max intent age
- * ms, 15 head seal, 16 queue (step 0 of an enqueue), 17 foreign call index, 18 call count, 19..
- * calls ('' = absent). An enqueue gives no created nor intent: its index entry follows its hash.
+ * ms, 15 head seal, 16 queue (step 0 of an enqueue), 17 replication mode (redis.failover.ts),
+ * 18 foreign call index, 19 call count, 20.. calls ('' = absent). An enqueue gives no created nor
+ * intent: its index entry follows its hash.
  */
 export const SAVE_LUA = `${RUN}
-local members, calls = batch(18)
-local head, stored = read({'step', 'status', 'segment', 'calls', 'w'}, calls)
+local members, calls = batch(19)
+local head, stored = read({'step', 'status', 'segment', 'calls', 'w', '${REPLICATION_FIELD}'}, calls)
 -- Our own write, resent by the client after its reply was lost: it is already applied.
 if head[5] == ARGV[1] then return {'ok'} end
 local step = tonumber(ARGV[3])
+-- A run last written before a failover that may have lost its last writes (redis.failover.ts).
+local lost, stamp = replication_check(step > 0 and head[6] or nil, ARGV[17], ARGV[4])
+if lost then return lost end
 if step == 0 then
   if head[1] then return {'step', head[1]} end
   -- The index entry was written at ARGV[13]; an index cleaner only drops entries whose head is
@@ -134,7 +140,7 @@ if step == 0 then
   -- deleted, so what read() found of them does not count.
   delete_run()
   head = {}
-  local refused = check_calls(ARGV[5], ARGV[5], 'running', tonumber(ARGV[17]), 18, members, nil)
+  local refused = check_calls(ARGV[5], ARGV[5], 'running', tonumber(ARGV[18]), 19, members, nil)
   if refused then return refused end
 else
   if not head[1] or tonumber(head[1]) ~= step - 1 then return {'step', head[1]} end
@@ -144,22 +150,23 @@ else
   local seg, cur = tonumber(ARGV[5]), tonumber(head[3])
   if seg ~= cur and seg ~= cur + 1 then return {'fenced', ARGV[5], head[3]} end
   if ARGV[11] ~= '' and tonumber(head[4] or 0) ~= tonumber(ARGV[11]) then return {'moved'} end
-  if tonumber(ARGV[18]) > 0 then
-    local refused = check_calls(head[3], head[3], head[2], tonumber(ARGV[17]), 18, members, stored)
+  if tonumber(ARGV[19]) > 0 then
+    local refused = check_calls(head[3], head[3], head[2], tonumber(ARGV[18]), 19, members, stored)
     if refused then return refused end
   end
 end
 -- The head, the checkpoint and the call records: one HSET (and an HDEL only when the run loses
 -- its owner or lease).
 local fields = {'step', ARGV[3], 'status', ARGV[4], 'segment', ARGV[5], 'flow', ARGV[6],
-  'updatedAt', now_ms(), 'calls', tonumber(head[4] or 0) + tonumber(ARGV[18]), 'w', ARGV[1], 'sealed', ARGV[15],
+  'updatedAt', now_ms(), 'calls', tonumber(head[4] or 0) + tonumber(ARGV[19]), 'w', ARGV[1], 'sealed', ARGV[15],
+  '${REPLICATION_FIELD}', stamp,
   '${CHECKPOINT_FIELD}' .. ARGV[3], ARGV[7], '${COLUMNS_FIELD}' .. ARGV[3], ARGV[8]}
 local gone = {}
 if step == 0 and ARGV[12] ~= '' then fields[#fields + 1] = 'created'; fields[#fields + 1] = ARGV[12] end
 if step == 0 and ARGV[16] ~= '' then fields[#fields + 1] = 'queue'; fields[#fields + 1] = ARGV[16] end
 if ARGV[9] ~= '' then fields[#fields + 1] = 'owner'; fields[#fields + 1] = ARGV[9] else gone[#gone + 1] = 'owner' end
 if ARGV[10] ~= '' then fields[#fields + 1] = 'lease'; fields[#fields + 1] = ARGV[10] else gone[#gone + 1] = 'lease' end
-write(fields, 18, members, calls)
+write(fields, 19, members, calls)
 if #gone > 0 then redis.call('HDEL', KEYS[1], unpack(gone)) end
 -- A run waiting on a queue gets no TTL (a fresh hash has none): like a paused run, it may wait
 -- longer than that. Its first save once admitted sets it.
@@ -167,17 +174,22 @@ if step > 0 or ARGV[16] == '' then touch(ARGV[4], tonumber(ARGV[2])) end
 return {'ok'}
 `;
 
-/** ARGV: 1 write token, 2 ttl, 3 segment, 4 head seal, 5 foreign call index, 6 count, 7.. calls. */
+/**
+ * ARGV: 1 write token, 2 ttl, 3 segment, 4 head seal, 5 replication mode, 6 foreign call index, 7
+ * count, 8.. calls.
+ */
 export const RECORD_LUA = `${RUN}
-local members, calls = batch(6)
-local head, stored = read({'segment', 'status', 'calls', 'w'}, calls)
+local members, calls = batch(7)
+local head, stored = read({'segment', 'status', 'calls', 'w', '${REPLICATION_FIELD}'}, calls)
 if head[4] == ARGV[1] then return {'ok'} end
 if not head[1] then return {'fenced', ARGV[3], false} end
-local refused = check_calls(ARGV[3], head[1], head[2], tonumber(ARGV[5]), 6, members, stored)
+local lost, stamp = replication_check(head[5], ARGV[5], '')
+if lost then return lost end
+local refused = check_calls(ARGV[3], head[1], head[2], tonumber(ARGV[6]), 7, members, stored)
 if refused then return refused end
 local n = #members
 if n > 0 then
-  write({'calls', tonumber(head[3] or 0) + n, 'w', ARGV[1], 'sealed', ARGV[4]}, 6, members, calls)
+  write({'calls', tonumber(head[3] or 0) + n, 'w', ARGV[1], 'sealed', ARGV[4], '${REPLICATION_FIELD}', stamp}, 7, members, calls)
   touch(head[2], tonumber(ARGV[2]))
 end
 return {'ok'}
@@ -368,6 +380,8 @@ export function refusal(
   step = 0,
 ): Error | undefined {
   if (code === 'ok') return undefined;
+  if (code === 'failover')
+    return new FailoverNeedsDecision(runId, String(a), String(b));
   const num = (v: unknown) => (v == null ? undefined : Number(v));
   const refusals: Record<string, () => string> = {
     step: () => Messages.conflictStep(runId, step, num(a)),

@@ -22,12 +22,7 @@ import {
 } from '../checkpoint-store';
 import { Messages } from '../../../errors/messages';
 import { fromStreamValue, streamValue } from './redis.stream-scripts';
-import {
-  CALL_FIELD,
-  CHECKPOINT_FIELD,
-  COLUMNS_FIELD,
-  RedisKeys,
-} from './redis.layout';
+import { RedisKeys } from './redis.layout';
 import {
   connectWithScripts,
   quitOrDrop,
@@ -37,10 +32,11 @@ import { RedisDueIndex } from './redis.due';
 import { HALF_CREATE_WINDOW, RedisRunIndex, storeScript } from './redis.index';
 import type { RedisClientLike } from './redis.client-like';
 import { renewOwnedRuns } from './redis.leases';
+import { RunWrites, type RedisReplicaAcks } from './redis.replicas';
 import { RedisRunQueues } from './redis.queues';
 import {
   byCallKey,
-  checkpointFromHash,
+  historyFromHash,
   pairs,
   toCalls,
   toCheckpoint,
@@ -53,6 +49,7 @@ import {
 } from './redis.scripts';
 
 export type { RedisClientLike } from './redis.client-like';
+export type { RedisReplicaAcks } from './redis.replicas';
 
 export interface RedisCheckpointStoreOptions {
   /**
@@ -62,6 +59,14 @@ export interface RedisCheckpointStoreOptions {
   ttlSeconds?: number;
   /** Key namespace (tenant). No `{`, `}` or `:`. Default `aa`. */
   prefix?: string;
+  /**
+   * Confirm every run write (checkpoint, call record) on this many replicas with WAIT before it
+   * counts as stored, so a tool never runs on a `started` record a failover can lose (see
+   * redis.replicas.ts). Absent: asynchronous replication; a failover that may have lost a run's
+   * writes is detected instead, and its recovery stops with `FailoverNeedsDecision`. Give every
+   * store of a prefix the same setting.
+   */
+  replicas?: RedisReplicaAcks;
 }
 
 /**
@@ -78,6 +83,7 @@ export class RedisCheckpointStore extends CheckpointStore {
   private readonly index: RedisRunIndex;
   private readonly dueIndex: RedisDueIndex;
   private readonly queues: RedisRunQueues;
+  private readonly runWrites: RunWrites;
   /** Write tokens: random per store instance, then counted (see `token`). */
   private readonly tokenBase = randomBytes(9).toString('base64');
   private writes = 0;
@@ -90,7 +96,10 @@ export class RedisCheckpointStore extends CheckpointStore {
     this.keys = new RedisKeys(options.prefix ?? 'aa');
     this.prefix = this.keys.prefix;
     this.ttl = Math.ceil(options.ttlSeconds ?? 0);
+    // Checked before connecting: a bad option opens no connection.
+    const replicas = RunWrites.check(options.replicas);
     this.client = connectWithScripts(connect);
+    this.runWrites = new RunWrites(this.client, this.keys, replicas);
     this.index = new RedisRunIndex(this.client, this.keys);
     this.dueIndex = new RedisDueIndex(this.client, this.keys, this.index);
     this.queues = new RedisRunQueues(this.client, this.keys, this.index);
@@ -102,7 +111,6 @@ export class RedisCheckpointStore extends CheckpointStore {
   ): Promise<void> {
     const { runId, step, flow, status, segment } = checkpoint;
     const { owner, leaseExpiresAt: lease } = options;
-    const keys = this.keys.run(runId);
     // Identifies this write, so a resend after a lost reply is recognised as already applied.
     const token = this.token();
     // A segment taken over (a claim, a resume, an operator's decision) enters the due index first:
@@ -124,9 +132,10 @@ export class RedisCheckpointStore extends CheckpointStore {
         JSON.stringify([flow, status, segment]), owner ?? '', lease == null ? '' : String(lease),
         options.expectCalls == null ? '' : String(options.expectCalls), created, intent,
         HALF_CREATE_WINDOW, options.head ?? '', '',
+        this.runWrites.mode(options.acceptLostWrites),
       ];
       pushCalls(args, runId, options.calls);
-      const reply = (await this.script('aaSave', keys, args)) as Reply;
+      const reply = await this.runWrites.run('aaSave', runId, args);
       if (reply[0] === 'late' && attempt < 3) continue;
       const refused = refusal(reply, runId, step);
       if (refused) throw refused;
@@ -173,10 +182,11 @@ export class RedisCheckpointStore extends CheckpointStore {
     const args = [
       this.token(), String(this.ttl), String(step), status, String(segment), flow, checkpoint.sealed,
       JSON.stringify([flow, status, segment]), '', '', '', '', '', HALF_CREATE_WINDOW, head ?? '', queue,
+      this.runWrites.mode(),
     ];
     pushCalls(args, runId);
-    const reply = await this.script('aaSave', this.keys.run(runId), args);
-    const refused = refusal(reply as Reply, runId, step);
+    const reply = await this.runWrites.run('aaSave', runId, args);
+    const refused = refusal(reply, runId, step);
     if (refused) throw refused;
   }
 
@@ -188,9 +198,10 @@ export class RedisCheckpointStore extends CheckpointStore {
   ): Promise<void> {
     const token = this.token();
     const args = [token, String(this.ttl), String(segment), head ?? ''];
+    args.push(this.runWrites.mode());
     pushCalls(args, runId, records);
-    const reply = await this.script('aaRecord', this.keys.run(runId), args);
-    const refused = refusal(reply as Reply, runId);
+    const reply = await this.runWrites.run('aaRecord', runId, args);
+    const refused = refusal(reply, runId);
     if (refused) throw refused;
   }
 
@@ -264,6 +275,8 @@ export class RedisCheckpointStore extends CheckpointStore {
   }
 
   async head(runId: string): Promise<RunHead | undefined> {
+    // After a write whose outcome is unknown: only what is on the replicas (with `replicas`).
+    await this.runWrites.confirmed(runId);
     const [head] = await this.index.readHeadFields([runId]);
     // A second round trip only for an owned, unfinished run: its owner's lease key may be later.
     // and one for a queued run: its placement (both sent together).
@@ -278,25 +291,8 @@ export class RedisCheckpointStore extends CheckpointStore {
   }
 
   async history(runId: string): Promise<HistoryPage> {
-    const flat = (await this.script(
-      'aaHistory',
-      this.keys.run(runId),
-      [],
-    )) as string[];
-    const fields = new Map(pairs(flat));
-    const checkpoints: CheckpointRecord[] = [];
-    const callFields: Array<[string, string]> = [];
-    for (const [field, sealed] of fields) {
-      if (field.startsWith(CALL_FIELD))
-        callFields.push([field.slice(CALL_FIELD.length), sealed]);
-      if (!field.startsWith(CHECKPOINT_FIELD)) continue;
-      const step = field.slice(CHECKPOINT_FIELD.length);
-      const cols = fields.get(COLUMNS_FIELD + step);
-      checkpoints.push(checkpointFromHash(runId, step, cols, sealed));
-    }
-    const calls = toCalls(runId, callFields);
-    checkpoints.sort((a, b) => a.step - b.step);
-    return { checkpoints, calls: calls.sort(byCallKey) };
+    const flat = await this.script('aaHistory', this.keys.run(runId), []);
+    return historyFromHash(runId, flat as string[]);
   }
 
   async delete(runId: string): Promise<boolean> {

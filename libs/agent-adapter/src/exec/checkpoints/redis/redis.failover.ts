@@ -1,0 +1,45 @@
+/**
+ * Failover detection for the run scripts. Redis replicates asynchronously: a master acknowledges a
+ * write before its replica has it, so when the master dies and the replica is promoted, the last
+ * writes it acknowledged may be gone. For a run that can be a call's `started` record whose tool
+ * then ran: the surviving run looks as if the call never started, and recovery would run it again.
+ *
+ * What survives tells: every run write stamps the run hash (`repl`) with the replication id of the
+ * master it was written on (`master_replid`, read in the script) and whether the store confirmed
+ * it on replicas (WAIT, `replicas` option). A promoted replica starts a new replication id and
+ * keeps the old one as `master_replid2`; a restart starts a new id with `master_replid2` zeroed.
+ * So a write that finds the run stamped with another id, on a master that came from a promotion,
+ * by a write that was not confirmed on replicas, may be missing writes after it: refused
+ * (`failover`, FailoverNeedsDecision) unless it ends the run (nothing runs after an end) or an
+ * operator accepted what the store holds (`rerunInDoubt`). Not seen: a promotion followed by a
+ * restart of the promoted master before the run is written again (the restart zeroes the evidence),
+ * and a restart's own loss (that is the persistence settings': appendfsync always loses nothing).
+ */
+
+/** The run hash's field holding the stamp: `<replication id>:<a|w>` (async, or WAIT-confirmed). */
+export const REPLICATION_FIELD = 'repl';
+
+/**
+ * The write's mode, one script argument: `a` (not confirmed on replicas) or `w` (the store waits
+ * for them), then `!` when an operator accepted writes a failover may have lost.
+ */
+export function replicationMode(waits: boolean, acceptLost = false): string {
+  return (waits ? 'w' : 'a') + (acceptLost ? '!' : '');
+}
+
+/** Lua: `replication_check(stored stamp, mode, new status)` → refusal or nil, and the new stamp. */
+export const REPLICATION_LUA = `
+local function replication_check(stored, mode, status)
+  local info = redis.call('INFO', 'replication')
+  local current = string.match(info, 'master_replid:(%x+)') or ''
+  local previous = string.match(info, 'master_replid2:(%x+)') or ''
+  local stamp = current .. ':' .. string.sub(mode, 1, 1)
+  if not stored or string.sub(mode, 2, 2) == '!' or status == 'done' or status == 'failed' then
+    return nil, stamp
+  end
+  local id, was = string.match(stored, '^(%x*):(%a)$')
+  local promoted = previous ~= '' and not string.match(previous, '^0+$')
+  if id and id ~= current and was ~= 'w' and promoted then return {'failover', id, current}, nil end
+  return nil, stamp
+end
+`;

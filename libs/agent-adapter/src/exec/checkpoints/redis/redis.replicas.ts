@@ -1,0 +1,202 @@
+/**
+ * The `replicas` option of RedisCheckpointStore: every run write (a save, a call record) is
+ * confirmed on that many replicas with WAIT before the store resolves, so a failover that promotes
+ * one of them loses no write a tool ran after. WAIT counts the replicas that acknowledged every
+ * write this connection made, so it must follow the script on the same connection to the master of
+ * the run's slot: one pipeline (ioredis sends a Cluster pipeline to the node of its keys; WAIT has
+ * none). It cannot go inside the script (Lua may not block) nor in a MULTI (WAIT does not block in
+ * a transaction). The script goes as EVALSHA, and only when the server answers NOSCRIPT (nothing
+ * ran) as EVAL, both in such a pipeline: ioredis's own fallback would resend the script on its
+ * own, after the WAIT.
+ */
+import { createHash } from 'node:crypto';
+import { CheckpointStoreUnavailable, DurableSetupError } from '../../../errors';
+import { Messages } from '../../../errors/messages';
+import { guarded } from '../transient-errors';
+import { runScript, type RedisClient } from './redis.client';
+import { replicationMode } from './redis.failover';
+import { STORE } from './redis.index';
+import type { RedisKeys } from './redis.layout';
+import { REDIS_SCRIPTS, type Reply } from './redis.scripts';
+
+/**
+ * How many replicas must hold each run write before the store resolves it, and how long it waits
+ * for them (WAIT numreplicas timeout). Fewer within the timeout: the write is reported as a
+ * transient `CheckpointStoreUnavailable` (it is on the master only); the writer then reads the
+ * head back, and that read confirms it on the replicas the same way before taking it as stored.
+ * @publicApi
+ */
+export interface RedisReplicaAcks {
+  /** Replicas that must acknowledge (>= 1). With several replicas per master, all of them: a
+   * failover may promote one that did not acknowledge. */
+  count: number;
+  /** How long a write waits for them (ms, >= 1; WAIT 0 would wait forever). */
+  timeoutMs: number;
+}
+
+/** The option checked (undefined: no WAIT); a bad value is a DurableSetupError naming it. */
+export function checkReplicaAcks(value: unknown): RedisReplicaAcks | undefined {
+  if (value === undefined) return undefined;
+  const bad = (why: string) =>
+    new DurableSetupError(Messages.redisReplicasOption(why));
+  if (typeof value !== 'object' || value === null)
+    throw bad(`got ${JSON.stringify(value) ?? typeof value}`);
+  const { count, timeoutMs } = value as Partial<Record<string, unknown>>;
+  if (!Number.isInteger(count) || (count as number) < 1)
+    throw bad(`count must be an integer >= 1, got ${String(count)}`);
+  if (!Number.isInteger(timeoutMs) || (timeoutMs as number) < 1)
+    throw bad(`timeoutMs must be an integer >= 1, got ${String(timeoutMs)}`);
+  return { count: count as number, timeoutMs: timeoutMs as number };
+}
+
+const SHA = Object.fromEntries(
+  Object.entries(REDIS_SCRIPTS).map(([name, lua]) => [
+    name,
+    createHash('sha1').update(lua).digest('hex'),
+  ]),
+) as Record<keyof typeof REDIS_SCRIPTS, string>;
+
+type Results = Array<[Error | null, unknown]>;
+
+/** One pipeline to the slot's master: the command, then WAIT. Returns [reply, replicas]. */
+async function withWait(
+  client: RedisClient,
+  command: [string, ...Array<string | number>],
+  acks: RedisReplicaAcks,
+): Promise<[unknown, number, Error | null]> {
+  const results = (await client
+    .pipeline()
+    .call(...command)
+    .call('WAIT', acks.count, acks.timeoutMs)
+    .exec()) as Results;
+  const [[failed, reply], [waitFailed, replicas]] = results as [
+    [Error | null, unknown],
+    [Error | null, unknown],
+  ];
+  if (waitFailed) throw waitFailed;
+  return [reply, Number(replicas), failed];
+}
+
+/**
+ * Runs a write script and WAITs for `acks` (see the header). A refusal wrote nothing and comes
+ * back as it is; an applied write that fewer replicas acknowledged is a transient
+ * `CheckpointStoreUnavailable`.
+ */
+export function writeScriptAcked(
+  client: RedisClient,
+  name: keyof typeof REDIS_SCRIPTS,
+  keys: readonly string[],
+  args: Array<string | number>,
+  acks: RedisReplicaAcks,
+  runId: string,
+): Promise<unknown> {
+  return guarded(STORE, runId, async () => {
+    const tail = [keys.length, ...keys, ...args];
+    let [reply, replicas, failed] = await withWait(
+      client,
+      ['EVALSHA', SHA[name], ...tail],
+      acks,
+    );
+    if (failed && /NOSCRIPT/.test(failed.message))
+      [reply, replicas, failed] = await withWait(
+        client,
+        ['EVAL', REDIS_SCRIPTS[name], ...tail],
+        acks,
+      );
+    if (failed) throw failed;
+    if ((reply as Reply)[0] === 'ok') short(runId, replicas, acks);
+    return reply;
+  });
+}
+
+/**
+ * Confirms what the run's slot holds now on `acks` replicas: a marker write in the slot, then WAIT.
+ * Replication is one ordered stream per master, so every earlier write there is on them too.
+ */
+export function confirmOnReplicas(
+  client: RedisClient,
+  marker: string,
+  acks: RedisReplicaAcks,
+  runId: string,
+): Promise<void> {
+  return guarded(STORE, runId, async () => {
+    const [, replicas, failed] = await withWait(
+      client,
+      ['SET', marker, '1', 'PX', 60_000],
+      acks,
+    );
+    if (failed) throw failed;
+    short(runId, replicas, acks);
+  });
+}
+
+function short(runId: string, replicas: number, acks: RedisReplicaAcks): void {
+  if (replicas >= acks.count) return;
+  throw new CheckpointStoreUnavailable(
+    Messages.redisReplicasBehind(runId, replicas, acks.count, acks.timeoutMs),
+    runId,
+    { transient: true },
+  );
+}
+
+/**
+ * The store's run writes (save, call records) with or without `replicas`, and what a read of the
+ * head owes them: after a write whose outcome is unknown (WAIT fell short, the connection dropped)
+ * it may be on the master only, so the next head read of that run confirms the slot on the
+ * replicas first. A writer reading back (confirmed-write.ts) then never takes a write that a
+ * failover can still lose for stored.
+ */
+export class RunWrites {
+  /** Runs whose last write here may be on the master only. */
+  private readonly unconfirmed = new Set<string>();
+
+  static check(value: unknown): RedisReplicaAcks | undefined {
+    return checkReplicaAcks(value);
+  }
+
+  constructor(
+    private readonly client: RedisClient,
+    private readonly keys: RedisKeys,
+    private readonly acks: RedisReplicaAcks | undefined,
+  ) {}
+
+  /** The scripts' replication mode argument (redis.failover.ts). */
+  mode(acceptLostWrites = false): string {
+    return replicationMode(this.acks !== undefined, acceptLostWrites);
+  }
+
+  async run(
+    name: 'aaSave' | 'aaRecord',
+    runId: string,
+    args: string[],
+  ): Promise<Reply> {
+    const keys = this.keys.run(runId);
+    const { acks } = this;
+    if (!acks)
+      return (await guarded(STORE, undefined, () =>
+        runScript(this.client, name, keys, args),
+      )) as Reply;
+    try {
+      const reply = writeScriptAcked(
+        this.client,
+        name,
+        keys,
+        args,
+        acks,
+        runId,
+      );
+      return (await reply) as Reply;
+    } catch (error) {
+      this.unconfirmed.add(runId);
+      throw error;
+    }
+  }
+
+  /** Before a head read: the run's slot confirmed on the replicas if a write here was not. */
+  async confirmed(runId: string): Promise<void> {
+    if (!this.acks || !this.unconfirmed.has(runId)) return;
+    const marker = this.keys.replicaMarker(runId);
+    await confirmOnReplicas(this.client, marker, this.acks, runId);
+    this.unconfirmed.delete(runId);
+  }
+}

@@ -1,0 +1,286 @@
+/**
+ * What a Redis Cluster failover can lose, on a real local cluster (three masters, one replica
+ * each, started for this suite). The replica is cut off before the write it must miss: SIGSTOPped
+ * and its replication link closed by its master (`CLIENT KILL TYPE replica`), so nothing sent
+ * after can sit in its socket buffer; then the master is SIGKILLed, the replica SIGCONTed and
+ * promoted (`CLUSTER FAILOVER TAKEOVER`). Each case uses its own shard.
+ */
+import calculateSlot from 'cluster-key-slot';
+import { Redis } from 'ioredis';
+import {
+  CheckpointStoreUnavailable,
+  DurableSetupError,
+  Executor,
+  FailoverNeedsDecision,
+  Flow,
+  FlowRunner,
+  RecoveryNeedsDecision,
+  RedisCheckpointStore,
+  ToolRegistry,
+  type RedisCheckpointStoreOptions,
+} from 'agent-adapter';
+import { KEY } from 'agent-adapter/testing/fixtures';
+import { suiteId } from '../utils/services';
+import { describeWithRedisCluster } from '../utils/redis-cluster';
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+async function until(check: () => Promise<boolean>, what: string) {
+  for (let i = 0; i < 300; i++) {
+    if (await check()) return;
+    await sleep(50);
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
+
+async function on<T>(
+  port: number,
+  ...command: [string, ...Array<string | number>]
+) {
+  const node = new Redis({ port, host: '127.0.0.1', maxRetriesPerRequest: 1 });
+  try {
+    return (await node.call(...command)) as T;
+  } finally {
+    node.disconnect();
+  }
+}
+
+describeWithRedisCluster(
+  'RedisCheckpointStore across a Redis Cluster failover',
+  (cluster) => {
+    const prefix = suiteId('aaf');
+    const used = new Set<number>();
+    const closers: Array<() => unknown> = [];
+    afterAll(async () => {
+      for (const close of closers.reverse()) await close();
+    });
+
+    /** A run id whose slot is on a master not used yet, with its replica. */
+    async function runOnFreshShard(name: string) {
+      const nodes = (await cluster().describe()).trim().split('\n');
+      const parsed = nodes.map((line) => {
+        const f = line.split(' ');
+        return {
+          id: f[0]!,
+          port: Number(f[1]!.split(':')[1]!.split('@')[0]),
+          master: f[2]!.includes('master') && !f[2]!.includes('fail'),
+          of: f[3]!,
+          slots: f.slice(8).map((r) => r.split('-').map(Number)),
+        };
+      });
+      for (let i = 0; ; i++) {
+        const runId = `${name}-${i}`;
+        const slot = calculateSlot(`{${prefix}:${runId}}`);
+        const master = parsed.find(
+          (n) =>
+            n.master &&
+            n.slots.some(([a, b]) => slot >= a! && slot <= (b ?? a)!),
+        );
+        const replica = parsed.find((n) => n.of === master?.id);
+        if (!master || !replica || used.has(master.port)) continue;
+        used.add(master.port);
+        const pid = cluster().nodes.find((n) => n.port === replica.port)!
+          .process.pid!;
+        return { runId, master: master.port, replica: replica.port, pid };
+      }
+    }
+
+    async function caughtUp(master: number) {
+      await until(async () => {
+        const info = await on<string>(master, 'INFO', 'replication');
+        const at = Number(/master_repl_offset:(\d+)/.exec(info)![1]);
+        const acked = Number(/slave0:.*offset=(\d+)/.exec(info)?.[1] ?? -1);
+        return acked >= at;
+      }, 'the replica to catch up');
+    }
+
+    /** The replica gets nothing more from its master from here on. */
+    async function cutOff(shard: { master: number; pid: number }) {
+      process.kill(shard.pid, 'SIGSTOP');
+      await on(shard.master, 'CLIENT', 'KILL', 'TYPE', 'replica');
+    }
+
+    async function failOver(shard: {
+      master: number;
+      replica: number;
+      pid: number;
+    }) {
+      await cluster().kill(shard.master);
+      process.kill(shard.pid, 'SIGCONT');
+      await on(shard.replica, 'CLUSTER', 'FAILOVER', 'TAKEOVER');
+      await until(async () => {
+        const role = await on<unknown[]>(shard.replica, 'ROLE');
+        return role[0] === 'master';
+      }, 'the promotion');
+      await cluster().healthy(30_000);
+    }
+
+    /** A worker: its own store and runner, with a flow whose node pays once the gate opens. */
+    function worker(options: Omit<RedisCheckpointStoreOptions, 'prefix'> = {}) {
+      const store = new RedisCheckpointStore(() => cluster().connect(), {
+        prefix,
+        ...options,
+      });
+      const runner = new FlowRunner(new Executor(registry), {
+        checkpoints: store,
+        checkpointKey: KEY,
+      });
+      closers.push(
+        () => store.close(),
+        () => runner.close(),
+      );
+      return { store, runner };
+    }
+
+    let charges = 0;
+    let hold: Promise<void> = Promise.resolve();
+    let gate: Promise<void> = Promise.resolve();
+    const registry = new ToolRegistry().register('charge', async () => {
+      charges++;
+      await hold;
+      return `ch_${charges}`;
+    });
+    const flow = new Flow('pay')
+      .node('pay', async (_s, ctx) => {
+        await gate;
+        return { charge: await ctx.call('charge') };
+      })
+      // A second superstep: the pay superstep's checkpoint does not end the run (an ending write
+      // is let through after a failover: nothing runs after it).
+      .node('receipt', () => ({ receipt: true }))
+      .edge('pay', 'receipt')
+      .end('receipt');
+    /** Opens with the returned function. */
+    const closed = () => {
+      let open!: () => void;
+      const p = new Promise<void>((r) => (open = r));
+      return [p, open] as const;
+    };
+
+    it('the replicas option is checked: a bad value is a DurableSetupError naming it', () => {
+      for (const bad of [
+        { count: 0, timeoutMs: 100 },
+        { count: 1, timeoutMs: 0 },
+        { count: 1.5, timeoutMs: 100 },
+        null,
+      ])
+        expect(
+          () =>
+            new RedisCheckpointStore(() => cluster().connect(), {
+              replicas: bad as never,
+            }),
+        ).toThrow(DurableSetupError);
+      expect(
+        () =>
+          new RedisCheckpointStore(() => cluster().connect(), {
+            replicas: { count: 0, timeoutMs: 100 },
+          }),
+      ).toThrow(/replicas: count must be an integer >= 1, got 0/);
+    });
+
+    it('with replicas and the replica stopped: the started record is not confirmed, the store is unavailable and the tool never runs', async () => {
+      const shard = await runOnFreshShard('stopped');
+      const { store, runner } = worker({
+        replicas: { count: 1, timeoutMs: 200 },
+      });
+      charges = 0;
+      const [g, open] = closed();
+      gate = g;
+      const run = runner.run(flow, {}, { runId: shard.runId });
+      run.catch(() => undefined);
+      await until(
+        async () => (await store.head(shard.runId)) !== undefined,
+        'step 0',
+      );
+      process.kill(shard.pid, 'SIGSTOP');
+      try {
+        open();
+        await expect(run).rejects.toThrow(CheckpointStoreUnavailable);
+        await expect(run).rejects.toThrow(/reached 0 of the 1 replica/);
+        expect(charges).toBe(0);
+      } finally {
+        process.kill(shard.pid, 'SIGCONT');
+      }
+      await cluster().healthy(30_000);
+      // The started record reached the master: the call is in doubt, never run by recovery.
+      const other = worker();
+      await expect(other.runner.recover(flow, shard.runId)).rejects.toThrow(
+        RecoveryNeedsDecision,
+      );
+      expect(charges).toBe(0);
+    }, 40_000);
+
+    it('without WAIT: a started record the master acknowledged and lost in the failover is detected; neither the live worker nor a recovery runs the charge again', async () => {
+      const shard = await runOnFreshShard('async');
+      const first = worker();
+      charges = 0;
+      const [g, open] = closed();
+      const [h, release] = closed();
+      gate = g;
+      hold = h;
+      const run = first.runner.run(flow, {}, { runId: shard.runId });
+      run.catch(() => undefined);
+      await until(
+        async () => (await first.store.head(shard.runId)) !== undefined,
+        'step 0',
+      );
+      await caughtUp(shard.master);
+      await cutOff(shard);
+      open();
+      await until(async () => charges === 1, 'the charge');
+      // Acknowledged by the master: the started record is stored there.
+      expect((await first.store.head(shard.runId))?.calls).toBe(1);
+      await failOver(shard);
+
+      const second = worker();
+      // What survived is an earlier state that looks whole: no record of the charge at all.
+      const survived = await second.store.head(shard.runId);
+      expect(survived).toMatchObject({ step: 0, calls: 0 });
+      expect(await second.store.calls(shard.runId, 0)).toEqual([]);
+      // The live worker's next write (the charge's result and the checkpoint) is refused.
+      release();
+      await expect(run).rejects.toThrow(FailoverNeedsDecision);
+      // A recovery stops before writing, naming the failover; the charge does not run again.
+      const recovery = second.runner.recover(flow, shard.runId);
+      await expect(recovery).rejects.toThrow(FailoverNeedsDecision);
+      await expect(recovery).rejects.toThrow(/promoted replica/);
+      await expect(recovery).rejects.toBeInstanceOf(RecoveryNeedsDecision);
+      expect(charges).toBe(1);
+      // An operator who checked the charge's system decides to go on (here: it runs again).
+      const decided = await second.runner.recover(flow, shard.runId, {
+        rerunInDoubt: true,
+      });
+      expect(decided.status).toBe('done');
+      expect(charges).toBe(2);
+    }, 50_000);
+
+    it('with replicas (WAIT): the started record is on the replica before the charge runs; after the same failover the call is in doubt, not lost', async () => {
+      const shard = await runOnFreshShard('wait');
+      const first = worker({ replicas: { count: 1, timeoutMs: 2000 } });
+      charges = 0;
+      const [g, open] = closed();
+      const [h, release] = closed();
+      gate = g;
+      hold = h;
+      const run = first.runner.run(flow, {}, { runId: shard.runId });
+      run.catch(() => undefined);
+      await until(
+        async () => (await first.store.head(shard.runId)) !== undefined,
+        'step 0',
+      );
+      open();
+      await until(async () => charges === 1, 'the charge');
+      await cutOff(shard);
+      await failOver(shard);
+
+      const second = worker();
+      expect(await second.store.head(shard.runId)).toMatchObject({ calls: 1 });
+      const recovery = second.runner.recover(flow, shard.runId);
+      await expect(recovery).rejects.toThrow(RecoveryNeedsDecision);
+      await expect(recovery).rejects.not.toBeInstanceOf(FailoverNeedsDecision);
+      expect(charges).toBe(1);
+      release();
+      await run.catch(() => undefined);
+    }, 50_000);
+  },
+);
