@@ -26,11 +26,11 @@ import type {
 } from './ai-sdk.types';
 import {
   argumentsOf,
-  backoff,
+  withRetries,
+  type Attempted,
   excerptOf,
   retryAfter,
   secretsOf,
-  sleep,
   whyOf,
 } from './model-calls';
 
@@ -98,21 +98,17 @@ export class AiSdkChatModel implements ChatModel {
       prompt: toPrompt(request.messages),
       ...(request.tools.length && { tools: request.tools.map(toFunctionTool) }),
     };
-    for (let attempt = 0; ; attempt++) {
-      const outcome = await this.attempt(call, request.signal);
-      if ('reply' in outcome) return outcome.reply;
-      if (!outcome.retry || attempt >= this.maxRetries) throw outcome.error;
-      await sleep(outcome.delayMs ?? backoff(attempt), request.signal);
-    }
+    return withRetries(
+      () => this.attempt(call, request.signal),
+      this.maxRetries,
+      request.signal,
+    );
   }
 
   private async attempt(
     call: AiSdkCallOptions,
     signal: AbortSignal | undefined,
-  ): Promise<
-    | { reply: AssistantMessage }
-    | { error: ChatModelError; retry: boolean; delayMs?: number }
-  > {
+  ): Promise<Attempted> {
     const timeout = AbortSignal.timeout(this.timeoutMs);
     let result: AiSdkGenerateResult;
     try {

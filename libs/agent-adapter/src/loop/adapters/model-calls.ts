@@ -1,5 +1,6 @@
+import type { ChatModelError } from '../../errors';
 import { assertJson, type Json } from '../../exec/durable/canonical-json';
-import type { ToolCall } from '../chat-model';
+import type { AssistantMessage, ToolCall } from '../chat-model';
 
 /*
  * What the chat-model adapters share: reading a tool call's arguments, redacting secrets out of
@@ -87,6 +88,25 @@ export function retryAfter(header: string | null | undefined): {
   return Number.isFinite(ms)
     ? { delayMs: Math.min(Math.max(ms, 0), 30_000) }
     : {};
+}
+
+/** What one attempt at the model came to: a reply, or an error and whether to try again. */
+export type Attempted =
+  | { reply: AssistantMessage }
+  | { error: ChatModelError; retry: boolean; delayMs?: number };
+
+/** Attempts until a reply, an error not to retry, or `maxRetries` retries (waiting between). */
+export async function withRetries(
+  attempt: () => Promise<Attempted>,
+  maxRetries: number,
+  signal: AbortSignal | undefined,
+): Promise<AssistantMessage> {
+  for (let n = 0; ; n++) {
+    const outcome = await attempt();
+    if ('reply' in outcome) return outcome.reply;
+    if (!outcome.retry || n >= maxRetries) throw outcome.error;
+    await sleep(outcome.delayMs ?? backoff(n), signal);
+  }
 }
 
 /** Exponential backoff with jitter: about 250 ms, 500 ms, 1 s, ... up to 8 s. */

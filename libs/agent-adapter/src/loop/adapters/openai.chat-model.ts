@@ -14,12 +14,12 @@ import { ChatModelError, DurableSetupError } from '../../errors';
 import { Messages } from '../../errors/messages';
 import {
   argumentsOf,
-  backoff,
+  withRetries,
+  type Attempted,
   excerptOf,
   redact,
   retryAfter,
   secretsOf,
-  sleep,
   whyOf,
 } from './model-calls';
 
@@ -105,21 +105,17 @@ export class OpenAIChatModel implements ChatModel {
         })),
       }),
     });
-    for (let attempt = 0; ; attempt++) {
-      const outcome = await this.attempt(body, request.signal);
-      if ('reply' in outcome) return outcome.reply;
-      if (!outcome.retry || attempt >= this.maxRetries) throw outcome.error;
-      await sleep(outcome.delayMs ?? backoff(attempt), request.signal);
-    }
+    return withRetries(
+      () => this.attempt(body, request.signal),
+      this.maxRetries,
+      request.signal,
+    );
   }
 
   private async attempt(
     body: string,
     signal: AbortSignal | undefined,
-  ): Promise<
-    | { reply: AssistantMessage }
-    | { error: ChatModelError; retry: boolean; delayMs?: number }
-  > {
+  ): Promise<Attempted> {
     const timeout = AbortSignal.timeout(this.timeoutMs);
     let response: Response;
     let text: string;

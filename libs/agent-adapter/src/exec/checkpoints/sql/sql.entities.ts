@@ -40,7 +40,7 @@ export interface AgentAdapterRunRow {
   segment: number;
   calls: number;
   /** How many entries the run's stream has had (the next entry's offset). */
-  streamed: string | number;
+  streamed: number;
   /** The head seal (see the store port's `RunHead.sealed`). */
   sealed: string;
   owner: string | null;
@@ -170,7 +170,7 @@ export function agentAdapterEntities(
       status: varchar(8),
       segment: integer,
       calls: { ...integer, default: 0 },
-      streamed: { ...bigint, default: 0 },
+      streamed: { ...integer, default: 0 },
       sealed: text,
       owner: varchar(200, { nullable: true }),
       lease_expires_at: { ...bigint, nullable: true },

@@ -117,7 +117,7 @@ export function createStatements(dialect: SqlDialect, n: SqlNames): string[] {
       status VARCHAR(8) NOT NULL,
       segment INTEGER NOT NULL,
       calls INTEGER NOT NULL DEFAULT 0,
-      streamed BIGINT NOT NULL DEFAULT 0,
+      streamed INTEGER NOT NULL DEFAULT 0,
       sealed TEXT NOT NULL,
       owner VARCHAR(200),
       lease_expires_at BIGINT,
