@@ -28,6 +28,7 @@ describeEntryBoundary<{ tables: string[] }>(
           'tenant_a.aa_runs',
           'tenant_a.aa_checkpoints',
           'tenant_a.aa_calls',
+          'tenant_a.aa_stream',
           'tenant_a.aa_meta',
           'tenant_a.aa_queues',
         ]);
