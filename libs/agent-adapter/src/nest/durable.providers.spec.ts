@@ -64,6 +64,7 @@ describe('createCheckpointStore', () => {
       client: () => client,
       prefix: 'tenant',
       ttlSeconds: 60,
+      replicas: { count: 1, timeoutMs: 500 },
     });
     expect(redis.store).toBeInstanceOf(RedisCheckpointStore);
     expect(client.defineCommand).toHaveBeenCalled();
@@ -124,6 +125,15 @@ describe('createCheckpointStore', () => {
       'redis with a client that is not a factory',
       { type: 'redis', client: {} },
       /"client" must be a function/,
+    ],
+    [
+      'redis replicas of 0',
+      {
+        type: 'redis',
+        client: () => ({ defineCommand: () => undefined }),
+        replicas: { count: 0, timeoutMs: 100 },
+      },
+      /replicas/,
     ],
   ])('refuses %s', (_, option, message) => {
     expect(() =>

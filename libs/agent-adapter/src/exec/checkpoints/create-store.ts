@@ -8,6 +8,7 @@ import { MemoryCheckpointStore } from './memory.store';
 import {
   RedisCheckpointStore,
   type RedisClientLike,
+  type RedisReplicaAcks,
 } from './redis/redis.store';
 import { SQLCheckpointStore, type DataSourceLike } from './sql/sql.store';
 import { SQLiteCheckpointStore } from './sql/sqlite.store';
@@ -76,6 +77,8 @@ export interface RedisStoreDescriptor {
   prefix?: string;
   /** Keys of a run expire this long after its last write (never while paused). @default no expiry */
   ttlSeconds?: number;
+  /** Confirm every run write on replicas with WAIT (see `RedisCheckpointStoreOptions.replicas`). */
+  replicas?: RedisReplicaAcks;
 }
 
 /** @publicApi */
@@ -243,6 +246,9 @@ export function openCheckpointStore(descriptor: StoreDescriptor): OpenedStore {
           ...(descriptor.prefix !== undefined && { prefix: descriptor.prefix }),
           ...(descriptor.ttlSeconds !== undefined && {
             ttlSeconds: descriptor.ttlSeconds,
+          }),
+          ...(descriptor.replicas !== undefined && {
+            replicas: descriptor.replicas,
           }),
         }),
         owned: true,
