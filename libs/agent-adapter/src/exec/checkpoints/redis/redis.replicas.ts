@@ -14,25 +14,11 @@ import { CheckpointStoreUnavailable, DurableSetupError } from '../../../errors';
 import { Messages } from '../../../errors/messages';
 import { guarded } from '../transient-errors';
 import { runScript, type RedisClient } from './redis.client';
+import type { RedisReplicaAcks } from './redis.client-like';
 import { replicationMode } from './redis.failover';
 import { STORE } from './redis.index';
 import type { RedisKeys } from './redis.layout';
 import { REDIS_SCRIPTS, type Reply } from './redis.scripts';
-
-/**
- * How many replicas must hold each run write before the store resolves it, and how long it waits
- * for them (WAIT numreplicas timeout). Fewer within the timeout: the write is reported as a
- * transient `CheckpointStoreUnavailable` (it is on the master only); the writer then reads the
- * head back, and that read confirms it on the replicas the same way before taking it as stored.
- * @publicApi
- */
-export interface RedisReplicaAcks {
-  /** Replicas that must acknowledge (>= 1). With several replicas per master, all of them: a
-   * failover may promote one that did not acknowledge. */
-  count: number;
-  /** How long a write waits for them (ms, >= 1; WAIT 0 would wait forever). */
-  timeoutMs: number;
-}
 
 /** The option checked (undefined: no WAIT); a bad value is a DurableSetupError naming it. */
 export function checkReplicaAcks(value: unknown): RedisReplicaAcks | undefined {

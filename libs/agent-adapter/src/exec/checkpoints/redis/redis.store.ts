@@ -32,7 +32,8 @@ import { RedisDueIndex } from './redis.due';
 import { HALF_CREATE_WINDOW, RedisRunIndex, storeScript } from './redis.index';
 import type { RedisClientLike } from './redis.client-like';
 import { renewOwnedRuns } from './redis.leases';
-import { RunWrites, type RedisReplicaAcks } from './redis.replicas';
+import { RunWrites } from './redis.replicas';
+import type { RedisReplicaAcks } from './redis.client-like';
 import { RedisRunQueues } from './redis.queues';
 import {
   byCallKey,
@@ -49,7 +50,7 @@ import {
 } from './redis.scripts';
 
 export type { RedisClientLike } from './redis.client-like';
-export type { RedisReplicaAcks } from './redis.replicas';
+export type { RedisReplicaAcks } from './redis.client-like';
 
 export interface RedisCheckpointStoreOptions {
   /**
