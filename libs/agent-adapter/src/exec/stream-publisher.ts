@@ -23,8 +23,10 @@ export interface StreamTarget {
   keep: number;
   bell?: StreamBell;
   /**
-   * Resolves once the segment's own writes so far are stored (its opening checkpoint may still be
-   * on its way, and an append is fenced against it); rejects if the segment lost the run.
+   * Resolves once the segment's own writes so far are stored, buffered call results included (its
+   * opening checkpoint may still be on its way, and an append is fenced against it; an entry
+   * published after a call returned must not be stored before the call's result); rejects if the
+   * segment lost the run.
    */
   ready(): Promise<void>;
 }

@@ -173,6 +173,16 @@ export class SegmentWriter {
     return this.take();
   }
 
+  /**
+   * Writes the buffered results now (not with the next write) and resolves once every write made
+   * so far is stored: what follows (a stream entry published after a call returned) is stored
+   * after the call's result. A failure is kept in `failure`, as for any write.
+   */
+  async flushed(): Promise<void> {
+    if (this.buffer.length) await this.flush().catch(() => undefined);
+    await this.settled();
+  }
+
   /** Resolves once no write is pending or in flight (a scheduled flush may queue one meanwhile). */
   async settled(): Promise<void> {
     for (;;) {

@@ -340,7 +340,7 @@ export class SegmentDriver {
         keep: this.streams.keep,
         bell: this.streams.bell,
         ready: async () => {
-          await log.settled();
+          await log.flushed();
           if (log.failure !== undefined) throw log.failure;
         },
       }),
