@@ -538,7 +538,7 @@ describe('Durable runs (spec sentences)', () => {
     ).get('l');
     expect(held).toBeInstanceOf(RunLeaseHeld);
     expect((held as RunLeaseHeld).owner).toBe(w1.workerId);
-    expect((held as RunLeaseHeld).until).toBeGreaterThan(Date.now() + 50_000);
+    expect((held as RunLeaseHeld).until).toBeGreaterThan(Date.now() + 40_000);
     expect((await store.head('l'))?.step).toBe(2); // nothing was written
     expect(
       (

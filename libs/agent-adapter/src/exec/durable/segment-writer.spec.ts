@@ -325,7 +325,10 @@ describe('SegmentWriter', () => {
       const options = save.mock.calls[0]![1]!;
       expect(options).toMatchObject({ owner: 'w', expectCalls: 1 });
       expect(options.calls?.map((r) => r.seq)).toEqual([2]);
-      expect(options.leaseExpiresAt).toBeGreaterThanOrEqual(before + 60_000);
+      // Counted from the write, rounded down to a quarter of the lease (leaseEnd).
+      expect(options.leaseExpiresAt).toBeGreaterThan(before + 45_000);
+      expect(options.leaseExpiresAt).toBeLessThanOrEqual(Date.now() + 60_000);
+      expect(options.leaseExpiresAt! % 15_000).toBe(0);
       expect((await store.latest(RUN))?.step).toBe(1);
     });
 

@@ -9,6 +9,7 @@ import type {
 } from '../checkpoints/checkpoint-store';
 import { writeConfirmed } from './confirmed-write';
 import { sealHead } from './head-seal';
+import { leaseEnd } from './lease-end';
 import type { KeyRing } from './key-ring';
 import {
   sealCallAt,
@@ -17,11 +18,14 @@ import {
   type Checkpoint,
 } from './records';
 
+const PROCESS_TOKEN = randomBytes(9).toString('base64url');
+let writersMade = 0;
+
 /** Who writes a segment, and what its checkpoints say about ownership. */
 export interface SegmentOwner {
   /** Written as the head's owner with every checkpoint. */
   owner: string;
-  /** With every checkpoint the lease is set to this long from the write; none without it. */
+  /** With every checkpoint the lease is set to about this long from the write (`leaseEnd`); none without it. */
   leaseMs?: number;
   /** Instead of `leaseMs`: the lease ends at this time (epoch ms; a schedule's next tick). */
   leaseUntil?: number;
@@ -55,8 +59,8 @@ export interface CheckpointWriteOptions {
  * one round trip, not two.
  */
 export class SegmentWriter {
-  /** Write tokens for the head seal: random per writer, then counted (see `writeToken`). */
-  private readonly tokenBase = randomBytes(9).toString('base64url');
+  /** Write tokens for the head seal: unique per writer, then counted (see `writeToken`). */
+  private readonly tokenBase = `${PROCESS_TOKEN}${(++writersMade).toString(36)}-`;
   private writes = 0;
   private superstep = -1;
   private nextSeq = 1;
@@ -295,7 +299,10 @@ export class SegmentWriter {
    * segment's count starts from its first checkpoint: a new run's (0) or the one a claim insists
    * on (`expectCalls`, the head's count), and then counts what this segment appends.
    */
-  /** A token no other write carries: 72 random bits per writer, then its write count. */
+  /**
+   * A token no other write carries: 72 random bits per process, the writer's number in the
+   * process, then its write count (random bytes per writer cost more than a run's sealing).
+   */
   private writeToken(): string {
     return this.tokenBase + (++this.writes).toString(36);
   }
@@ -338,7 +345,9 @@ export class SegmentWriter {
           }
         : leaseUntil !== undefined
           ? { leaseExpiresAt: leaseUntil }
-          : leaseMs !== undefined && { leaseExpiresAt: Date.now() + leaseMs }),
+          : leaseMs !== undefined && {
+              leaseExpiresAt: leaseEnd(Date.now(), leaseMs),
+            }),
     };
   }
 }

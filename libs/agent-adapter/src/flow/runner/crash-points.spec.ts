@@ -6,6 +6,7 @@
 import {
   Call,
   CheckpointConflict,
+  CheckpointNotFound,
   Executor,
   Flow,
   FlowRunner,
@@ -216,6 +217,15 @@ describe.each([tickets, parallel])(
         expect(first).toBeInstanceOf(SimulatedCrash);
 
         const before = await inner.history('r1');
+        if (before.checkpoints.length === 0) {
+          // Dead before the run's first write (step 0 goes out with the first call's `started`):
+          // nothing is stored, nothing ran, and the caller of run() saw the error.
+          expect(ledger).toHaveLength(0);
+          await expect(
+            runnerOn(inner, registry(s, ledger, 'w2')).recover(s.flow, 'r1'),
+          ).rejects.toBeInstanceOf(CheckpointNotFound);
+          return;
+        }
         const decoded = before.calls.map(decode);
         const doneBefore = new Set(
           decoded.filter((c) => c.phase === 'done').map((c) => c.tool),

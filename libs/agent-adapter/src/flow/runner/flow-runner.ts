@@ -133,16 +133,16 @@ export class FlowRunner {
   ): Promise<RunResult<S>> {
     const compiled = flow.compile();
     const cp = await startFromInput(compiled, input, options, this.keyRing);
-    const writer = this.driver.writerFor(cp);
+    const { stored, driving } = this.driver.begin(compiled, cp);
     try {
-      await this.driver.save(writer, cp);
+      await stored;
     } catch (error) {
+      await driving.catch(() => undefined); // refused with step 0: it wrote nothing
       // The id is taken: a client retrying a start it never heard back from finds its run.
       if (!(error instanceof CheckpointConflict) || options.runId === undefined)
         throw error;
       return startedAlready(this.sources, compiled, cp, options.ctx);
     }
-    const driving = this.driver.drive(compiled, cp, writer);
     if (options.wait !== false) return driving;
     driving.catch((error: unknown) =>
       this.settings.logger.error(

@@ -2,6 +2,7 @@ import { RunLeaseHeld } from '../../errors';
 import { Messages } from '../../errors/messages';
 import type { DurableLogger } from '../../observability/logger';
 import { transientReason } from '../../exec/checkpoints/transient-errors';
+import { leaseEnd } from '../../exec/durable/lease-end';
 import {
   STORE_RETRY,
   type StoreRetry,
@@ -141,9 +142,11 @@ export class LeaseKeeper {
     if (this.renewing || this.driving.size === 0) return; // a slow store: skip, never pile up
     this.renewing = true;
     try {
-      await this.store.renewLeases(this.workerId, Date.now() + this.leaseMs, [
-        ...this.driving.keys(),
-      ]);
+      await this.store.renewLeases(
+        this.workerId,
+        leaseEnd(Date.now(), this.leaseMs),
+        [...this.driving.keys()],
+      );
     } catch (error) {
       this.logger.warn(Messages.renewalFailed(this.workerId), error);
     } finally {

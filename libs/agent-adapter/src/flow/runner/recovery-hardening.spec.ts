@@ -10,7 +10,8 @@ import {
   FlowRunner,
   KeyRing,
   MemoryCheckpointStore,
-  type CallRecord,
+  type CheckpointRecord,
+  type SaveOptions,
 } from 'agent-adapter';
 import { CrashingStore, SimulatedCrash, settle } from 'agent-adapter/testing';
 import {
@@ -114,14 +115,14 @@ describe('recovery hardening (memory store)', () => {
   it('a run its worker dropped after a store error stops being renewed, though the worker drives other runs', async () => {
     class FlakyStore extends MemoryCheckpointStore {
       readonly failOnce = new Set<string>();
-      override async recordCall(
-        runId: string,
-        segment: number,
-        records: CallRecord[],
+      // The first write after the start (step 0 rides with the first call's `started`).
+      override async save(
+        cp: CheckpointRecord,
+        options?: SaveOptions,
       ): Promise<void> {
-        if (this.failOnce.delete(runId))
+        if (cp.step === 1 && this.failOnce.delete(cp.runId))
           throw new Error('ECONNRESET (simulated transient store error)');
-        return super.recordCall(runId, segment, records);
+        return super.save(cp, options);
       }
     }
     const store = new FlakyStore();

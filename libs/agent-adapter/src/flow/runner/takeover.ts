@@ -13,6 +13,7 @@ import type { DurableLogger } from '../../observability/logger';
 import type { RecoverAllOptions, RecoveryOutcome } from '../flow.interfaces';
 import { integerOption, type OptionNames } from './flow-runner.options';
 import { admitQuery, type QueueLimits } from './queues';
+import { leaseEnd } from '../../exec/durable/lease-end';
 
 /** One flow whose due runs a takeover recovers, and how (the runner's lease-checked recovery). */
 export interface TakeoverSource {
@@ -237,7 +238,7 @@ export class Takeover {
         const admitted = await this.store.admit({
           ...admitQuery(queue, now, room),
           owner: this.owner,
-          leaseExpiresAt: now + this.leaseMs,
+          leaseExpiresAt: leaseEnd(now, this.leaseMs),
         });
         for (const head of admitted) if (this.take(head)) started++;
         // A run of a flow this worker does not have: its lease is released at once, so a worker

@@ -48,6 +48,8 @@ export interface AgentAdapterRunRow {
   lease_expires_at: string | number | null;
   /** Epoch milliseconds. */
   updated_at: string | number;
+  /** Epoch milliseconds of the save that ended the run; null while it is unfinished. */
+  ended_at: string | number | null;
   /** A queued run's queue (`enqueue`); null for a run started directly. */
   queue: string | null;
   /** Its concurrency key. */
@@ -175,6 +177,7 @@ export function agentAdapterEntities(
       owner: varchar(200, { nullable: true }),
       lease_expires_at: { ...bigint, nullable: true },
       updated_at: bigint,
+      ended_at: { ...bigint, nullable: true },
       queue: varchar(128, { nullable: true }),
       queue_key: varchar(200, { nullable: true }),
       dedupe_key: varchar(200, { nullable: true }),
@@ -210,7 +213,7 @@ export function agentAdapterEntities(
       },
       {
         name: index('runs_ended'),
-        columns: ['queue', 'updated_at'],
+        columns: ['queue', 'ended_at'],
         where: ENDED_SQL,
       },
       {

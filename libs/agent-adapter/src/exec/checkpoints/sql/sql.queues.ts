@@ -121,7 +121,7 @@ export function* admission(
   const at =
     concurrency === undefined && perKey === undefined
       ? '$1'
-      : `${pg ? 'GREATEST' : 'max'}($1, coalesce((SELECT max(updated_at) FROM ${n.runs}
+      : `${pg ? 'GREATEST' : 'max'}($1, coalesce((SELECT max(ended_at) FROM ${n.runs}
           WHERE queue = $5 AND ${ENDED_SQL}), $1))`;
   const rows = (yield {
     sql: `UPDATE ${n.runs} SET available_at = NULL, admitted_at = ${at}, owner = $3, lease_expires_at = $4

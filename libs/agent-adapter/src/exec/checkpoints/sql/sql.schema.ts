@@ -11,7 +11,7 @@ export type SqlDialect = 'postgres' | 'sqlite';
 export const UNFINISHED_SQL = `status IN ('running', 'paused', 'sleeping')`;
 
 /** The schema version these tables have; stored in the meta table. */
-export const SCHEMA_VERSION = 6;
+export const SCHEMA_VERSION = 7;
 /** Earlier versions, refused by name (development builds; nothing migrates). */
 export const RETIRED_SCHEMA_VERSIONS: ReadonlyMap<string, string> = new Map([
   ['1', 'run heads without a seal'],
@@ -19,6 +19,10 @@ export const RETIRED_SCHEMA_VERSIONS: ReadonlyMap<string, string> = new Map([
   ['3', 'no queues'],
   ['4', 'no sleeping runs; due work only of running runs'],
   ['5', 'no run streams; no index of the ended runs of a queue'],
+  [
+    '6',
+    'ended runs indexed by their last update (no HOT update of a running head)',
+  ],
 ]);
 
 /** @publicApi */
@@ -89,9 +93,10 @@ export const WAITING_SQL = `available_at IS NOT NULL`;
 export const ADMITTED_SQL = `admitted_at IS NOT NULL`;
 
 /**
- * A queue's admitted runs that have ended (`runs_ended`, by end): an admission's time is never
- * before the latest of them (see `CheckpointStore.admit`). A save already rewrites an indexed
- * column (the lease), so indexing `updated_at` here costs no HOT update.
+ * A queue's admitted runs that have ended (`runs_ended`, by `ended_at`): an admission's time is
+ * never before the latest of them (see `CheckpointStore.admit`). `ended_at` is written once, by the
+ * save that ends the run: a save of a running run changes no indexed column (the lease keeps its
+ * value within a lease quantum, see `leaseEnd`), so Postgres updates its head in place (HOT).
  */
 export const ENDED_SQL = `admitted_at IS NOT NULL AND status NOT IN ('running', 'paused', 'sleeping')`;
 
@@ -122,6 +127,7 @@ export function createStatements(dialect: SqlDialect, n: SqlNames): string[] {
       owner VARCHAR(200),
       lease_expires_at BIGINT,
       updated_at BIGINT NOT NULL,
+      ended_at BIGINT,
       queue VARCHAR(128),
       queue_key VARCHAR(200),
       dedupe_key VARCHAR(200),
@@ -142,7 +148,7 @@ export function createStatements(dialect: SqlDialect, n: SqlNames): string[] {
     // limits count them), and one unfinished run per dedupe key. Runs of no queue are in none.
     `CREATE INDEX IF NOT EXISTS ${idx('runs_waiting')} ON ${n.runs} (queue, priority, available_at, id) WHERE ${WAITING_SQL}`,
     `CREATE INDEX IF NOT EXISTS ${idx('runs_admitted')} ON ${n.runs} (queue, admitted_at) WHERE ${ADMITTED_SQL}`,
-    `CREATE INDEX IF NOT EXISTS ${idx('runs_ended')} ON ${n.runs} (queue, updated_at) WHERE ${ENDED_SQL}`,
+    `CREATE INDEX IF NOT EXISTS ${idx('runs_ended')} ON ${n.runs} (queue, ended_at) WHERE ${ENDED_SQL}`,
     `CREATE UNIQUE INDEX IF NOT EXISTS ${idx('runs_dedupe')} ON ${n.runs} (queue, dedupe_key) WHERE ${DEDUPE_SQL}`,
     // Operators list by status (failed, paused...), with or without a flow.
     `CREATE INDEX IF NOT EXISTS ${idx('runs_status_id')} ON ${n.runs} (status, id)`,

@@ -67,12 +67,16 @@ export function enqueueHeadSql(n: SqlNames): string {
 }
 
 function updateHeadSql(dialect: SqlDialect, n: SqlNames): string {
-  const int = (i: number) => (dialect === 'postgres' ? `$${i}::int` : `$${i}`);
+  // Postgres is told the type of a parameter it cannot deduce (NULL, or a CASE's operand).
+  const as = (i: number, type: string) =>
+    dialect === 'postgres' ? `$${i}::${type}` : `$${i}`;
+  // The end time is written once, by the save that ends the run (see ENDED_SQL).
   return `UPDATE ${n.runs} SET step = $2, status = $3, segment = $4, owner = $5, lease_expires_at = $6,
-      updated_at = $7, calls = calls + $9, sealed = $11
+      updated_at = $7, calls = calls + $9, sealed = $11,
+      ended_at = CASE WHEN ${as(3, 'varchar')} IN ('running', 'paused', 'sleeping') THEN NULL ELSE ${as(7, 'bigint')} END
     WHERE run_id = $1 AND step = $2 - 1 AND ${UNFINISHED_SQL} AND (segment = $4 OR segment = $4 - 1)
-      AND (${int(12)} IS NULL OR calls = ${int(12)})
-      AND (${int(13)} IS NULL OR (segment = ${int(13)} AND status = 'running'))`;
+      AND (${as(12, 'int')} IS NULL OR calls = ${as(12, 'int')})
+      AND (${as(13, 'int')} IS NULL OR (segment = ${as(13, 'int')} AND status = 'running'))`;
 }
 
 /** The checkpoint row's columns, in the order both engines fill them from $1, $2, $8, $3, $4, $10. */
