@@ -79,8 +79,7 @@ describe('queues in the Nest module (e2e, SQLite)', () => {
     for (let i = 0; i < 6; i++)
       ids.push((await runner.enqueue(OneAtATime, {})).runId);
     const other = await b.get(FlowRunner).enqueue('unlimited', {});
-    const status = async (id: string) =>
-      (await runner.get(id)).status;
+    const status = async (id: string) => (await runner.get(id)).status;
     for (let i = 0; i < 300; i++) {
       const all = await Promise.all(ids.map(status));
       if (all.every((s) => s === 'done')) break;
