@@ -104,26 +104,26 @@ export class SegmentDriver {
   }
 
   /**
-   * Stores a new run's step 0 and drives it. When every first node calls a tool before anything
-   * else, step 0 goes out with the first call's `started` record: one write for both, as for a
-   * superstep's checkpoint (no tool runs before it is stored). `stored` settles once step 0 is
-   * stored or refused; `driving` then fails with the same refusal.
+   * Stores a new run's step 0 and drives it; before `callsFirst` nodes step 0 goes out with the
+   * first `started` record, as a superstep's checkpoint does. `stored` settles once step 0 is
+   * stored or refused (then `driving` fails with the same refusal).
    */
   begin<S extends object>(
     flow: CompiledFlow<S>,
     cp: Checkpoint,
   ): { stored: Promise<void>; driving: Promise<RunResult<S>> } {
     const writer = this.writerFor(cp);
-    if (!cp.frontier.every((n) => flow.nodes.get(n)?.callsFirst)) {
-      const stored = this.save(writer, cp);
-      return {
-        stored,
-        driving: stored.then(() => this.drive(flow, cp, writer)),
-      };
-    }
-    const stored = writer.checkpoint(cp, { deferred: true });
-    const driving = this.drive(flow, cp, writer);
-    return { stored: stored.then(() => this.announce(cp, {})), driving };
+    const first = cp.frontier.every((n) => flow.nodes.get(n)?.callsFirst);
+    const stored = first
+      ? writer
+          .checkpoint(cp, { deferred: true })
+          .then(() => this.announce(cp, {}))
+      : this.save(writer, cp);
+    const driving = first
+      ? this.drive(flow, cp, writer)
+      : stored.then(() => this.drive(flow, cp, writer));
+    driving.catch(() => undefined); // read after `stored`: a refusal is not unhandled here
+    return { stored, driving };
   }
 
   /**
