@@ -55,20 +55,39 @@ describeWithRedisCluster(
       for (const close of closers.reverse()) await close();
     });
 
-    /** A run id whose slot is on a master not used yet, with its replica. */
+    /**
+     * A run id whose slot is on a master not used yet, with its replica. Right after the cluster
+     * formed, a replica may not be attached yet (CI once looped here for ever on such a reading):
+     * the nodes are read again until one fits, for up to 30 s.
+     */
     async function runOnFreshShard(name: string) {
-      const nodes = (await cluster().describe()).trim().split('\n');
-      const parsed = nodes.map((line) => {
-        const f = line.split(' ');
-        return {
-          id: f[0]!,
-          port: Number(f[1]!.split(':')[1]!.split('@')[0]),
-          master: f[2]!.includes('master') && !f[2]!.includes('fail'),
-          of: f[3]!,
-          slots: f.slice(8).map((r) => r.split('-').map(Number)),
-        };
-      });
-      for (let i = 0; ; i++) {
+      const deadline = Date.now() + 30_000;
+      for (;;) {
+        const text = await cluster().describe();
+        const shard = pickShard(name, text);
+        if (shard) return shard;
+        if (Date.now() > deadline)
+          throw new Error(`no unused master with a replica:\n${text}`);
+        await sleep(200);
+      }
+    }
+
+    function pickShard(name: string, text: string) {
+      const parsed = text
+        .trim()
+        .split('\n')
+        .map((line) => {
+          const f = line.split(' ');
+          return {
+            id: f[0]!,
+            port: Number(f[1]!.split(':')[1]!.split('@')[0]),
+            master: f[2]!.includes('master') && !f[2]!.includes('fail'),
+            of: f[3]!,
+            slots: f.slice(8).map((r) => r.split('-').map(Number)),
+          };
+        });
+      // 5,000 ids land on every slot range many times over.
+      for (let i = 0; i < 5_000; i++) {
         const runId = `${name}-${i}`;
         const slot = calculateSlot(`{${prefix}:${runId}}`);
         const master = parsed.find(
@@ -83,6 +102,7 @@ describeWithRedisCluster(
           .process.pid!;
         return { runId, master: master.port, replica: replica.port, pid };
       }
+      return undefined;
     }
 
     async function caughtUp(master: number) {
