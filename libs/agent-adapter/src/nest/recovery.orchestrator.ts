@@ -289,7 +289,7 @@ export class RecoveryOrchestrator
     // superstep boundary, stored and released, so another worker takes it over at once.
     const deadlineMs = this.options.drainMs;
     const [, ...left] = await Promise.all([
-      this.takeover?.stop(),
+      this.takeover?.stop({ deadlineMs }),
       this.runner.core.drain({ deadlineMs }),
       ...this.loops.drain(deadlineMs),
     ]);

@@ -179,6 +179,27 @@ describe.each(memoryAndSqlite('takeover'))('takeOver on %s', (_name, fresh) => {
     w.close();
   });
 
+  it('stop() waits for a look against a store that stopped answering at most deadlineMs', async () => {
+    const w = worker(store, [], 'w');
+    let looking = false;
+    // A store whose answer never comes (a client queueing commands while it reconnects).
+    store.listDue = () => {
+      looking = true;
+      return new Promise(() => undefined);
+    };
+    const takeover = w.takeOver([ticketsFlow()], { everyMs: 10 });
+    expect(await until(async () => looking, 2000)).toBe(true);
+    const stopping = Date.now();
+    await expect(takeover.stop({ deadlineMs: 100 })).resolves.toBe(0);
+    const took = Date.now() - stopping;
+    expect(took).toBeGreaterThanOrEqual(90);
+    expect(took).toBeLessThan(1000);
+    await expect(takeover.stop({ deadlineMs: -1 })).rejects.toThrow(
+      /deadlineMs/,
+    );
+    w.close();
+  });
+
   it('refuses an everyMs or concurrency that is not a whole number in range', () => {
     const w = worker(store, [], 'w');
     expect(() => w.takeOver([ticketsFlow()], { everyMs: 0 })).toThrow(

@@ -260,14 +260,31 @@ export class Takeover {
     return started;
   }
 
-  /** Stops looking and waits for the takeovers in flight to settle. */
-  async stop(): Promise<void> {
+  /**
+   * Stops looking and waits, up to `deadlineMs` (default 10 s), for the look in progress and the
+   * takeovers in flight to settle. Bounded because a look against a store that stopped answering
+   * waits on the client's retries (ioredis queues commands while it reconnects): a shutdown must
+   * not hang on it. What is still in flight then is harmless to leave: a look only reads and claims
+   * under this worker's lease, which is no longer renewed, so its runs fall due elsewhere.
+   * Resolves with the number of takeovers still in flight.
+   */
+  async stop(options: { deadlineMs?: number } = {}): Promise<number> {
+    const ms = integerOption('deadlineMs', options.deadlineMs, 10_000, 0);
     this.stopped = true;
     for (const listener of this.stopListeners.splice(0)) listener();
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
-    await this.looking;
-    await Promise.all(this.inFlight.values());
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, ms);
+    });
+    const settled = (async () => {
+      await this.looking;
+      await Promise.all(this.inFlight.values());
+    })();
+    await Promise.race([settled, deadline]);
+    clearTimeout(timer);
+    return this.inFlight.size;
   }
 
   /** Brings the pending look forward to `at` (between looks; a look in progress sets its own). */
