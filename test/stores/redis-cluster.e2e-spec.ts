@@ -98,6 +98,9 @@ describeWithRedisCluster(
 
       // Runs last written on the replaced master: the store cannot know that nothing was lost
       // (redis.failover.ts), so their writes are refused until an operator accepts what it holds.
+      // The read-only check names exactly the runs a write refuses.
+      const flagged: string[] = [];
+      for (const id of ids) if (await store.failover(id)) flagged.push(id);
       const refused: string[] = [];
       for (const id of ids) {
         const save = { head: `h1-${id}`, expectCalls: 0 };
@@ -108,12 +111,14 @@ describeWithRedisCluster(
       }
       expect(refused.length).toBeGreaterThan(0);
       expect(refused.length).toBeLessThan(ids.length);
+      expect(flagged).toEqual(refused);
       for (const id of refused)
         await store.save(cp(id, 1), {
           head: `h1-${id}`,
           expectCalls: 0,
           acceptLostWrites: true,
         });
+      for (const id of ids) expect(await store.failover(id)).toBeUndefined();
       const heads = await Promise.all(ids.map((id) => store.head(id)));
       expect(heads.map((h) => h?.step)).toEqual(ids.map(() => 1));
       expect(

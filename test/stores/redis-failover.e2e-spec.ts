@@ -16,9 +16,13 @@ import {
   FlowRunner,
   RecoveryNeedsDecision,
   RedisCheckpointStore,
+  KeyRing,
   ToolRegistry,
+  type NeedsDecision,
   type RedisCheckpointStoreOptions,
 } from 'agent-adapter';
+import { inspectRun } from 'agent-adapter/cli/inspect';
+import { markRestored } from 'agent-adapter/cli/restore';
 import { KEY } from 'agent-adapter/testing/fixtures';
 import { suiteId } from '../utils/services';
 import { describeWithRedisCluster } from '../utils/redis-cluster';
@@ -137,6 +141,7 @@ describeWithRedisCluster(
 
     /** A worker: its own store and runner, with a flow whose node pays once the gate opens. */
     function worker(options: Omit<RedisCheckpointStoreOptions, 'prefix'> = {}) {
+      // A short lease: a drive the failover stopped is due (and shown needing a decision) soon.
       const store = new RedisCheckpointStore(() => cluster().connect(), {
         prefix,
         ...options,
@@ -144,6 +149,7 @@ describeWithRedisCluster(
       const runner = new FlowRunner(new Executor(registry), {
         checkpoints: store,
         checkpointKey: KEY,
+        leaseMs: 1000,
       });
       closers.push(
         () => store.close(),
@@ -230,7 +236,7 @@ describeWithRedisCluster(
       expect(charges).toBe(0);
     }, 40_000);
 
-    it('without WAIT: a started record the master acknowledged and lost in the failover is detected; neither the live worker nor a recovery runs the charge again', async () => {
+    it('without WAIT: a started record the master acknowledged and lost in the failover is detected; neither the live worker nor a recovery runs the charge again; marked restored, the charge is in doubt and its finding is replayed', async () => {
       const shard = await runOnFreshShard('async');
       const first = worker();
       charges = 0;
@@ -266,13 +272,54 @@ describeWithRedisCluster(
       await expect(recovery).rejects.toThrow(/promoted replica/);
       await expect(recovery).rejects.toBeInstanceOf(RecoveryNeedsDecision);
       expect(charges).toBe(1);
-      // An operator who checked the charge's system decides to go on (here: it runs again).
-      const decided = await second.runner.recover(flow, shard.runId, {
-        rerunInDoubt: true,
+
+      // The operator's way on. get() and runs inspect name the failover (once the dead drive's
+      // lease ran out)...
+      await until(
+        async () =>
+          (await second.runner.get(flow, shard.runId)).needsDecision
+            ?.failover !== undefined,
+        'get() to name the failover',
+      );
+      const ring = KeyRing.from(KEY);
+      const inspected = await inspectRun(second.store, ring, shard.runId);
+      expect(inspected).toMatchObject({
+        verdict: 'needs-decision',
+        failover: { lostHistory: expect.stringMatching(/^[0-9a-f]{40}$/) },
       });
-      expect(decided.status).toBe('done');
-      expect(charges).toBe(2);
-    }, 50_000);
+      expect(inspected.summary).toMatch(/runs restored --failover/);
+      // ...`runs restored --failover` marks the run (only it: no other run here lost a master)...
+      const { marked } = await markRestored(second.store, ring, {
+        failover: true,
+        by: 'ops',
+      });
+      expect(marked).toEqual([shard.runId]);
+      expect(await second.store.failover(shard.runId)).toBeUndefined();
+      // ...and the charge the failover may have lost is in doubt, not run again.
+      const held = second.runner.recover(flow, shard.runId);
+      await expect(held).rejects.toThrow(RecoveryNeedsDecision);
+      await expect(held).rejects.not.toBeInstanceOf(FailoverNeedsDecision);
+      expect(charges).toBe(1);
+      let needs: NeedsDecision | undefined;
+      await until(async () => {
+        needs = (await second.runner.get(flow, shard.runId)).needsDecision;
+        return needs !== undefined;
+      }, 'the charge in doubt');
+      expect(needs?.failover).toBeUndefined();
+      expect(needs?.calls.map((c) => [c.tool, c.callId])).toEqual([
+        ['charge', 'pay#0'],
+      ]);
+      // The card's system says it was charged (ch_1): recorded, and the recovery replays it.
+      const done = await second.runner.resolve(flow, shard.runId, {
+        calls: [{ call: 'pay#0', ran: true, result: 'ch_1' }],
+        by: 'ops',
+      });
+      expect(done).toMatchObject({
+        status: 'done',
+        state: { charge: 'ch_1', receipt: true },
+      });
+      expect(charges).toBe(1);
+    }, 60_000);
 
     it('with replicas (WAIT): the started record is on the replica before the charge runs; after the same failover the call is in doubt, not lost', async () => {
       const shard = await runOnFreshShard('wait');

@@ -34,24 +34,7 @@ import {
   startRedisCluster,
   type LocalRedisCluster,
 } from '../../test/utils/redis-cluster';
-import { REPLICATION_FIELD } from 'agent-adapter/exec/checkpoints/redis/redis.failover';
-import { RedisKeys } from 'agent-adapter/exec/checkpoints/redis/redis.layout';
-
-/** Drops the replication stamp of each run (see where the failover heals). */
-async function acknowledgeFailover(
-  cluster: LocalRedisCluster,
-  prefix: string,
-  ids: readonly string[],
-): Promise<void> {
-  const keys = new RedisKeys(prefix);
-  const client = cluster.connect();
-  try {
-    for (const id of ids)
-      await client.hdel(keys.runHash(id), REPLICATION_FIELD);
-  } finally {
-    client.disconnect();
-  }
-}
+import { markRestored } from 'agent-adapter/cli/restore';
 
 export interface ChaosOptions {
   store: BackendKind;
@@ -184,8 +167,15 @@ export async function chaos(options: ChaosOptions): Promise<ChaosReport> {
     const decide = async (): Promise<string[]> => {
       const unfinished = await progress(opened.store, ids);
       decisions: for (const runId of unfinished) {
-        const got = await operator.needs(runId).catch(() => undefined);
-        if (!got) continue;
+        const needs = await operator.needs(runId).catch(() => undefined);
+        if (needs?.failover) {
+          // Written meanwhile by a worker that had not yet seen the failover: marked now.
+          const marked = await operator.markFailover().catch(() => []);
+          log(`failover: marked ${marked.length} more run(s) restored`);
+          continue;
+        }
+        const got = needs?.calls;
+        if (!got?.length) continue;
         const ledger = t.ledger();
         const calls: CallFinding[] = [];
         for (const call of got) {
@@ -249,11 +239,12 @@ export async function chaos(options: ChaosOptions): Promise<ChaosReport> {
             await sleep(50);
           await cluster.healthy(30_000);
           // The store now refuses the victim's unfinished runs (FailoverNeedsDecision): writes
-          // the dead master acknowledged may be lost. This harness knows every call that ran (its
-          // ledger checks them all), so it acknowledges the failover for its runs, as an operator
-          // who checked would: their replication stamps are dropped (redis.failover.ts).
-          await acknowledgeFailover(cluster, t.env.REDIS_PREFIX ?? '', ids);
+          // the dead master acknowledged may be lost. The operator marks them restored (`runs
+          // restored --failover`); every call they may have lost is then in doubt, and decided
+          // from the ledger like any other (decide()).
+          const marked = await operator.markFailover();
           healedAt = Date.now();
+          log(`failover: marked ${marked.length} run(s) restored`);
           log(`failover: healed after ${healedAt - failoverAt} ms`);
         })().catch(() => undefined);
       }
@@ -333,8 +324,16 @@ function operatorOn(store: CheckpointStore) {
   const ring = KeyRing.from(KEY);
   return {
     async needs(runId: string) {
-      const result = await runner.get(ticketsFlow(), runId);
-      return result.needsDecision?.calls;
+      return (await runner.get(ticketsFlow(), runId)).needsDecision;
+    },
+    /** `runs restored --failover`, as an operator runs it once the cluster healed. */
+    async markFailover(): Promise<string[]> {
+      const { marked } = await markRestored(store, ring, {
+        failover: true,
+        by: 'chaos',
+        reason: 'a master was SIGKILLed',
+      });
+      return marked;
     },
     async decide(runId: string, calls: CallFinding[]): Promise<boolean> {
       try {

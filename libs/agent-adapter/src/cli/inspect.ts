@@ -98,6 +98,8 @@ export interface Inspection {
   /** Every decision recorded in the run (approvals, denials, reruns in doubt, a cancel), oldest first. */
   decisions: RecordedDecision[];
   problems: string[];
+  /** A Redis failover may have lost the run's last writes (`FailoverNeedsDecision`). */
+  failover?: { lostHistory: string; history: string };
 }
 
 export interface InspectOptions {
@@ -236,6 +238,16 @@ export async function inspectRun(
       ...out,
       verdict: 'corrupt',
       summary: `recover would refuse the run: ${problems.length} problem(s) in its latest checkpoint's superstep. Nothing would run.`,
+    };
+  }
+  // Any write to the run would be refused for it, whatever waits besides (redis.failover.ts).
+  const failover = await store.failover(runId);
+  if (failover) {
+    return {
+      ...out,
+      failover,
+      verdict: 'needs-decision',
+      summary: `${Messages.failoverMayHaveLost(runId, failover.lostHistory, failover.history, inDoubt.length)}${base.leaseLive ? ' Its owner may still be driving it (its lease is live): its next write is refused the same way.' : ''}`,
     };
   }
   if (cp.status === 'paused') {

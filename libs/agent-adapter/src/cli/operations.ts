@@ -51,13 +51,14 @@ export function writeAsOperator(
   head: RunHead,
   next: Checkpoint,
   by: string,
+  options: { acceptLostWrites?: boolean } = {},
 ): Promise<void> {
   return SegmentWriter.writeAlone(
     store,
     ring,
     next,
     { owner: by },
-    { expectCalls: head.calls },
+    { expectCalls: head.calls, ...options },
   );
 }
 

@@ -35,7 +35,16 @@ export interface RestoreResult {
 export async function markRestored(
   store: CheckpointStore,
   ring: KeyRing,
-  options: { by?: string; reason?: string; flow?: string } = {},
+  options: {
+    by?: string;
+    reason?: string;
+    flow?: string;
+    /**
+     * After a Redis failover: only the runs the store says a replaced master last wrote
+     * (`CheckpointStore.failover`), each mark naming the lost history.
+     */
+    failover?: boolean;
+  } = {},
 ): Promise<RestoreResult> {
   const by = options.by ?? operatorId();
   const mark = {
@@ -53,10 +62,20 @@ export async function markRestored(
     };
     for await (const { runId } of listAll(store, query)) {
       try {
+        const failover = options.failover
+          ? await store.failover(runId)
+          : undefined;
+        if (options.failover && !failover) continue;
         const { head, cp } = await readVerified(store, ring, runId);
         if (cp.status === 'done' || cp.status === 'failed') continue;
-        const next = restoreCheckpoint(cp, mark);
-        await writeAsOperator(store, ring, head, next, by);
+        const next = restoreCheckpoint(cp, {
+          ...mark,
+          ...(failover && { failover }),
+        });
+        // The mark is what accepting lost writes means: every call they may have held is in doubt.
+        await writeAsOperator(store, ring, head, next, by, {
+          acceptLostWrites: true,
+        });
         result.marked.push(runId);
       } catch (error) {
         if (error instanceof CheckpointStoreCorrupt)
@@ -78,14 +97,18 @@ export function restoreCommand(runs: Command, c: CommandContext): void {
   runs
     .command('restored')
     .description(
-      'after restoring the store from a backup: mark every unfinished run restored, so recovery runs no call that may have run since the backup without a decision',
+      'after restoring the store from a backup (or a Redis failover, --failover): mark every unfinished run restored, so recovery runs no call that may have run since the backup without a decision',
     )
     .option('--flow <name>', 'only runs of this flow')
+    .option(
+      '--failover',
+      'after a Redis failover: only the runs a replaced master last wrote (their last writes may be lost)',
+    )
     .option('--by <name>', 'who restored (default: operator:<user>@<host>)')
     .option('--reason <text>', 'why, recorded in each run')
     .action(
       async (
-        o: { flow?: string; by?: string; reason?: string },
+        o: { flow?: string; by?: string; reason?: string; failover?: boolean },
         cmd: Command,
       ) => {
         const done = await markRestored(c.openStore(cmd), c.key(), o);

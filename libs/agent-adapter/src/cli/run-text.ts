@@ -139,6 +139,8 @@ export function inspectionText(r: Inspection): string {
     ['verdict', r.verdict],
   ]);
   text += `\n${r.summary}\n`;
+  if (r.failover)
+    text += `\nFailover: written last by replication history ${r.failover.lostHistory}, now ${r.failover.history}. Mark it restored: agent-adapter runs restored --failover\n`;
   if (
     r.frontier.length &&
     (r.verdict === 'recoverable' || r.verdict === 'needs-decision')

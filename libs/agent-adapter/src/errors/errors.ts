@@ -102,17 +102,24 @@ export class RecoveryNeedsDecision extends DurableError {
  * (`lostHistory` was the old master's replication id, `history` is the new one's): writes the old
  * master acknowledged but had not replicated may be gone, among them a call's `started` whose tool
  * ran, which recovery would run again. Refused before anything is written, like any call in doubt
- * (`calls` is empty: which calls were lost cannot be known). Check the run's calls at their
- * systems, then cancel it or recover it with `rerunInDoubt`. Not raised for writes a store made
- * with `replicas` (WAIT). @publicApi
+ * (`calls` holds only the calls in doubt the store still has: which were lost cannot be known).
+ * Mark the run restored (`runs restored --failover`: every call it may have lost is then in doubt,
+ * for a decision each), cancel it, or recover it with `rerunInDoubt`. Not raised for writes a store
+ * made with `replicas` (WAIT). @publicApi
  */
 export class FailoverNeedsDecision extends RecoveryNeedsDecision {
   constructor(
     runId: string,
     readonly lostHistory: string,
     readonly history: string,
+    /** Calls the store still holds in doubt besides (a refused write names none). */
+    calls: ReadonlyArray<readonly [tool: string, why: string]> = [],
   ) {
-    super(runId, [], Messages.failoverMayHaveLost(runId, lostHistory, history));
+    super(
+      runId,
+      calls,
+      Messages.failoverMayHaveLost(runId, lostHistory, history, calls.length),
+    );
   }
 }
 

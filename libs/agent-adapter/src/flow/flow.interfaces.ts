@@ -175,8 +175,9 @@ export interface RunResult<S> {
   wakeAt?: number;
   /**
    * Set by `get` on a `running` run that is not in progress but stuck: its worker's lease has
-   * expired and its cut superstep has calls in doubt of tools that are not idempotent, so recovery
-   * stops (or stopped) with `RecoveryNeedsDecision` until an operator decides. Absent for a run
+   * expired and its cut superstep has calls in doubt of tools that are not idempotent, or a Redis
+   * failover may have lost its last writes, so recovery stops (or stopped) with
+   * `RecoveryNeedsDecision` until an operator decides. Absent for a run
    * whose worker is alive, even mid-call.
    */
   needsDecision?: NeedsDecision;
@@ -190,6 +191,12 @@ export interface NeedsDecision {
   owner?: string;
   /** When that worker's lease expired (epoch ms). */
   leaseExpiresAt?: number;
+  /**
+   * A Redis failover may have lost the run's last writes (`FailoverNeedsDecision`): calls it may
+   * have lost are not among `calls` (which may be empty). Mark it restored first
+   * (`runs restored --failover`): each such call is then in doubt, for a decision of its own.
+   */
+  failover?: { lostHistory: string; history: string };
 }
 
 /**

@@ -12,6 +12,7 @@ import {
   type ListQuery,
   type ListUnfinishedOptions,
   type RunHead,
+  type StoreFailover,
   type RunPage,
   type SaveOptions,
   type StreamQuery,
@@ -101,6 +102,9 @@ export class ForwardingStore extends CheckpointStore {
   }
   history(runId: string): Promise<HistoryPage> {
     return this.pass(() => this.inner.history(runId));
+  }
+  override failover(runId: string): Promise<StoreFailover | undefined> {
+    return this.pass(() => this.inner.failover(runId));
   }
   head(runId: string): Promise<RunHead | undefined> {
     return this.pass(() => this.inner.head(runId));

@@ -23,8 +23,13 @@ export const StoreMessages = {
   queuesNeedPool: () =>
     'Queues on Postgres need the pg pool of a TypeORM DataSource (an admission is a transaction on one connection); this DataSource has none. Nothing was admitted.',
   redisQuitTimedOut: () => 'QUIT timed out',
-  failoverMayHaveLost: (runId: string, lost: string, now: string) =>
-    `Run "${runId}" was last written by a Redis master (replication id ${lost.slice(0, 12)}…) that a promoted replica (now ${now.slice(0, 12)}…) replaced: writes the old master acknowledged but had not replicated may be lost, among them a call's started record whose tool ran, which recovery would run again. Check the run's calls at their systems (runs show, runs inspect; was the card charged?), then cancel the run (runs cancel) or go on from what the store holds with recover(..., { rerunInDoubt: true }) (recover --rerun-in-doubt). Nothing was written. A store with the replicas option (WAIT) is not exposed to this.`,
+  failoverMayHaveLost: (
+    runId: string,
+    lost: string,
+    now: string,
+    inDoubt = 0,
+  ) =>
+    `Run "${runId}" was last written by a Redis master (replication id ${lost.slice(0, 12)}…) that a promoted replica (now ${now.slice(0, 12)}…) replaced: writes the old master acknowledged but had not replicated may be lost, among them a call's started record whose tool ran, which recovery would run again${inDoubt ? `; ${inDoubt} call(s) the store holds are in doubt besides` : ''}. Mark it restored (runs restored --failover): recovery then runs no call that may have been lost without a decision on it (resolve, the viewer, runs resolve); or cancel it (runs cancel), or go on from what the store holds with recover(..., { rerunInDoubt: true }) (recover --rerun-in-doubt). Nothing was written. A store with the replicas option (WAIT) is not exposed to this.`,
   redisReplicasBehind: (
     runId: string,
     acked: number,

@@ -386,6 +386,22 @@ export abstract class CheckpointStore {
     runIds: readonly string[],
   ): Promise<number>;
 
+  /**
+   * Whether the run was last written, unconfirmed on replicas, by a master a promoted replica has
+   * since replaced: writes after that one may be lost (`FailoverNeedsDecision`). Read-only. Stores
+   * that cannot lose acknowledged writes to a failover (all but Redis) say undefined.
+   */
+  failover(runId: string): Promise<StoreFailover | undefined> {
+    void runId;
+    return Promise.resolve(undefined);
+  }
+
   /** Releases connections. The store is unusable afterwards. */
   abstract close(): Promise<void>;
+}
+
+/** See `CheckpointStore.failover`: the replication histories, the lost one and the current one. */
+export interface StoreFailover {
+  lostHistory: string;
+  history: string;
 }

@@ -82,15 +82,20 @@ export type SyncDecision = {
 };
 
 /**
- * The store was restored from a backup (`runs restored`), sealed into the run's checkpoints until it
- * ends: every call not recorded `done` in the restored rows may have run after the backup was
- * taken, so a call of a tool that is not idempotent is not run without an operator's decision.
+ * The store was restored from a backup, or a Redis failover may have lost the run's last writes
+ * (`runs restored`), sealed into the run's checkpoints until it ends: every call not recorded `done`
+ * in the restored rows may have run after the backup was taken (or the lost writes), so a call of a tool that is not idempotent is not run without an operator's decision.
  * @publicApi
  */
 export interface RestoreMark {
   at: number;
   by?: string;
   reason?: string;
+  /**
+   * The run was marked after a Redis failover (`runs restored --failover`): the replication history
+   * its last writes may be lost with, and the promoted master's (`FailoverNeedsDecision`).
+   */
+  failover?: { lostHistory: string; history: string };
 }
 
 /**

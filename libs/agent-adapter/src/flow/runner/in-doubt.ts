@@ -93,9 +93,11 @@ export async function needsDecision(
   const calls = describeInDoubt(on.ring, cp, cut).filter(
     (c) => !on.registry.get(c.tool)?.idempotent,
   );
-  if (!calls.length) return undefined;
+  const failover = await on.store.failover(cp.runId);
+  if (!calls.length && !failover) return undefined;
   return {
     calls,
+    ...(failover && { failover }),
     ...(head.owner !== undefined && { owner: head.owner }),
     ...(head.leaseExpiresAt !== undefined && {
       leaseExpiresAt: head.leaseExpiresAt,

@@ -7,6 +7,7 @@
  */
 import {
   Call,
+  FailoverNeedsDecision,
   Flow,
   MemoryCheckpointStore,
   RecoveryNeedsDecision,
@@ -168,6 +169,32 @@ describe.each(stores)('calls in doubt on the %s store', (_, freshEach) => {
     expect(shown.inDoubt.map((c) => c.idempotencyKey)).toEqual([
       s.keys.charge_card![0],
     ]);
+    w2.close();
+  });
+
+  it('a failover the store reports is named first, with the calls in doubt it still holds (get, recover, runs inspect)', async () => {
+    const { s, w2 } = await crashedIn('charge_card');
+    // What RedisCheckpointStore says of a run a replaced master wrote last (redis.failover.ts;
+    // the real failover: test/stores/redis-failover.e2e-spec.ts).
+    const failover = { lostHistory: 'a'.repeat(40), history: 'b'.repeat(40) };
+    store.failover = () => Promise.resolve(failover);
+    const got = await w2.get(s.flow(), 'order-7');
+    expect(got.needsDecision).toMatchObject({
+      failover,
+      calls: [{ callId: 'pay#0', tool: 'charge_card' }],
+    });
+    const recovery = w2.recover(s.flow(), 'order-7');
+    await expect(recovery).rejects.toBeInstanceOf(FailoverNeedsDecision);
+    await expect(recovery).rejects.toMatchObject({
+      lostHistory: failover.lostHistory,
+      calls: [['charge_card', 'started, no result recorded']],
+    });
+    await expect(recovery).rejects.toThrow(
+      /1 call\(s\) the store holds are in doubt besides.*runs restored --failover/,
+    );
+    const inspected = await inspectRun(store, w2.keyRing, 'order-7');
+    expect(inspected).toMatchObject({ verdict: 'needs-decision', failover });
+    expect(s.ran).toEqual(['hold_seats']);
     w2.close();
   });
 

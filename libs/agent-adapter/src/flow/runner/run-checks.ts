@@ -2,6 +2,7 @@ import {
   CheckpointConflict,
   CheckpointNotFound,
   FlowError,
+  FailoverNeedsDecision,
   RecoveryNeedsDecision,
   RunAccessDenied,
 } from '../../errors';
@@ -173,11 +174,20 @@ export async function readCutDecided(
   const doubtful = book
     .inDoubt()
     .filter((p) => !on.registry.get(p.call.tool)?.idempotent);
-  if (doubtful.length && !rerunInDoubt)
-    throw new RecoveryNeedsDecision(
-      runId,
-      doubtful.map((p) => [p.call.tool, p.why] as const),
-    );
+  if (doubtful.length && !rerunInDoubt) {
+    const calls = doubtful.map((p) => [p.call.tool, p.why] as const);
+    // A failover may have lost more than these calls' outcomes: it is named first (its decision,
+    // a restore mark, puts every call it may have lost in doubt with these).
+    const failover = await on.store.failover(runId);
+    if (failover)
+      throw new FailoverNeedsDecision(
+        runId,
+        failover.lostHistory,
+        failover.history,
+        calls,
+      );
+    throw new RecoveryNeedsDecision(runId, calls);
+  }
   // With rerunInDoubt: the calls the claim decides to run again (sealed with it).
   const undecided = doubtful.map(({ call: { node, index, tool } }) => ({
     node,

@@ -43,3 +43,13 @@ local function replication_check(stored, mode, status)
   return nil, stamp
 end
 `;
+
+/**
+ * KEYS: the run hash. `{'failover', lost id, current id}` when a write to the run now would be
+ * refused for a failover (see above), else false. Reads only.
+ */
+export const FAILOVER_LUA = `${REPLICATION_LUA}
+local h = redis.call('HMGET', KEYS[1], 'status', '${REPLICATION_FIELD}')
+local lost = replication_check(h[2] or nil, 'a', h[1] or '')
+return lost or false
+`;

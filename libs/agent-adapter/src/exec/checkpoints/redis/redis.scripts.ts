@@ -16,7 +16,11 @@
 import { CheckpointConflict, FailoverNeedsDecision } from '../../../errors';
 import { Messages } from '../../../errors/messages';
 import type { CallRecord } from '../checkpoint-store';
-import { REPLICATION_FIELD, REPLICATION_LUA } from './redis.failover';
+import {
+  FAILOVER_LUA,
+  REPLICATION_FIELD,
+  REPLICATION_LUA,
+} from './redis.failover';
 import { CALL_FIELD, CHECKPOINT_FIELD, COLUMNS_FIELD } from './redis.layout';
 import { ADMIT_LUA, ENQUEUE_LUA, LEAVE_QUEUE_LUA } from './redis.queue-scripts';
 import { APPEND_STREAM_LUA, READ_STREAM_LUA } from './redis.stream-scripts';
@@ -333,6 +337,7 @@ export const REDIS_SCRIPTS = {
   aaLatest: LATEST_LUA,
   aaCalls: CALLS_LUA,
   aaHistory: HISTORY_LUA,
+  aaFailover: FAILOVER_LUA,
   aaDelete: DELETE_LUA,
   aaTouch: TOUCH_LUA,
   aaRelease: RELEASE_LUA,

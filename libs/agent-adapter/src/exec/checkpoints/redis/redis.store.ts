@@ -18,6 +18,7 @@ import {
   type RunStatus,
   type SaveOptions,
   type StreamQuery,
+  type StoreFailover,
   type StreamRecord,
 } from '../checkpoint-store';
 import { Messages } from '../../../errors/messages';
@@ -294,6 +295,13 @@ export class RedisCheckpointStore extends CheckpointStore {
   async history(runId: string): Promise<HistoryPage> {
     const flat = await this.script('aaHistory', this.keys.run(runId), []);
     return historyFromHash(runId, flat as string[]);
+  }
+
+  /** The check a write would make (redis.failover.ts), on the run's own master, writing nothing. */
+  override async failover(runId: string): Promise<StoreFailover | undefined> {
+    const reply = await this.script('aaFailover', this.keys.run(runId), []);
+    if (!Array.isArray(reply)) return undefined;
+    return { lostHistory: String(reply[1]), history: String(reply[2]) };
   }
 
   async delete(runId: string): Promise<boolean> {
