@@ -121,6 +121,7 @@ async function crashInBooking(path: string, runId: string): Promise<void> {
 
 interface ApiRun {
   status: string;
+  failover?: { lostHistory: string; history: string };
   checkpoints: Array<{ changed?: Record<string, unknown> }>;
   decisions: Array<{
     kind: string;
@@ -147,7 +148,12 @@ describeInChromium(
       dir = mkdtempSync(join(tmpdir(), 'aa-viewer-resolve-'));
       const path = join(dir, 'runs.db');
       mkdirSync(SHOTS, { recursive: true });
-      for (const runId of ['order-charged', 'order-not-charged', 'order-bad']) {
+      for (const runId of [
+        'order-charged',
+        'order-not-charged',
+        'order-bad',
+        'order-failover',
+      ]) {
         await crashIn(path, ledger, 'charge_card', runId);
         keys.set(
           runId,
@@ -316,6 +322,33 @@ describeInChromium(
         status: 'done',
         reply: { content: 'booked Lear, ref B-7' },
       });
+    });
+
+    it('a run a Redis failover may have cut: the page says so and how to go on, and offers no finding the store would refuse', async () => {
+      // What RedisCheckpointStore reports of a run a replaced master wrote last (the real
+      // failover: test/stores/redis-failover.e2e-spec.ts); this store is SQLite.
+      const store = app.get(CheckpointStore);
+      const failover = { lostHistory: 'a'.repeat(40), history: 'b'.repeat(40) };
+      store.failover = (runId) =>
+        Promise.resolve(runId === 'order-failover' ? failover : undefined);
+      try {
+        await page.goto(`${url}#/runs/order-failover`);
+        const note = page.locator('#failover');
+        await note.waitFor();
+        expect(await note.innerText()).toMatch(
+          /failover may have lost[\s\S]*a{40}[\s\S]*runs restored --failover/,
+        );
+        await page.locator('#doubt tbody tr').waitFor();
+        expect(await page.locator('#doubt button.ran').count()).toBe(0);
+        expect(await page.locator('#doubt button.not-run').count()).toBe(0);
+        expect((await apiRun('order-failover')).failover).toEqual(failover);
+        // Another run's page says nothing of it.
+        expect((await apiRun('order-bad')).failover).toBeUndefined();
+      } finally {
+        Reflect.deleteProperty(store, 'failover');
+      }
+      expect((await apiRun('order-failover')).failover).toBeUndefined();
+      expect(charges('order-failover')).toBe(1);
     });
 
     it('the API: a bad finding is a 400 with its reason, a finished run a 409; nothing is stored', async () => {

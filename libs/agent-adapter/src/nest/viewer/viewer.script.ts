@@ -158,7 +158,8 @@ export const VIEWER_SCRIPT =
     if (!current()) return;
     const pending = run.status === 'paused' && !run.corrupt ? run.pending : undefined;
     // Calls in doubt an operator can decide on, one by one: what each really did at its system.
-    const deciding = run.doubtful.length > 0 && run.status === 'running' && !run.corrupt;
+    // Not after a failover: the store refuses a finding until the run is marked restored.
+    const deciding = run.doubtful.length > 0 && run.status === 'running' && !run.corrupt && !run.failover;
     const result = h('span', { id: 'result' });
     const actions = [];
     if (pending)
@@ -218,6 +219,10 @@ export const VIEWER_SCRIPT =
         lease, ', updated ', when(run.updatedAt)),
       run.corrupt && h('p', { class: 'error', id: 'corrupt' }, 'This run does not verify, nothing here is acted on: ', run.corrupt),
       run.error && h('p', { class: 'error' }, run.error.name, ': ', run.error.message),
+      run.failover && h('p', { class: 'error', id: 'failover' }, 'A Redis failover may have lost this run\'s last writes ',
+        '(written last by replication history ', h('span', { class: 'mono' }, run.failover.lostHistory), '). ',
+        'Check its calls at their systems, then mark it restored: ', h('code', {}, 'agent-adapter runs restored --failover'),
+        '; each call it may have lost is then in doubt here, to decide one by one.'),
       actions.length > 0 && h('div', { class: 'actions' }, actions, result),
       run.doubtful.length > 0 && [h('h2', {}, 'In doubt: check each call at its system'),
         h('table', { id: 'doubt' }, headRow('Call', 'Tool', 'Why', 'Arguments', 'Idempotency key', 'Started', ...(deciding ? ['What it did'] : [])),

@@ -107,6 +107,11 @@ export interface ViewerRun extends ViewerRunSummary {
   leaseExpiresAt?: number;
   /** The owner's lease has not expired: that worker may be alive, mid-call. */
   leaseLive: boolean;
+  /**
+   * A Redis failover may have lost the run's last writes (`FailoverNeedsDecision`): a finding on
+   * one call is refused until it is marked restored (`runs restored --failover`).
+   */
+  failover?: { lostHistory: string; history: string };
   /** Every decision recorded in the run (approve, deny, rerun in doubt, cancel), oldest first. */
   decisions: RecordedDecision[];
 }
@@ -295,6 +300,7 @@ export class ViewerService {
         leaseExpiresAt: head.leaseExpiresAt,
       }),
       leaseLive: inspection.leaseLive,
+      ...(inspection.failover && { failover: inspection.failover }),
       decisions: inspection.decisions,
       ...(error && { error }),
       ...(pending && head.status === 'paused' && { pending }),
