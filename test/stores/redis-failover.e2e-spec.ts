@@ -64,11 +64,11 @@ describeWithRedisCluster(
      * formed, a replica may not be attached yet (CI once looped here for ever on such a reading):
      * the nodes are read again until one fits, for up to 30 s.
      */
-    async function runOnFreshShard(name: string) {
+    async function runOnFreshShard(name: string, tenant = false) {
       const deadline = Date.now() + 30_000;
       for (;;) {
         const text = await cluster().describe();
-        const shard = pickShard(name, text);
+        const shard = pickShard(name, text, tenant);
         if (shard) return shard;
         if (Date.now() > deadline)
           throw new Error(`no unused master with a replica:\n${text}`);
@@ -76,7 +76,30 @@ describeWithRedisCluster(
       }
     }
 
-    function pickShard(name: string, text: string) {
+    /**
+     * A run id on an unused master with a replica; with `tenant`, on the master of the tenant's
+     * `{prefix}` slot (its indexes and queues), which the failover cases then leave alone.
+     */
+    function pickShard(name: string, text: string, tenant: boolean) {
+      const { parsed, masterOf } = nodesOf(text);
+      const tenantMaster = masterOf(calculateSlot(prefix));
+      // 5,000 ids land on every slot range many times over.
+      for (let i = 0; i < 5_000; i++) {
+        const runId = `${name}-${i}`;
+        const master = masterOf(calculateSlot(`{${prefix}:${runId}}`));
+        const replica = parsed.find((n) => n.of === master?.id);
+        if (!master || !replica || used.has(master.port)) continue;
+        if (tenant !== (master === tenantMaster)) continue;
+        used.add(master.port);
+        const pid = cluster().nodes.find((n) => n.port === replica.port)!
+          .process.pid!;
+        return { runId, master: master.port, replica: replica.port, pid };
+      }
+      return undefined;
+    }
+
+    /** CLUSTER NODES read: each node, and the live master serving a slot. */
+    function nodesOf(text: string) {
       const parsed = text
         .trim()
         .split('\n')
@@ -90,23 +113,21 @@ describeWithRedisCluster(
             slots: f.slice(8).map((r) => r.split('-').map(Number)),
           };
         });
-      // 5,000 ids land on every slot range many times over.
-      for (let i = 0; i < 5_000; i++) {
-        const runId = `${name}-${i}`;
-        const slot = calculateSlot(`{${prefix}:${runId}}`);
-        const master = parsed.find(
+      const masterOf = (slot: number) =>
+        parsed.find(
           (n) =>
             n.master &&
             n.slots.some(([a, b]) => slot >= a! && slot <= (b ?? a)!),
         );
-        const replica = parsed.find((n) => n.of === master?.id);
-        if (!master || !replica || used.has(master.port)) continue;
-        used.add(master.port);
-        const pid = cluster().nodes.find((n) => n.port === replica.port)!
-          .process.pid!;
-        return { runId, master: master.port, replica: replica.port, pid };
-      }
-      return undefined;
+      return { parsed, masterOf };
+    }
+
+    /** The pid of the replica of the tenant's `{prefix}` slot. */
+    async function tenantReplicaPid(): Promise<number> {
+      const { parsed, masterOf } = nodesOf(await cluster().describe());
+      const master = masterOf(calculateSlot(prefix))!;
+      const replica = parsed.find((n) => n.of === master.id)!;
+      return cluster().nodes.find((n) => n.port === replica.port)!.process.pid!;
     }
 
     async function caughtUp(master: number) {
@@ -205,7 +226,8 @@ describeWithRedisCluster(
     });
 
     it('with replicas and the replica stopped: the started record is not confirmed, the store is unavailable and the tool never runs', async () => {
-      const shard = await runOnFreshShard('stopped');
+      // The tenant's shard: the failover cases below must not move the slot of its indexes.
+      const shard = await runOnFreshShard('stopped', true);
       const { store, runner } = worker({
         replicas: { count: 1, timeoutMs: 200 },
       });
@@ -234,6 +256,48 @@ describeWithRedisCluster(
         RecoveryNeedsDecision,
       );
       expect(charges).toBe(0);
+    }, 40_000);
+
+    it("with replicas and the tenant slot's replica stopped: no run is started and no enqueue answers with an id; once it is back, both go through", async () => {
+      const { store, runner } = worker({
+        replicas: { count: 1, timeoutMs: 200 },
+      });
+      charges = 0;
+      gate = Promise.resolve();
+      hold = Promise.resolve();
+      // A run waiting on tenant-q, for the admission below.
+      await runner.enqueue(flow, {}, { queue: 'tenant-q' });
+      const pid = await tenantReplicaPid();
+      process.kill(pid, 'SIGSTOP');
+      try {
+        // The run's index entry is not on the replica: the run is not started, nothing runs.
+        const run = runner.run(flow, {}, { runId: 'tenant-run' });
+        await expect(run).rejects.toThrow(CheckpointStoreUnavailable);
+        await expect(run).rejects.toThrow(/reached 0 of the 1 replica/);
+        expect(await store.head('tenant-run')).toBeUndefined();
+        expect(charges).toBe(0);
+        // The queue entry and its dedupe key are not on the replica: no id is answered.
+        const enqueue = runner.enqueue(flow, {}, { dedupeKey: 'order-9' });
+        await expect(enqueue).rejects.toThrow(CheckpointStoreUnavailable);
+        // An admission not on the replica is not answered: no worker drives the run on it.
+        const admit = store.admit({
+          queue: 'tenant-q',
+          now: Date.now(),
+          limit: 1,
+        });
+        await expect(admit).rejects.toThrow(CheckpointStoreUnavailable);
+      } finally {
+        process.kill(pid, 'SIGCONT');
+      }
+      await cluster().healthy(30_000);
+      expect(await runner.run(flow, {}, { runId: 'tenant-run' })).toMatchObject(
+        { status: 'done' },
+      );
+      expect(charges).toBe(1);
+      // The enqueue that was not answered holds its dedupe key: the retry gets that run.
+      const first = await runner.enqueue(flow, {}, { dedupeKey: 'order-9' });
+      const again = await runner.enqueue(flow, {}, { dedupeKey: 'order-9' });
+      expect(again.runId).toBe(first.runId);
     }, 40_000);
 
     it('without WAIT: a started record the master acknowledged and lost in the failover is detected; neither the live worker nor a recovery runs the charge again; marked restored, the charge is in doubt and its finding is replayed', async () => {

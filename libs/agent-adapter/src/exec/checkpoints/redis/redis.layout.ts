@@ -129,6 +129,11 @@ export class RedisKeys {
     return `${this.tag(runId)}:acked`;
   }
 
+  /** The same for the tenant's `{P}` slot (indexes, queues): see `RunWrites.confirmTenant`. */
+  get tenantMarker(): string {
+    return `{${this.prefix}}:acked`;
+  }
+
   /** The run hash alone (head, checkpoints, call records). */
   runHash(runId: string): string {
     return `${this.tag(runId)}:run`;

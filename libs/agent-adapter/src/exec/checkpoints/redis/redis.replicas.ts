@@ -1,7 +1,8 @@
 /**
  * The `replicas` option of RedisCheckpointStore: every run write (a save, a call record) is
  * confirmed on that many replicas with WAIT before the store resolves, so a failover that promotes
- * one of them loses no write a tool ran after. WAIT counts the replicas that acknowledged every
+ * one of them loses no write a tool ran after; so are the tenant slot's writes a caller acts on
+ * (`confirmTenant`). WAIT counts the replicas that acknowledged every
  * write this connection made, so it must follow the script on the same connection to the master of
  * the run's slot: one pipeline (ioredis sends a Cluster pipeline to the node of its keys; WAIT has
  * none). It cannot go inside the script (Lua may not block) nor in a MULTI (WAIT does not block in
@@ -176,6 +177,24 @@ export class RunWrites {
       this.unconfirmed.add(runId);
       throw error;
     }
+  }
+
+  /**
+   * After a write to the tenant's `{P}` slot that a caller acts on (a run announced in the indexes,
+   * enqueued with its dedupe key, admitted): confirmed on the replicas like a run write, so a
+   * failover cannot lose an entry whose run was started, or a dedupe key whose run was returned.
+   * Fewer acknowledgements: a transient `CheckpointStoreUnavailable`, as for a run write. The
+   * indexes' other writes (due-time hints, cleanups) are left to the next look: a lost one makes
+   * a run due early or late, never hides it.
+   */
+  async confirmTenant(runId: string): Promise<void> {
+    if (!this.acks) return;
+    await confirmOnReplicas(
+      this.client,
+      this.keys.tenantMarker,
+      this.acks,
+      runId,
+    );
   }
 
   /** Before a head read: the run's slot confirmed on the replicas if a write here was not. */

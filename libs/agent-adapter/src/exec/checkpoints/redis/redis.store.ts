@@ -63,8 +63,9 @@ export interface RedisCheckpointStoreOptions {
   prefix?: string;
   /**
    * Confirm every run write (checkpoint, call record) on this many replicas with WAIT before it
-   * counts as stored, so a tool never runs on a `started` record a failover can lose (see
-   * redis.replicas.ts). Absent: asynchronous replication; a failover that may have lost a run's
+   * counts as stored, so a tool never runs on a `started` record a failover can lose, and the
+   * index and queue writes a caller acts on (a run's announcement, an enqueue, an admission) too
+   * (see redis.replicas.ts). Absent: asynchronous replication; a failover that may have lost a run's
    * writes is detected instead, and its recovery stops with `FailoverNeedsDecision`. Give every
    * store of a prefix the same setting.
    */
@@ -126,6 +127,8 @@ export class RedisCheckpointStore extends CheckpointStore {
         step === 0
           ? await this.index.announce(runId, flow, lease ?? 0)
           : ['', ''];
+      // With `replicas`: the entry is on them before the run exists (a failover keeps it listed).
+      if (step === 0) await this.runWrites.confirmTenant(runId);
       // One flat array of strings, built in place: this runs once per superstep, and spreads,
       // flatMap and ioredis's own number-to-string pass showed up in its CPU profile.
       // prettier-ignore
@@ -156,18 +159,24 @@ export class RedisCheckpointStore extends CheckpointStore {
     }
   }
 
-  enqueue(
+  async enqueue(
     checkpoint: CheckpointRecord,
     placement: QueuePlacement,
     options: Pick<SaveOptions, 'head'> = {},
   ): Promise<Enqueued> {
-    return this.queues.enqueue(checkpoint, placement, () =>
+    const enqueued = await this.queues.enqueue(checkpoint, placement, () =>
       this.writeWaiting(checkpoint, placement.queue, options.head),
     );
+    // With `replicas`: its queue entry and dedupe key are on them before its id is returned.
+    await this.runWrites.confirmTenant(enqueued.runId);
+    return enqueued;
   }
 
-  admit(query: AdmitQuery): Promise<RunHead[]> {
-    return this.queues.admit(query);
+  async admit(query: AdmitQuery): Promise<RunHead[]> {
+    const admitted = await this.queues.admit(query);
+    // With `replicas`: admissions on them before any is driven (else they fall due elsewhere).
+    if (admitted.length) await this.runWrites.confirmTenant(admitted[0]!.runId);
+    return admitted;
   }
 
   /**
