@@ -58,6 +58,17 @@ export interface CompiledFlow<S> {
   state: StateCodec<S>;
 }
 
+/**
+ * Whether every node of `frontier` only computes until its first call (`callsFirst`): the
+ * checkpoint before them can go out with that call's `started` record, in one write.
+ */
+export function opensWithCalls<S>(
+  flow: CompiledFlow<S>,
+  frontier: readonly string[],
+): boolean {
+  return frontier.every((n) => flow.nodes.get(n)?.callsFirst === true);
+}
+
 export function compileFlow<S extends object>(
   flow: FlowDefinition<S>,
 ): CompiledFlow<S> {

@@ -18,7 +18,7 @@ import type { Executor } from '../../exec/executor';
 import { StreamPublisher } from '../../exec/stream-publisher';
 import type { DurableLogger } from '../../observability/logger';
 import { traced } from '../../observability/tracing';
-import type { CompiledFlow } from '../flow.graph';
+import { opensWithCalls, type CompiledFlow } from '../flow.graph';
 import type { RunResult } from '../flow.interfaces';
 import { runFrontier, sealError } from '../superstep';
 import { decisionOf } from './decisions';
@@ -113,7 +113,7 @@ export class SegmentDriver {
     cp: Checkpoint,
   ): { stored: Promise<void>; driving: Promise<RunResult<S>> } {
     const writer = this.writerFor(cp);
-    const first = cp.frontier.every((n) => flow.nodes.get(n)?.callsFirst);
+    const first = opensWithCalls(flow, cp.frontier);
     const stored = first
       ? writer
           .checkpoint(cp, { deferred: true })
@@ -291,7 +291,7 @@ export class SegmentDriver {
         if (
           next.status === 'running' &&
           !recovered &&
-          next.frontier.every((n) => flow.nodes.get(n)?.callsFirst)
+          opensWithCalls(flow, next.frontier)
         ) {
           // The next nodes only compute until their first call: the checkpoint goes out with that
           // call's `started` record (one round trip for both), or alone once the microtask queue
