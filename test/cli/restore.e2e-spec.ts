@@ -20,6 +20,7 @@ import { KeyRing } from 'agent-adapter/exec/durable/key-ring';
 import { KEY, runnerOn } from '../utils/specs';
 import { readDecisions } from 'agent-adapter/flow/runner/decisions';
 import { runCli } from 'agent-adapter/cli/program';
+import { markRestored } from 'agent-adapter/cli/restore';
 
 interface Order {
   order: string;
@@ -182,6 +183,61 @@ describe('restoring the store from a backup', () => {
     ]);
     w2.close();
     await store.close();
+  });
+
+  it('after a Redis failover the store reports: --failover holds each call back; --failover --planned (a coordinated failover loses nothing) lets the run go on', async () => {
+    // The store as a coordinated failover left it: the worker had held the seats, nothing more.
+    const snapshot = await finishWithSnapshot([]);
+    const failover = { lostHistory: 'a'.repeat(40), history: 'b'.repeat(40) };
+    for (const planned of [false, true]) {
+      const store = restored(snapshot, `failover-${String(planned)}.db`);
+      // What RedisCheckpointStore reports of a run a replaced master wrote last (the real
+      // failover: test/stores/redis-failover.e2e-spec.ts); this store is SQLite.
+      store.failover = (runId) =>
+        Promise.resolve(runId === 'o-1' ? failover : undefined);
+      const done = await markRestored(store, KeyRing.from(KEY), {
+        failover: true,
+        planned,
+        by: 'ann',
+      });
+      expect(done).toEqual({ marked: ['o-1'], skipped: [] });
+      const ledger: string[] = [];
+      const { registry, flow } = shop(ledger);
+      const w2 = runnerOn(store, registry, { workerId: 'w2' });
+      if (planned) {
+        expect((await w2.recover(flow, 'o-1')).status).toBe('done');
+        expect(ledger).toEqual(['charge_card', 'send_mail']);
+      } else {
+        await expect(w2.recover(flow, 'o-1')).rejects.toThrow(
+          RecoveryNeedsDecision,
+        );
+        expect(ledger).toEqual([]);
+      }
+      const [mark] = await readDecisions(store, KeyRing.from(KEY), 'o-1');
+      expect(mark).toMatchObject({ kind: 'restore', by: 'ann' });
+      w2.close();
+      await store.close();
+    }
+    // --planned alone is a usage error, and nothing is opened or written.
+    let out = '';
+    const code = await runCli(
+      [
+        '--store',
+        `sqlite:${join(dir, 'none.db')}`,
+        'runs',
+        'restored',
+        '--planned',
+      ],
+      {
+        stdout: (t) => (out += t),
+        stderr: (t) => (out += t),
+        env: { CHECKPOINT_KEY: KEY },
+      },
+    );
+    expect([code, out]).toEqual([
+      2,
+      expect.stringMatching(/--planned is for a failover/),
+    ]);
   });
 
   it('"it did not run" runs the call once; an idempotent call runs without asking', async () => {

@@ -7,14 +7,21 @@ const CLOCK_DOES = {
 
 /** Message factories of the CLI: every `CliError` says what is wrong and what to do. @internal */
 export const CliMessages = {
-  restoredRuns: (r: {
-    marked: readonly string[];
-    skipped: ReadonlyArray<{ runId: string; why: string }>;
-  }) =>
-    `Marked ${r.marked.length} unfinished run(s) restored: recovery runs no call of a tool that is not idempotent that the restored rows do not record done without a decision (resolve it, or rerun). Recover them as usual; each such call stops recovery once, named.\n` +
+  restoredRuns: (
+    r: {
+      marked: readonly string[];
+      skipped: ReadonlyArray<{ runId: string; why: string }>;
+    },
+    planned = false,
+  ) =>
+    (planned
+      ? `Accepted a planned failover for ${r.marked.length} unfinished run(s): they go on as they are, no call held back.\n`
+      : `Marked ${r.marked.length} unfinished run(s) restored: recovery runs no call of a tool that is not idempotent that the restored rows do not record done without a decision (resolve it, or rerun). Recover them as usual; each such call stops recovery once, named.\n`) +
     r.skipped.map((s) => `Not marked: ${s.runId}: ${s.why}\n`).join(''),
   resolved: (runId: string, call: string, ran: boolean, step: number) =>
     `Resolved call ${call} of run ${runId}: ${ran ? 'it ran; recovery replays its outcome and never runs it' : 'it did not run; recovery runs it once'} (checkpoint step ${step}). Recover the run to go on (the viewer, your app's recover, or a worker's boot sweep).\n`,
+  plannedWithoutFailover: () =>
+    'runs restored: --planned is for a failover: give --failover with it.',
   resolveRanOrNot: () =>
     'runs resolve: give exactly one of --ran (the call happened) or --not-run (it did not).',
   resolveNotRunWithOutcome: () =>

@@ -12,6 +12,7 @@ import { listAll } from '../exec/checkpoints/list-all';
 import type { KeyRing } from '../exec/durable/key-ring';
 import { readVerified } from '../flow/runner/run-reader';
 import { restoreCheckpoint } from '../flow/runner/run-transitions';
+import { CliError } from './cli.error';
 import { CliMessages } from './cli.messages';
 import { corruptMessage } from './corrupt-wording';
 import type { CommandContext } from './fork-command';
@@ -44,8 +45,15 @@ export async function markRestored(
      * (`CheckpointStore.failover`), each mark naming the lost history.
      */
     failover?: boolean;
+    /**
+     * With `failover`: it was a coordinated `CLUSTER FAILOVER` (no FORCE or TAKEOVER), which
+     * loses nothing: the runs go on as they are, no call held back (see `RestoreMark.failover`).
+     */
+    planned?: boolean;
   } = {},
 ): Promise<RestoreResult> {
+  if (options.planned && !options.failover)
+    throw new TypeError(CliMessages.plannedWithoutFailover());
   const by = options.by ?? operatorId();
   const mark = {
     at: Date.now(),
@@ -70,7 +78,12 @@ export async function markRestored(
         if (cp.status === 'done' || cp.status === 'failed') continue;
         const next = restoreCheckpoint(cp, {
           ...mark,
-          ...(failover && { failover }),
+          ...(failover && {
+            failover: {
+              ...failover,
+              ...(options.planned && { planned: true }),
+            },
+          }),
         });
         // The mark is what accepting lost writes means: every call they may have held is in doubt.
         await writeAsOperator(store, ring, head, next, by, {
@@ -104,16 +117,30 @@ export function restoreCommand(runs: Command, c: CommandContext): void {
       '--failover',
       'after a Redis failover: only the runs a replaced master last wrote (their last writes may be lost)',
     )
+    .option(
+      '--planned',
+      'with --failover: it was a coordinated CLUSTER FAILOVER (no FORCE, no TAKEOVER), which loses nothing; the runs go on as they are, no call held back',
+    )
     .option('--by <name>', 'who restored (default: operator:<user>@<host>)')
     .option('--reason <text>', 'why, recorded in each run')
     .action(
       async (
-        o: { flow?: string; by?: string; reason?: string; failover?: boolean },
+        o: {
+          flow?: string;
+          by?: string;
+          reason?: string;
+          failover?: boolean;
+          planned?: boolean;
+        },
         cmd: Command,
       ) => {
+        if (o.planned && !o.failover)
+          throw new CliError(CliMessages.plannedWithoutFailover());
         const done = await markRestored(c.openStore(cmd), c.key(), o);
         if (done.skipped.length) c.problemsFound();
-        c.out(cmd, done, () => CliMessages.restoredRuns(done));
+        c.out(cmd, done, () =>
+          CliMessages.restoredRuns(done, o.planned === true),
+        );
       },
     );
 }

@@ -112,7 +112,9 @@ export class Executor {
     const base: Base = { ...identity, argsHash };
     const fresh =
       !prior || (prior.kind !== 'inDoubt' && prior.argsHash !== argsHash);
-    if (step.restored && fresh && !definition.idempotent)
+    // A planned failover's mark only records the operator's acceptance: nothing was lost.
+    const held = step.restored && !step.restored.failover?.planned;
+    if (held && fresh && !definition.idempotent)
       return this.holdRestored(step, base, argsText);
     const approval = needsApproval(definition, scope, identity, argsText);
     const decision = approval

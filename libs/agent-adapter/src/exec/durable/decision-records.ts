@@ -93,9 +93,11 @@ export interface RestoreMark {
   reason?: string;
   /**
    * The run was marked after a Redis failover (`runs restored --failover`): the replication history
-   * its last writes may be lost with, and the promoted master's (`FailoverNeedsDecision`).
+   * its last writes may be lost with, and the promoted master's (`FailoverNeedsDecision`). `planned`:
+   * the operator says it was a coordinated `CLUSTER FAILOVER` (no FORCE, no TAKEOVER), which loses
+   * nothing: the mark records that decision and holds no call back.
    */
-  failover?: { lostHistory: string; history: string };
+  failover?: { lostHistory: string; history: string; planned?: true };
 }
 
 /**
