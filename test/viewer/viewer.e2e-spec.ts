@@ -224,6 +224,13 @@ describeInChromium('run viewer (headless Chromium)', () => {
     expect(await page.locator('#result .error').innerText()).toBe(
       'Not denied: give a reason.',
     );
+    // A refresh keeps what the page told the operator (one on its way wiped it in CI).
+    await page.evaluate(`document.getElementById('deny').dataset.old = '1'`);
+    await page.click('#refresh');
+    await page.waitForSelector('#deny:not([data-old])');
+    expect(await page.locator('#result .error').innerText()).toBe(
+      'Not denied: give a reason.',
+    );
     let asked = '';
     page.once('dialog', (d) => {
       asked = d.message();

@@ -161,6 +161,10 @@ export const VIEWER_SCRIPT =
     // Not after a failover: the store refuses a finding until the run is marked restored.
     const deciding = run.doubtful.length > 0 && run.status === 'running' && !run.corrupt && !run.failover;
     const result = h('span', { id: 'result' });
+    // What the page last told the operator about this run stays across refreshes (a refresh that
+    // was on its way when they clicked would otherwise wipe it at once).
+    if (said && said.runId !== runId) said = null;
+    if (said) mount(result, h('span', { class: 'error' }, said.text));
     const actions = [];
     if (pending)
       actions.push(h('span', {}, 'Waiting: ', h('b', {}, pending.tool), ' ', h('code', {}, short(pending.args))),
@@ -238,13 +242,14 @@ export const VIEWER_SCRIPT =
         h('tbody', {}, run.calls.map(call))));
 
     const act = async (path, body) => {
+      said = null;
       result.textContent = 'working…';
       acting = true;
       try {
         const r = await post('/runs/' + encodeURIComponent(runId) + path, body);
         result.textContent = 'now ' + r.status;
         await render();
-      } catch (e) { mount(result, h('span', { class: 'error' }, messageOf(e))); } finally { acting = false; }
+      } catch (e) { refuse(messageOf(e)); } finally { acting = false; }
     };
     const on = (id, fn) => { const el = document.getElementById(id); if (el) el.onclick = () => { asking = true; try { fn(); } finally { asking = false; } }; };
     const byInput = document.getElementById('by');
@@ -257,10 +262,10 @@ export const VIEWER_SCRIPT =
     on('deny', () => {
       const reason = prompt('Deny ' + pending.tool + ' in run ' + run.runId + '? The call is not made. Why (recorded with the decision)?', '');
       if (reason === null) return;
-      if (!reason.trim()) { mount(result, h('span', { class: 'error' }, 'Not denied: give a reason.')); return; }
+      if (!reason.trim()) { refuse('Not denied: give a reason.'); return; }
       act('/deny', { by: by(), reason: reason.trim() });
     });
-    const refuse = (text) => mount(result, h('span', { class: 'error' }, text));
+    const refuse = (text) => { said = { runId, text }; mount(result, h('span', { class: 'error' }, text)); };
     const named = (c) => c.tool + ' (call ' + c.callId + ', idempotency key ' + (c.idempotencyKey ?? 'unknown') + ')';
     /** Asks why; null when the operator cancelled or gave no reason (said so on the page). */
     const why = (question) => {
@@ -332,6 +337,8 @@ export const VIEWER_SCRIPT =
   // decision is being sent, the tab is hidden, or the operator is typing (in a name, a run id).
   let asking = false;
   let acting = false;
+  /** The last refusal or error shown on a run's page: { runId, text }. */
+  let said = null;
   const typing = () => document.activeElement instanceof HTMLInputElement;
   setInterval(() => { if (!asking && !acting && !document.hidden && !typing()) render(); }, EVERY);
   app.addEventListener('click', (e) => { if (e.target instanceof Element && e.target.id === 'refresh') render(); });
