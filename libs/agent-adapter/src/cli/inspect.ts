@@ -6,6 +6,7 @@ import type {
   CheckpointStore,
   RunHead,
   RunStatus,
+  StoreFailover,
 } from '../exec/checkpoints/checkpoint-store';
 import {
   openLatest,
@@ -99,7 +100,7 @@ export interface Inspection {
   decisions: RecordedDecision[];
   problems: string[];
   /** A Redis failover may have lost the run's last writes (`FailoverNeedsDecision`). */
-  failover?: { lostHistory: string; history: string };
+  failover?: StoreFailover;
 }
 
 export interface InspectOptions {

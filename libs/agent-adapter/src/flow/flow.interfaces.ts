@@ -1,4 +1,7 @@
-import type { RunStatus } from '../exec/checkpoints/checkpoint-store';
+import type {
+  RunStatus,
+  StoreFailover,
+} from '../exec/checkpoints/checkpoint-store';
 import type { Json } from '../exec/durable/canonical-json';
 import type {
   PendingApproval,
@@ -196,7 +199,7 @@ export interface NeedsDecision {
    * have lost are not among `calls` (which may be empty). Mark it restored first
    * (`runs restored --failover`): each such call is then in doubt, for a decision of its own.
    */
-  failover?: { lostHistory: string; history: string };
+  failover?: StoreFailover;
 }
 
 /**

@@ -1,3 +1,4 @@
+import type { StoreFailover } from '../checkpoints/checkpoint-store';
 import type { Json } from './canonical-json';
 
 /**
@@ -84,7 +85,8 @@ export type SyncDecision = {
 /**
  * The store was restored from a backup, or a Redis failover may have lost the run's last writes
  * (`runs restored`), sealed into the run's checkpoints until it ends: every call not recorded `done`
- * in the restored rows may have run after the backup was taken (or the lost writes), so a call of a tool that is not idempotent is not run without an operator's decision.
+ * in the restored rows may have run after the backup was taken (or in the lost writes), so a call of
+ * a tool that is not idempotent is not run without an operator's decision.
  * @publicApi
  */
 export interface RestoreMark {
@@ -97,7 +99,7 @@ export interface RestoreMark {
    * the operator says it was a coordinated `CLUSTER FAILOVER` (no FORCE, no TAKEOVER), which loses
    * nothing: the mark records that decision and holds no call back.
    */
-  failover?: { lostHistory: string; history: string; planned?: true };
+  failover?: StoreFailover & { planned?: true };
 }
 
 /**

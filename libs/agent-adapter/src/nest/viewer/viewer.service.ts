@@ -11,6 +11,7 @@ import {
   type CheckpointRecord,
   type RunHead,
   type RunStatus,
+  type StoreFailover,
 } from '../../exec/checkpoints/checkpoint-store';
 import { canonicalJson, type Json } from '../../exec/durable/canonical-json';
 import type { KeyRing } from '../../exec/durable/key-ring';
@@ -111,7 +112,7 @@ export interface ViewerRun extends ViewerRunSummary {
    * A Redis failover may have lost the run's last writes (`FailoverNeedsDecision`): a finding on
    * one call is refused until it is marked restored (`runs restored --failover`).
    */
-  failover?: { lostHistory: string; history: string };
+  failover?: StoreFailover;
   /** Every decision recorded in the run (approve, deny, rerun in doubt, cancel), oldest first. */
   decisions: RecordedDecision[];
 }
