@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import {
   asError,
   FlowError,
@@ -91,9 +91,7 @@ export class Executor {
     definition.checkArgs?.(args);
     // Encoded once: the hash, the records and every copy handed out come from this text.
     const argsText = canonical(args ?? null, `${tool}(args)`);
-    const argsHash = createHash('sha256')
-      .update(argsText.text)
-      .digest('base64url');
+    const argsHash = hash('sha256', argsText.text, 'base64url');
 
     span?.setAttribute('agent_adapter.call_index', identity.index);
     const prior = step.replay?.lookup(identity);

@@ -21,12 +21,32 @@ describe('HmacSha256', () => {
     },
   );
 
-  it('gives the same MAC however often it is used (each message copies the pad states)', () => {
+  it('gives the same MAC however often it is used (its pads are never consumed)', () => {
     const key = randomBytes(32);
     const mac = new HmacSha256(key);
     const first = mac.digest('one');
     mac.digest('two', 'three');
     expect(mac.digest('one')).toBe(first);
     expect(mac.digest()).toBe(createHmac('sha256', key).digest('base64url'));
+  });
+});
+
+describe('HmacSha256 on long messages', () => {
+  it('equals createHmac on both sides of the one-shot limit, and after a long message', () => {
+    const key = randomBytes(40);
+    const mac = new HmacSha256(key);
+    for (const size of [5_000, 5_462, 5_463, 16_320, 16_400, 100_000]) {
+      // Two- and three-byte UTF-8 characters, so the byte count nears the bound.
+      const text = 'ž€'.repeat(size >> 1);
+      const expected = createHmac('sha256', key).update('head\n').update(text);
+      expect(mac.digest('head\n', text)).toBe(expected.digest('base64url'));
+      const bytes = randomBytes(size);
+      expect(mac.digest(bytes)).toBe(
+        createHmac('sha256', key).update(bytes).digest('base64url'),
+      );
+    }
+    expect(mac.digest('short')).toBe(
+      createHmac('sha256', key).update('short').digest('base64url'),
+    );
   });
 });

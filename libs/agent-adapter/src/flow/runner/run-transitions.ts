@@ -1,4 +1,4 @@
-import { createHash, randomInt } from 'node:crypto';
+import { hash, randomInt } from 'node:crypto';
 import type { CanonicalText } from '../../exec/durable/canonical-json';
 import type { CompiledFlow } from '../flow.graph';
 import type { RunResult } from '../flow.interfaces';
@@ -58,7 +58,7 @@ export interface RunStart {
 
 /** The digest a run's checkpoints keep of the state it started from (`startedFrom`). */
 export function startDigest(state: CanonicalText): string {
-  return createHash('sha256').update(state.text).digest('hex');
+  return hash('sha256', state.text, 'hex');
 }
 
 /** Step 0 of a new run. */
