@@ -106,6 +106,37 @@ describeWithService('redis', 'Redis hardening', () => {
     expect(outcome).toMatchObject({ status: 'done' });
   });
 
+  it("an ended run's index removal, sent after its end and not awaited, may fail: the run is done and a reader cleans the entry", async () => {
+    const { store, prefix } = open();
+    const due = `{${prefix}}:due`;
+    const w = new FlowRunner(
+      executorFor([], 'w', {
+        // During the last call the due set is swapped for a string: the end's removal fails on it.
+        onTool: async (t) => {
+          if (t !== 'email_tickets') return;
+          await admin.rename(due, `${due}-aside`);
+          await admin.set(due, 'not a sorted set');
+        },
+      }),
+      { checkpoints: store, checkpointKey: KEY },
+    );
+    const result = await w.run(
+      ticketsFlow(),
+      { show: 'E', seats: 1 },
+      { runId: 'end-1' },
+    );
+    w.close();
+    expect(result.status).toBe('done');
+    // This client's next command runs after the removal, which failed (WRONGTYPE) midway.
+    expect(await store.head('end-1')).toMatchObject({ status: 'done' });
+    await admin.del(due);
+    await admin.rename(`${due}-aside`, due);
+    expect(await admin.zscore(due, 'end-1')).not.toBeNull();
+    // A look at due work reads the ended head, leaves the run alone and drops its entry.
+    expect(await store.listDue({ now: Date.now() + 3_600_000 })).toEqual([]);
+    expect(await admin.zscore(due, 'end-1')).toBeNull();
+  });
+
   it('a lost call-log key (eviction, partial loss) is CheckpointStoreCorrupt, not a call that never ran', async () => {
     const { store, prefix } = open();
     const ledger: LedgerEntry[] = [];

@@ -210,6 +210,21 @@ export class RedisRunIndex {
     return [String(at), String(created)];
   }
 
+  /**
+   * Takes an ended run out of its flow's unfinished set, the due set and its queue's counts without
+   * holding up the run's caller: the end is stored already, and an entry this leaves behind (it
+   * failed, the process died) is what readers clean anyway (an ended head is dropped where it is
+   * seen, admission repairs a queue's ended runs). Nothing waits for it, yet this client's later
+   * commands see it done: the `{prefix}` slot is one connection, which runs them in order, and
+   * `close()` QUITs behind it.
+   */
+  ended(runId: string, flow: string): void {
+    this.drop([this.keys.unfinished(flow), this.keys.due], 'ended', [
+      runId,
+      '*',
+    ]).catch(() => undefined);
+  }
+
   /** Removes (runId, born seen) entries from index sets, and from their queues as `mode` says. */
   async drop(sets: string[], mode: DropMode, entries: string[]): Promise<void> {
     if (entries.length === 0) return;

@@ -148,15 +148,9 @@ export class RedisCheckpointStore extends CheckpointStore {
     }
     // The due index after the script (redis.due.ts says why in that order).
     if (step > 0) await this.dueIndex.saved(runId, step, status, lease, claim);
-    if (!UNFINISHED.includes(status)) {
-      // Only once the run has ended; a crash before this leaves an entry that readers clean.
-      // A queued run leaves its queue's counts in the same script.
-      await this.index.drop(
-        [this.keys.unfinished(flow), this.keys.due],
-        'ended',
-        [runId, '*'],
-      );
-    }
+    // Only once the run has ended (a queued run leaves its queue's counts too), off the caller's
+    // path: a crash before it leaves an entry that readers clean.
+    if (!UNFINISHED.includes(status)) this.index.ended(runId, flow);
   }
 
   async enqueue(
