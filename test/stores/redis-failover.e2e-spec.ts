@@ -23,6 +23,7 @@ import {
 } from 'agent-adapter';
 import { inspectRun } from 'agent-adapter/cli/inspect';
 import { markRestored } from 'agent-adapter/cli/restore';
+import { CrashingStore, SimulatedCrash } from 'agent-adapter/testing';
 import { KEY } from 'agent-adapter/testing/fixtures';
 import { suiteId } from '../utils/services';
 import { describeWithRedisCluster } from '../utils/redis-cluster';
@@ -413,5 +414,73 @@ describeWithRedisCluster(
       release();
       await run.catch(() => undefined);
     }, 50_000);
+
+    // Last: it fails over the tenant's master, which the cases above leave alone.
+    it("without WAIT: a failover of the tenant slot's master that lost a run's index entries; the first look after it puts them back, and the run is taken over and ends with one charge", async () => {
+      const { parsed, masterOf } = nodesOf(await cluster().describe());
+      const tenant = masterOf(calculateSlot(prefix))!;
+      const replica = parsed.find((n) => n.of === tenant.id)!;
+      const shard = {
+        master: tenant.port,
+        replica: replica.port,
+        pid: cluster().nodes.find((n) => n.port === replica.port)!.process.pid!,
+      };
+      // The run's own keys on another master: only its index entries live on the tenant's.
+      let runId = '';
+      for (let i = 0; !runId; i++) {
+        const id = `indexed-${i}`;
+        if (masterOf(calculateSlot(`{${prefix}:${id}}`)) !== tenant) runId = id;
+      }
+      const first = worker();
+      const dying = new CrashingStore(first.store);
+      const doomed = new FlowRunner(new Executor(registry), {
+        checkpoints: dying,
+        checkpointKey: KEY,
+        leaseMs: 1000,
+      });
+      closers.push(() => doomed.close());
+      // A look stamps the tenant with its master's replication id.
+      await first.store.listDue({ now: Date.now() });
+      charges = 0;
+      hold = Promise.resolve();
+      const [g, open] = closed();
+      gate = g;
+      await caughtUp(shard.master);
+      await cutOff(shard);
+      const run = doomed.run(flow, {}, { runId });
+      run.catch(() => undefined);
+      await until(
+        async () => (await first.store.head(runId)) !== undefined,
+        'step 0',
+      );
+      expect(
+        await on(shard.master, 'ZSCORE', `{${prefix}}:due`, runId),
+      ).not.toBeNull();
+      // The worker dies (its lease is no longer renewed), then the tenant's master.
+      expect(() => dying.kill()).toThrow(SimulatedCrash);
+      await failOver(shard);
+      const entry = (key: string) => on(shard.replica, 'ZSCORE', key, runId);
+      expect(await entry(`{${prefix}}:due`)).toBeNull();
+      expect(await entry(`{${prefix}}:unfinished:${flow.name}`)).toBeNull();
+
+      const second = worker();
+      await until(
+        async () =>
+          (await second.store.listDue({ now: Date.now() })).some(
+            (h) => h.runId === runId,
+          ),
+        'the run to fall due',
+      );
+      expect(await entry(`{${prefix}}:unfinished:${flow.name}`)).not.toBeNull();
+      expect(
+        (await second.store.listUnfinished(flow.name)).map((h) => h.runId),
+      ).toContain(runId);
+      open();
+      expect(await second.runner.recover(flow, runId)).toMatchObject({
+        status: 'done',
+        state: { charge: 'ch_1', receipt: true },
+      });
+      expect(charges).toBe(1);
+    }, 60_000);
   },
 );

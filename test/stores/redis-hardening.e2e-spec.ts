@@ -137,6 +137,60 @@ describeWithService('redis', 'Redis hardening', () => {
     expect(await admin.zscore(due, 'end-1')).toBeNull();
   });
 
+  it("index entries lost with the tenant slot's master are put back from the run hashes at the first look after its replication id changed", async () => {
+    const { store, prefix } = open();
+    const P = `{${prefix}}`;
+    const flow = ticketsFlow().name;
+    await order(store, 'cut-a', 'charge_card');
+    await order(store, 'done-a');
+    const ids = async (heads: Promise<Array<{ runId: string }>>) =>
+      (await heads).map((h) => h.runId);
+    // A fresh tenant's first look scans (finding what is indexed already) and stamps it.
+    expect(await ids(store.listUnfinished(flow))).toEqual(['cut-a']);
+    const stamp = await admin.get(`${P}:indexed`);
+    expect(stamp).toMatch(/^[0-9a-f]{40}$/);
+    // What a failover of the `{P}` master may lose: both runs' entries, the sequence's count.
+    for (const id of ['cut-a', 'done-a']) {
+      await admin.zrem(`${P}:unfinished:${flow}`, id);
+      await admin.zrem(`${P}:due`, id);
+      await admin.zrem(`${P}:runs`, id);
+      await admin.hdel(`${P}:born`, id);
+    }
+    await admin.set(`${P}:seq`, '0');
+    // The same master: a look reads the stamp only, and the run stays unseen.
+    expect(await store.listUnfinished(flow)).toEqual([]);
+    expect(await store.listDue({ now: Date.now() + 3_600_000 })).toEqual([]);
+    // Another replication id (a promoted replica, a restart): the next look rebuilds first.
+    await admin.set(`${P}:indexed`, 'f'.repeat(40));
+    expect(await ids(store.listDue({ now: Date.now() + 3_600_000 }))).toEqual([
+      'cut-a',
+    ]);
+    expect(await admin.get(`${P}:indexed`)).toBe(stamp);
+    expect(await ids(store.listUnfinished(flow))).toEqual(['cut-a']);
+    expect(await admin.zscore(`${P}:unfinished:${flow}`, 'done-a')).toBeNull();
+    // Both are listed again, in their places, and the next run is placed after them.
+    expect(await ids(store.list().then((p) => p.runs))).toEqual([
+      'done-a',
+      'cut-a',
+    ]);
+    expect(await admin.get(`${P}:seq`)).toBe('2');
+    await order(store, 'new-a');
+    expect(await ids(store.list().then((p) => p.runs))).toEqual([
+      'new-a',
+      'done-a',
+      'cut-a',
+    ]);
+    // And the cut run is recovered from there: its charge was in doubt, so it stops for a decision.
+    const w = new FlowRunner(executorFor([], 'w2'), {
+      checkpoints: store,
+      checkpointKey: KEY,
+    });
+    await expect(w.recover(ticketsFlow(), 'cut-a')).rejects.toThrow(
+      RecoveryNeedsDecision,
+    );
+    w.close();
+  });
+
   it('a lost call-log key (eviction, partial loss) is CheckpointStoreCorrupt, not a call that never ran', async () => {
     const { store, prefix } = open();
     const ledger: LedgerEntry[] = [];

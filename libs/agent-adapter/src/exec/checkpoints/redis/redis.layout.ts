@@ -16,7 +16,8 @@
  *   set (score 0, paged by run id), `{P}:runs` sorted set (by a creation sequence, `{P}:seq`),
  *   `{P}:born` hash (run id → when its step 0 was announced), `{P}:due` sorted set (each
  *   unfinished run → when it may be due: its lease expiry as last renewed, its wake time, its
- *   deadline; see redis.due.ts).
+ *   deadline; see redis.due.ts), `{P}:indexed` string (the replication id of the `{P}` master
+ *   under which these were last known whole: see redis.heal.ts).
  * - `{P:owner:<owner>}:leases` sorted set (run id → lease expiry ms) of the runs an owner drives:
  *   one write renews them all, and several runners of one worker id add to it side by side.
  * - Queues, tagged `{P}` too: `{P}:queued` hash (run id → its queue's name) and, per queue,
@@ -92,6 +93,8 @@ export class RedisKeys {
   readonly due: string;
   /** Run id → the name of its queue, for the scripts that drop a run from every index. */
   readonly queued: string;
+  /** The replication id under which the indexes were last known whole (redis.heal.ts). */
+  readonly indexed: string;
   /** `queue(name)` keys are this, the name, `:`, the part; the scripts build them the same way. */
   readonly queuePrefix: string;
 
@@ -104,6 +107,7 @@ export class RedisKeys {
     this.seq = `{${prefix}}:seq`;
     this.due = `{${prefix}}:due`;
     this.queued = `{${prefix}}:queued`;
+    this.indexed = `{${prefix}}:indexed`;
     this.queuePrefix = `{${prefix}}:q:`;
   }
 

@@ -7,7 +7,7 @@
  *   records are a range read), 3 the stream (redis.stream-scripts.ts). One hash, so a save reads what it checks with one HMGET and writes
  *   everything with one HSET.
  * - index scripts: KEYS tagged `{prefix}` (unfinished index per flow, list index, creation times,
- *   and the queues: redis.queue-scripts.ts).
+ *   due work: redis.index-scripts.ts; the queues: redis.queue-scripts.ts).
  *
  * Refusals are replies, not errors: `{code, ...details}`; `refusal` below builds the message.
  * Scripts that stamp a time read the server's TIME; Redis 7 allows it in writing scripts
@@ -22,15 +22,19 @@ import {
   REPLICATION_LUA,
 } from './redis.failover';
 import { CALL_FIELD, CHECKPOINT_FIELD, COLUMNS_FIELD } from './redis.layout';
-import { ADMIT_LUA, ENQUEUE_LUA, LEAVE_QUEUE_LUA } from './redis.queue-scripts';
+import {
+  INDEX_CREATE_LUA,
+  INDEX_DROP_LUA,
+  INDEX_RESTORE_LUA,
+  INDEX_STAMP_LUA,
+  INDEX_STAMP_SET_LUA,
+  NOW,
+  SCAN_DUE_LUA,
+  SCAN_RUNS_LUA,
+  SCAN_UNFINISHED_LUA,
+} from './redis.index-scripts';
+import { ADMIT_LUA, ENQUEUE_LUA } from './redis.queue-scripts';
 import { APPEND_STREAM_LUA, READ_STREAM_LUA } from './redis.stream-scripts';
-
-const NOW = `
-local function now_ms()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
-`;
 
 const RUN = `
 ${NOW}
@@ -263,74 +267,6 @@ local h = redis.call('HMGET', KEYS[1], 'flow', 'owner')
 return {delete_run(), h[1], h[2]}
 `;
 
-/**
- * Before a step-0 save. KEYS: unfinished(flow), born, runs, seq, due; ARGV: runId, when it may be
- * due (its lease expiry ms, 0 for none).
- * Returns {now ms, created}: an existing list entry keeps its place.
- */
-export const INDEX_CREATE_LUA = `${NOW}
-redis.call('ZADD', KEYS[1], 'NX', 0, ARGV[1])
-redis.call('ZADD', KEYS[5], ARGV[2], ARGV[1])
-local t = now_ms()
-redis.call('HSET', KEYS[2], ARGV[1], t)
-local created = redis.call('ZSCORE', KEYS[3], ARGV[1])
-if not created then
-  created = redis.call('INCR', KEYS[4])
-  redis.call('ZADD', KEYS[3], created, ARGV[1])
-end
-return {t, tostring(created)}
-`;
-
-/** KEYS: unfinished(flow), born; ARGV: min (ZRANGEBYLEX), count. Returns {now, ids, born times}. */
-export const SCAN_UNFINISHED_LUA = `${NOW}
-local ids = redis.call('ZRANGEBYLEX', KEYS[1], ARGV[1], '+', 'LIMIT', 0, tonumber(ARGV[2]))
-local born = {}
-if #ids > 0 then born = redis.call('HMGET', KEYS[2], unpack(ids)) end
-return {now_ms(), ids, born}
-`;
-
-/** KEYS: runs, born; ARGV: max score, count. Returns {now, [id, score, ...], born times}. */
-export const SCAN_RUNS_LUA = `${NOW}
-local page = redis.call('ZREVRANGEBYSCORE', KEYS[1], ARGV[1], '-inf', 'WITHSCORES', 'LIMIT', 0, tonumber(ARGV[2]))
-local ids = {}
-for i = 1, #page, 2 do ids[#ids + 1] = page[i] end
-local born = {}
-if #ids > 0 then born = redis.call('HMGET', KEYS[2], unpack(ids)) end
-return {now_ms(), page, born}
-`;
-
-/**
- * Due candidates: run ids of {P}:due (KEYS[1]) due before ARGV[1] ms, from offset ARGV[2], at most
- * ARGV[3], with their born times (KEYS[2]).
- */
-export const SCAN_DUE_LUA = `${NOW}
-local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. ARGV[1], 'LIMIT', tonumber(ARGV[2]), tonumber(ARGV[3]))
-local born = {}
-if #ids > 0 then born = redis.call('HMGET', KEYS[2], unpack(ids)) end
-return {now_ms(), ids, born}
-`;
-
-/**
- * Removes index entries. KEYS: born, queued, then the sorted sets to remove from. ARGV: 1 mode:
- * 'index' (those sets only), 'ended' (the run ended: it leaves its queue's counts too), 'forget'
- * (deleted or gone: its creation time and every trace on its queue too); 2 the queue key prefix;
- * then (runId, expected born time) pairs: an entry is removed only if its creation time is still
- * the one the caller saw ('' = none, '*' = any), so a run created again meanwhile keeps its entry.
- */
-export const INDEX_DROP_LUA = `${LEAVE_QUEUE_LUA}
-local mode = ARGV[1]
-for i = 3, #ARGV, 2 do
-  local id, expected = ARGV[i], ARGV[i + 1]
-  if expected == '*' or (redis.call('HGET', KEYS[1], id) or '') == expected then
-    for k = 3, #KEYS do redis.call('ZREM', KEYS[k], id) end
-    if mode ~= 'index' then leave_queue(KEYS[2], ARGV[2], id, mode == 'forget') end
-    if mode == 'forget' then redis.call('HDEL', KEYS[1], id) end
-  end
-end
-return 1
-`;
-
-/** Registered on the client with `defineCommand` (EVALSHA, falling back to EVAL on NOSCRIPT). */
 export const REDIS_SCRIPTS = {
   aaSave: SAVE_LUA,
   aaRecord: RECORD_LUA,
@@ -346,6 +282,9 @@ export const REDIS_SCRIPTS = {
   aaScanRuns: SCAN_RUNS_LUA,
   aaIndexDrop: INDEX_DROP_LUA,
   aaScanDue: SCAN_DUE_LUA,
+  aaIndexStamp: INDEX_STAMP_LUA,
+  aaIndexRestore: INDEX_RESTORE_LUA,
+  aaIndexStampSet: INDEX_STAMP_SET_LUA,
   aaEnqueue: ENQUEUE_LUA,
   aaAdmit: ADMIT_LUA,
   aaAppendStream: APPEND_STREAM_LUA,

@@ -30,6 +30,7 @@ import {
   type RedisClient,
 } from './redis.client';
 import { RedisDueIndex } from './redis.due';
+import { TenantIndexHealer } from './redis.heal';
 import { HALF_CREATE_WINDOW, RedisRunIndex, storeScript } from './redis.index';
 import type { RedisClientLike } from './redis.client-like';
 import { renewOwnedRuns } from './redis.leases';
@@ -86,6 +87,7 @@ export class RedisCheckpointStore extends CheckpointStore {
   private readonly index: RedisRunIndex;
   private readonly dueIndex: RedisDueIndex;
   private readonly queues: RedisRunQueues;
+  private readonly healer: TenantIndexHealer;
   private readonly runWrites: RunWrites;
   /** Write tokens: random per store instance, then counted (see `token`). */
   private readonly tokenBase = randomBytes(9).toString('base64');
@@ -106,6 +108,7 @@ export class RedisCheckpointStore extends CheckpointStore {
     this.index = new RedisRunIndex(this.client, this.keys);
     this.dueIndex = new RedisDueIndex(this.client, this.keys, this.index);
     this.queues = new RedisRunQueues(this.client, this.keys, this.index);
+    this.healer = new TenantIndexHealer(this.client, this.keys);
   }
 
   async save(
@@ -361,10 +364,12 @@ export class RedisCheckpointStore extends CheckpointStore {
     return quitOrDrop(this.client);
   }
 
-  listUnfinished(
+  /** A sweep's first page and every due look check the index first (redis.heal.ts). */
+  async listUnfinished(
     flow: string,
     options?: ListUnfinishedOptions,
   ): Promise<RunHead[]> {
+    if (options?.after === undefined) await this.healer.check();
     return this.index.unfinished(flow, options);
   }
 
@@ -372,7 +377,8 @@ export class RedisCheckpointStore extends CheckpointStore {
     return this.index.list(query);
   }
 
-  listDue(query: DueQuery): Promise<RunHead[]> {
+  async listDue(query: DueQuery): Promise<RunHead[]> {
+    await this.healer.check();
     return this.dueIndex.due(query);
   }
 
