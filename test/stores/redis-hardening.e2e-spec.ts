@@ -191,6 +191,53 @@ describeWithService('redis', 'Redis hardening', () => {
     w.close();
   });
 
+  it('a queued run whose enqueue the tenant slot lost is queued again at the first look after its master changed, and is admitted from there', async () => {
+    const { store, prefix } = open();
+    const P = `{${prefix}}`;
+    const w = new FlowRunner(executorFor([], 'w'), {
+      checkpoints: store,
+      checkpointKey: KEY,
+    });
+    const kept = await w.enqueue(
+      ticketsFlow(),
+      { show: 'Q', seats: 1 },
+      {
+        queue: 'hq',
+        runId: 'q-kept',
+        priority: 5,
+      },
+    );
+    const lost = await w.enqueue(
+      ticketsFlow(),
+      { show: 'Q', seats: 2 },
+      {
+        queue: 'hq',
+        runId: 'q-lost',
+      },
+    );
+    expect([kept.runId, lost.runId]).toEqual(['q-kept', 'q-lost']);
+    await store.listDue({ now: Date.now() });
+    // Every trace of the second enqueue in `{P}` is gone; its run hash (step 0, queue hq) is not.
+    await admin.hdel(`${P}:q:hq:runs`, 'q-lost');
+    await admin.zrem(`${P}:q:hq:delayed`, 'q-lost');
+    await admin.hdel(`${P}:queued`, 'q-lost');
+    await admin.zrem(`${P}:runs`, 'q-lost');
+    await admin.set(`${P}:indexed`, 'f'.repeat(40));
+    expect(await store.listDue({ now: Date.now() })).toEqual([]);
+    expect(await admin.hget(`${P}:queued`, 'q-lost')).toBe('hq');
+    const admitted = await store.admit({
+      queue: 'hq',
+      now: Date.now() + 1000,
+      limit: 10,
+    });
+    // The kept one keeps its priority; the lost one comes back without one (it was only in `{P}`).
+    const byId = new Map(admitted.map((h) => [h.runId, h.queue]));
+    expect([...byId.keys()].sort()).toEqual(['q-kept', 'q-lost']);
+    expect(byId.get('q-kept')).toMatchObject({ name: 'hq', priority: 5 });
+    expect(byId.get('q-lost')).toMatchObject({ name: 'hq', priority: 0 });
+    w.close();
+  });
+
   it('a lost call-log key (eviction, partial loss) is CheckpointStoreCorrupt, not a call that never ran', async () => {
     const { store, prefix } = open();
     const ledger: LedgerEntry[] = [];

@@ -11,20 +11,23 @@
  * promotion or a restart starts a new id, and then the look scans every master for the tenant's
  * run hashes and puts each unfinished run back where it is missing (entries present are left as
  * they are; a due score put back is the head's own, so it is never late). O(runs), once per change
- * of the `{P}` master; O(1) per look otherwise. A fresh tenant has no stamp: its first look scans
- * (nothing is found) and stamps it.
+ * of the `{P}` master (SCAN walks each master's whole keyspace, other tenants' keys too); O(1) per
+ * look otherwise. A tenant without a stamp (new, or its stamp lost) is scanned once, then stamped.
  *
- * Not healed: a run waiting on a queue whose queue entry was lost (its placement was in `{P}`), and
- * a queue's counts (a lost admission lets one more run in). The `replicas` option confirms the
- * tenant slot's writes on replicas before a caller acts on them; it is the way to lose neither.
+ * A run waiting on a queue whose enqueue was lost is queued again, but without its concurrency key,
+ * dedupe key and priority (they were only in `{P}`). Not healed: a queue's dedupe keys (an enqueue
+ * the lost key would have answered with its run starts a second run) and counts (a lost admission
+ * lets one more run in). The `replicas` option confirms the tenant slot's writes on replicas before
+ * a caller acts on them: the way to lose neither.
  */
 import type { Cluster } from 'ioredis';
-import { UNFINISHED } from '../checkpoint-store';
+import { UNFINISHED, type RunHead } from '../checkpoint-store';
 import { guarded } from '../transient-errors';
 import type { RedisClient } from './redis.client';
 import { dueScore } from './redis.due';
 import { STORE, storeScript } from './redis.index';
 import { HEAD_FIELDS, type RedisKeys } from './redis.layout';
+import { placementOf, sortableTime } from './redis.placement';
 import { toHead } from './redis.rows';
 
 /** Run hashes read per round trip while rebuilding. */
@@ -63,8 +66,8 @@ export class TenantIndexHealer {
   }
 
   /**
-   * Puts every run of the tenant back in the list, and every unfinished one not waiting on a queue
-   * back in its flow's unfinished set and the due set.
+   * Puts every run of the tenant back in the list, every unfinished one past its queue back in its
+   * flow's unfinished set and the due set, and every queued one that lost its place on its queue.
    */
   async rebuild(): Promise<void> {
     const pattern = `${escapeGlob(`{${this.keys.prefix}:`)}*}:run`;
@@ -95,30 +98,58 @@ export class TenantIndexHealer {
     const sets = new Map<string, number>();
     let top = 0;
     const args: string[] = [];
+    const queued: RunHead[] = [];
     values.forEach(([created, ...fields], i) => {
       const run = toHead(ids[i]!, fields);
       if (!run) return;
       top = Math.max(top, Number(created ?? 0));
+      if (!UNFINISHED.includes(run.status))
+        return void args.push(run.runId, created ?? '', '', '');
       // A queued run's place is in `{P}`: one past its first step was admitted; one at step 0 may
-      // still be waiting, and only its queue may start it (not healed, see above).
-      const indexed =
-        UNFINISHED.includes(run.status) && !(run.queue && run.step === 0);
-      let set = '';
-      if (indexed) {
-        const key = this.keys.unfinished(run.flow);
-        if (!sets.has(key)) sets.set(key, keys.push(key));
-        set = String(sets.get(key));
-      }
-      const due = indexed ? dueScore(run) : undefined;
+      // still be waiting, and only its queue may start it.
+      if (run.queue && run.step === 0) return void queued.push(run);
+      const set = this.keys.unfinished(run.flow);
+      if (!sets.has(set)) sets.set(set, keys.push(set));
+      const due = dueScore(run);
       args.push(
         run.runId,
         created ?? '',
         due === undefined ? '' : String(due),
-        set,
+        String(sets.get(set)),
       );
     });
     if (args.length)
       await storeScript(this.client, 'aaIndexRestore', keys, [top, ...args]);
+    await this.requeue(queued);
+  }
+
+  /**
+   * Queued runs at step 0 whose placement is gone (their enqueue's index write was lost): back on
+   * their queue, behind what waits there, with no concurrency key, dedupe key nor priority (those
+   * were only in `{P}`). An admitted one admitted again is fenced by the claim as any takeover is.
+   */
+  private async requeue(runs: RunHead[]): Promise<void> {
+    const placed = await guarded(STORE, undefined, () =>
+      Promise.all(
+        runs.map((r) =>
+          this.client.hexists(this.keys.queue(r.queue!.name).runs, r.runId),
+        ),
+      ),
+    );
+    for (const [i, run] of runs.entries()) {
+      if (placed[i]) continue;
+      const queue = run.queue!.name;
+      const now = Date.now();
+      const placement = placementOf(run.flow, { queue, availableAt: now });
+      await storeScript(this.client, 'aaEnqueue', this.keys.enqueue(queue), [
+        run.runId,
+        queue,
+        '',
+        '',
+        JSON.stringify(placement),
+        sortableTime(now),
+      ]);
+    }
   }
 }
 

@@ -151,6 +151,20 @@ export class RedisKeys {
     return `{${this.prefix}:owner:${owner}}:leases`;
   }
 
+  /** The KEYS of an enqueue's index write (ENQUEUE_LUA). */
+  enqueue(queue: string): string[] {
+    const q = this.queue(queue);
+    return [
+      this.queued,
+      q.dedupe,
+      q.delayed,
+      q.runs,
+      this.runs,
+      this.seq,
+      this.born,
+    ];
+  }
+
   /** The KEYS of the step-0 announcement (INDEX_CREATE_LUA): unfinished(flow), born, runs, seq, due. */
   announce(flow: string): string[] {
     return [this.unfinished(flow), this.born, this.runs, this.seq, this.due];

@@ -67,15 +67,7 @@ export class RedisRunQueues {
       expected = holder ?? '';
     }
     await writeRun();
-    const keys = [
-      this.keys.queued,
-      q.dedupe,
-      q.delayed,
-      q.runs,
-      this.keys.runs,
-      this.keys.seq,
-      this.keys.born,
-    ];
+    const keys = this.keys.enqueue(place.queue);
     const json = JSON.stringify(placementOf(checkpoint.flow, place));
     const at = sortableTime(place.availableAt);
     for (let attempt = 1; attempt <= ATTEMPTS; attempt++) {
