@@ -191,50 +191,54 @@ describeWithService('redis', 'Redis hardening', () => {
     w.close();
   });
 
-  it('a queued run whose enqueue the tenant slot lost is queued again at the first look after its master changed, and is admitted from there', async () => {
+  it('a queued run whose enqueue the tenant slot lost is queued again as it was placed; an enqueue of its dedupe key waits for that and answers with it, starting no second run', async () => {
     const { store, prefix } = open();
     const P = `{${prefix}}`;
     const w = new FlowRunner(executorFor([], 'w'), {
       checkpoints: store,
       checkpointKey: KEY,
     });
-    const kept = await w.enqueue(
-      ticketsFlow(),
-      { show: 'Q', seats: 1 },
-      {
-        queue: 'hq',
-        runId: 'q-kept',
-        priority: 5,
-      },
-    );
-    const lost = await w.enqueue(
-      ticketsFlow(),
-      { show: 'Q', seats: 2 },
-      {
-        queue: 'hq',
-        runId: 'q-lost',
-      },
-    );
-    expect([kept.runId, lost.runId]).toEqual(['q-kept', 'q-lost']);
+    const order = (seats: number, runId: string, more = {}) =>
+      w.enqueue(
+        ticketsFlow(),
+        { show: 'Q', seats },
+        { queue: 'hq', runId, ...more },
+      );
+    await order(1, 'q-kept', { priority: 5 });
+    await order(2, 'q-lost', { priority: 7, dedupeKey: 'order-7' });
     await store.listDue({ now: Date.now() });
     // Every trace of the second enqueue in `{P}` is gone; its run hash (step 0, queue hq) is not.
-    await admin.hdel(`${P}:q:hq:runs`, 'q-lost');
-    await admin.zrem(`${P}:q:hq:delayed`, 'q-lost');
-    await admin.hdel(`${P}:queued`, 'q-lost');
-    await admin.zrem(`${P}:runs`, 'q-lost');
-    await admin.set(`${P}:indexed`, 'f'.repeat(40));
+    const lose = async () => {
+      await admin.hdel(`${P}:q:hq:runs`, 'q-lost');
+      await admin.zrem(`${P}:q:hq:delayed`, 'q-lost');
+      await admin.hdel(`${P}:q:hq:dedupe`, 'order-7');
+      await admin.hdel(`${P}:queued`, 'q-lost');
+      await admin.zrem(`${P}:runs`, 'q-lost');
+      // What a promotion or a restart does to the master's replication id.
+      await admin.set(`${P}:indexed`, 'f'.repeat(40));
+    };
+    await lose();
+    // The enqueue finds no holder of the key, but its script makes it heal first: the lost run
+    // holds the key again, and is the answer.
+    expect(await order(9, 'q-dup', { dedupeKey: 'order-7' })).toEqual({
+      runId: 'q-lost',
+      created: false,
+    });
+    expect(await store.head('q-dup')).toBeUndefined();
+    // A look heals the same way.
+    await lose();
     expect(await store.listDue({ now: Date.now() })).toEqual([]);
     expect(await admin.hget(`${P}:queued`, 'q-lost')).toBe('hq');
+    expect(await admin.hget(`${P}:q:hq:dedupe`, 'order-7')).toBe('q-lost');
     const admitted = await store.admit({
       queue: 'hq',
       now: Date.now() + 1000,
       limit: 10,
     });
-    // The kept one keeps its priority; the lost one comes back without one (it was only in `{P}`).
     const byId = new Map(admitted.map((h) => [h.runId, h.queue]));
     expect([...byId.keys()].sort()).toEqual(['q-kept', 'q-lost']);
     expect(byId.get('q-kept')).toMatchObject({ name: 'hq', priority: 5 });
-    expect(byId.get('q-lost')).toMatchObject({ name: 'hq', priority: 0 });
+    expect(byId.get('q-lost')).toMatchObject({ name: 'hq', priority: 7 });
     w.close();
   });
 

@@ -23,6 +23,8 @@ export const StoreMessages = {
   queuesNeedPool: () =>
     'Queues on Postgres need the pg pool of a TypeORM DataSource (an admission is a transaction on one connection); this DataSource has none. Nothing was admitted.',
   redisQuitTimedOut: () => 'QUIT timed out',
+  redisTenantHealing: (runId: string) =>
+    `enqueue of ${runId} not taken: the tenant's index is being rebuilt after its master changed (a failover or a restart), and its dedupe keys with it; try again`,
   failoverMayHaveLost: (
     runId: string,
     lost: string,

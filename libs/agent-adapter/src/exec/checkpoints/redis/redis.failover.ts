@@ -53,3 +53,11 @@ local h = redis.call('HMGET', KEYS[1], 'status', '${REPLICATION_FIELD}')
 local lost = replication_check(h[2] or nil, 'a', h[1] or '')
 return lost or false
 `;
+
+/** Lua: `current_id()`, the replication id of the script's master now (`master_replid`). */
+export const CURRENT_ID = `
+local function current_id()
+  local info = redis.call('INFO', 'replication')
+  return string.match(info, 'master_replid:(%x+)') or ''
+end
+`;

@@ -14,10 +14,11 @@
  * of the `{P}` master (SCAN walks each master's whole keyspace, other tenants' keys too); O(1) per
  * look otherwise. A tenant without a stamp (new, or its stamp lost) is scanned once, then stamped.
  *
- * A run waiting on a queue whose enqueue was lost is queued again, but without its concurrency key,
- * dedupe key and priority (they were only in `{P}`). Not healed: a queue's dedupe keys (an enqueue
- * the lost key would have answered with its run starts a second run) and counts (a lost admission
- * lets one more run in). The `replicas` option confirms the tenant slot's writes on replicas before
+ * A run waiting on a queue whose enqueue was lost is queued again as it was placed (once its queue
+ * took it, its hash keeps the placement), its dedupe key with it; an enqueue with a dedupe key
+ * waits for the healing (its script refuses while the stamp is not the master's id), so no second
+ * run starts for a lost key.
+ * Not healed: a queue's counts (a lost admission lets one more run in). The `replicas` option confirms the tenant slot's writes on replicas before
  * a caller acts on them: the way to lose neither.
  */
 import type { Cluster } from 'ioredis';
@@ -26,8 +27,8 @@ import { guarded } from '../transient-errors';
 import type { RedisClient } from './redis.client';
 import { dueScore } from './redis.due';
 import { STORE, storeScript } from './redis.index';
-import { HEAD_FIELDS, type RedisKeys } from './redis.layout';
-import { placementOf, sortableTime } from './redis.placement';
+import { HEAD_FIELDS, PLACEMENT_FIELD, type RedisKeys } from './redis.layout';
+import { sortableTime, type Placement } from './redis.placement';
 import { toHead } from './redis.rows';
 
 /** Run hashes read per round trip while rebuilding. */
@@ -90,7 +91,7 @@ export class TenantIndexHealer {
     const values = await guarded(STORE, undefined, () =>
       Promise.all(
         hashKeys.map((key) =>
-          this.client.hmget(key, 'created', ...HEAD_FIELDS),
+          this.client.hmget(key, 'created', PLACEMENT_FIELD, ...HEAD_FIELDS),
         ),
       ),
     );
@@ -98,8 +99,8 @@ export class TenantIndexHealer {
     const sets = new Map<string, number>();
     let top = 0;
     const args: string[] = [];
-    const queued: RunHead[] = [];
-    values.forEach(([created, ...fields], i) => {
+    const queued: Array<[RunHead, string | null]> = [];
+    values.forEach(([created, placement, ...fields], i) => {
       const run = toHead(ids[i]!, fields);
       if (!run) return;
       top = Math.max(top, Number(created ?? 0));
@@ -107,7 +108,8 @@ export class TenantIndexHealer {
         return void args.push(run.runId, created ?? '', '', '');
       // A queued run's place is in `{P}`: one past its first step was admitted; one at step 0 may
       // still be waiting, and only its queue may start it.
-      if (run.queue && run.step === 0) return void queued.push(run);
+      if (run.queue && run.step === 0)
+        return void queued.push([run, placement ?? null]);
       const set = this.keys.unfinished(run.flow);
       if (!sets.has(set)) sets.set(set, keys.push(set));
       const due = dueScore(run);
@@ -124,30 +126,31 @@ export class TenantIndexHealer {
   }
 
   /**
-   * Queued runs at step 0 whose placement is gone (their enqueue's index write was lost): back on
-   * their queue, behind what waits there, with no concurrency key, dedupe key nor priority (those
-   * were only in `{P}`). An admitted one admitted again is fenced by the claim as any takeover is.
+   * Queued runs at step 0 that their queue took (their hash keeps the placement it took) and no
+   * longer holds: back on it as they were placed, their dedupe key taken again unless another run
+   * holds it (then that run is the one for the key). An admitted run admitted again is fenced by
+   * its claim as any takeover is.
    */
-  private async requeue(runs: RunHead[]): Promise<void> {
+  private async requeue(runs: Array<[RunHead, string | null]>): Promise<void> {
     const placed = await guarded(STORE, undefined, () =>
       Promise.all(
-        runs.map((r) =>
+        runs.map(([r]) =>
           this.client.hexists(this.keys.queue(r.queue!.name).runs, r.runId),
         ),
       ),
     );
-    for (const [i, run] of runs.entries()) {
-      if (placed[i]) continue;
+    for (const [i, [run, stored]] of runs.entries()) {
+      if (placed[i] || stored === null) continue;
       const queue = run.queue!.name;
-      const now = Date.now();
-      const placement = placementOf(run.flow, { queue, availableAt: now });
+      const placement = JSON.parse(stored) as Placement;
       await storeScript(this.client, 'aaEnqueue', this.keys.enqueue(queue), [
         run.runId,
         queue,
-        '',
+        placement.d ?? '',
         '',
         JSON.stringify(placement),
-        sortableTime(now),
+        sortableTime(Number(placement.a ?? 0)),
+        '1',
       ]);
     }
   }

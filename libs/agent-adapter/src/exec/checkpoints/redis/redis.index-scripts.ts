@@ -3,6 +3,7 @@
  * and dropped, the scans that page through them (redis.index.ts, redis.due.ts), and their healing
  * after the slot's master changed (redis.heal.ts). KEYS and ARGV as each script says.
  */
+import { CURRENT_ID } from './redis.failover';
 import { LEAVE_QUEUE_LUA } from './redis.queue-scripts';
 
 export const NOW = `
@@ -80,14 +81,6 @@ return 1
 `;
 
 /** Registered on the client with `defineCommand` (EVALSHA, falling back to EVAL on NOSCRIPT). */
-
-/** The replication id of the `{P}` slot's master now (`master_replid`). */
-const CURRENT_ID = `
-local function current_id()
-  local info = redis.call('INFO', 'replication')
-  return string.match(info, 'master_replid:(%x+)') or ''
-end
-`;
 
 /** KEYS: the tenant's `indexed` stamp. Returns {current replication id, stamp or false}. */
 export const INDEX_STAMP_LUA = `${CURRENT_ID}

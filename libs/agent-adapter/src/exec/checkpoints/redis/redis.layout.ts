@@ -39,6 +39,9 @@ import { DurableSetupError } from '../../../errors';
 import { Messages } from '../../../errors/messages';
 
 /** The head's fields of the run hash, in the order the store reads them (HMGET). */
+/** A queued run's placement as its enqueue gave it (JSON), kept in its hash (redis.heal.ts). */
+export const PLACEMENT_FIELD = 'placement';
+
 export const HEAD_FIELDS = [
   'step',
   'flow',
@@ -154,15 +157,8 @@ export class RedisKeys {
   /** The KEYS of an enqueue's index write (ENQUEUE_LUA). */
   enqueue(queue: string): string[] {
     const q = this.queue(queue);
-    return [
-      this.queued,
-      q.dedupe,
-      q.delayed,
-      q.runs,
-      this.runs,
-      this.seq,
-      this.born,
-    ];
+    // prettier-ignore
+    return [this.queued, q.dedupe, q.delayed, q.runs, this.runs, this.seq, this.born, this.indexed];
   }
 
   /** The KEYS of the step-0 announcement (INDEX_CREATE_LUA): unfinished(flow), born, runs, seq, due. */

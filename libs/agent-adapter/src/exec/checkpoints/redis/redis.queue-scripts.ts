@@ -8,6 +8,7 @@
  * `d` dedupe key, `p` priority, `a` availableAt while waiting, `t` admittedAt once admitted, `m`
  * the run's member in `ready` while waiting. Strings, so cjson's re-encoding keeps every digit.
  */
+import { CURRENT_ID } from './redis.failover';
 
 const NOW = `
 local function now_ms()
@@ -55,11 +56,18 @@ end
 
 /**
  * An enqueue's index write, after its run hash (step 0) is stored. KEYS: queued, dedupe, delayed,
- * runs (placements), the list of runs, seq, born. ARGV: 1 run id, 2 queue, 3 dedupe key ('' none),
- * 4 the key's holder the caller saw ('' none), 5 placement JSON, 6 availableAt (16 digits).
- * Returns {'ok'}, or {'held', holder} when the dedupe key names another run than the caller saw.
+ * runs (placements), the list of runs, seq, born, the tenant's `indexed` stamp. ARGV: 1 run id,
+ * 2 queue, 3 dedupe key ('' none), 4 the key's holder the caller saw ('' none), 5 placement JSON,
+ * 6 availableAt (16 digits), 7 '1' when the healing itself queues a run again.
+ * Returns {'ok'}; {'held', holder} when the dedupe key names another run than the caller saw;
+ * {'heal'} for a dedupe key while the tenant's master is not the one its index was last known
+ * whole under (the key may be lost: redis.heal.ts), so no second run starts for one key.
  */
 export const ENQUEUE_LUA = `${NOW}
+${CURRENT_ID}
+if ARGV[3] ~= '' and ARGV[7] ~= '1' and redis.call('GET', KEYS[8]) ~= current_id() then
+  return {'heal'}
+end
 if ARGV[3] ~= '' then
   local holder = redis.call('HGET', KEYS[2], ARGV[3]) or ''
   -- Our own write, resent after its reply was lost: applied already.

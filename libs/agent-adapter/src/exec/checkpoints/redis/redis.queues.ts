@@ -3,7 +3,10 @@
  * in its own slot and the queue in the tenant's `{P}`, so an enqueue is two writes: the run hash
  * first, then the queue's and the list's entries. An admission is one `{P}` script.
  */
-import { CheckpointConflict } from '../../../errors';
+import {
+  CheckpointConflict,
+  CheckpointStoreUnavailable,
+} from '../../../errors';
 import { Messages } from '../../../errors/messages';
 import {
   UNFINISHED,
@@ -39,6 +42,8 @@ export class RedisRunQueues {
     private readonly client: RedisClient,
     private readonly keys: RedisKeys,
     private readonly index: RedisRunIndex,
+    /** Heals the tenant's indexes (redis.heal.ts), when an enqueue's script asks for it. */
+    private readonly heal: () => Promise<void>,
   ) {}
 
   /**
@@ -70,14 +75,30 @@ export class RedisRunQueues {
     const keys = this.keys.enqueue(place.queue);
     const json = JSON.stringify(placementOf(checkpoint.flow, place));
     const at = sortableTime(place.availableAt);
-    for (let attempt = 1; attempt <= ATTEMPTS; attempt++) {
+    for (let attempt = 1, heals = 0; attempt <= ATTEMPTS; attempt++) {
       const [code, holder] = (await storeScript(
         this.client,
         'aaEnqueue',
         keys,
-        [runId, place.queue, dedupe ?? '', expected, json, at],
+        [runId, place.queue, dedupe ?? '', expected, json, at, ''],
       )) as Reply;
-      if (code === 'ok') return { runId, created: true };
+      if (code === 'ok') {
+        this.keepPlacement(runId, json);
+        return { runId, created: true };
+      }
+      // The tenant slot's master changed since its index was known whole: the key may be lost.
+      if (code === 'heal') {
+        if (++heals > ATTEMPTS) {
+          await this.forgetRun(runId);
+          throw new CheckpointStoreUnavailable(
+            Messages.redisTenantHealing(runId),
+            runId,
+          );
+        }
+        await this.heal();
+        attempt--;
+        continue;
+      }
       // 'held': another enqueue took the key. Live, it is the run; ended, the key is free.
       const current = String(holder ?? '');
       if (current && (await this.live(current))) {
@@ -91,6 +112,20 @@ export class RedisRunQueues {
       Messages.conflictStep(runId, 0, undefined),
       runId,
     );
+  }
+
+  /**
+   * The placement its queue took, into the run's hash (redis.heal.ts), behind the enqueue and not
+   * waited for: a hash without one is a run the healing leaves alone (an enqueue in flight, or one
+   * that crashed before its queue took it, whose id its caller never got).
+   */
+  private keepPlacement(runId: string, json: string): void {
+    storeScript(
+      this.client,
+      'aaPlace',
+      [this.keys.runHash(runId)],
+      [json],
+    ).catch(() => undefined);
   }
 
   /**

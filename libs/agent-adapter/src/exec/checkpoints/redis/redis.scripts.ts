@@ -21,7 +21,12 @@ import {
   REPLICATION_FIELD,
   REPLICATION_LUA,
 } from './redis.failover';
-import { CALL_FIELD, CHECKPOINT_FIELD, COLUMNS_FIELD } from './redis.layout';
+import {
+  CALL_FIELD,
+  CHECKPOINT_FIELD,
+  COLUMNS_FIELD,
+  PLACEMENT_FIELD,
+} from './redis.layout';
 import {
   INDEX_CREATE_LUA,
   INDEX_DROP_LUA,
@@ -256,6 +261,16 @@ redis.call('HSET', KEYS[1], 'lease', ARGV[2])
 return 1
 `;
 
+/**
+ * An enqueue's placement, kept in its run hash once its queue took it (redis.heal.ts): only if the
+ * hash is still there. ARGV: the placement JSON.
+ */
+export const PLACE_LUA = `
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('HSET', KEYS[1], '${PLACEMENT_FIELD}', ARGV[1])
+return 1
+`;
+
 /** Every field of the run hash: the head, every checkpoint and every call record. */
 export const HISTORY_LUA = `
 return redis.call('HGETALL', KEYS[1])
@@ -277,6 +292,7 @@ export const REDIS_SCRIPTS = {
   aaDelete: DELETE_LUA,
   aaTouch: TOUCH_LUA,
   aaRelease: RELEASE_LUA,
+  aaPlace: PLACE_LUA,
   aaIndexCreate: INDEX_CREATE_LUA,
   aaScanUnfinished: SCAN_UNFINISHED_LUA,
   aaScanRuns: SCAN_RUNS_LUA,

@@ -107,8 +107,10 @@ export class RedisCheckpointStore extends CheckpointStore {
     this.runWrites = new RunWrites(this.client, this.keys, replicas);
     this.index = new RedisRunIndex(this.client, this.keys);
     this.dueIndex = new RedisDueIndex(this.client, this.keys, this.index);
-    this.queues = new RedisRunQueues(this.client, this.keys, this.index);
     this.healer = new TenantIndexHealer(this.client, this.keys);
+    this.queues = new RedisRunQueues(this.client, this.keys, this.index, () =>
+      this.healer.check(),
+    );
   }
 
   async save(
