@@ -17,9 +17,10 @@
  * A run waiting on a queue whose enqueue was lost is queued again as it was placed (once its queue
  * took it, its hash keeps the placement), its dedupe key with it; an enqueue with a dedupe key
  * waits for the healing (its script refuses while the stamp is not the master's id), so no second
- * run starts for a lost key.
- * Not healed: a queue's counts (a lost admission lets one more run in). The `replicas` option confirms the tenant slot's writes on replicas before
- * a caller acts on them: the way to lose neither.
+ * run starts for a lost key. A run past its first step that its queue no longer counts (its
+ * admission lost) is counted again, as admitted at the healing. Between the failover and that
+ * look, an admission may let one run too many in. The `replicas` option confirms the tenant slot's
+ * writes on replicas before a caller acts on them: nothing to heal.
  */
 import type { Cluster } from 'ioredis';
 import { UNFINISHED, type RunHead } from '../checkpoint-store';
@@ -100,6 +101,7 @@ export class TenantIndexHealer {
     let top = 0;
     const args: string[] = [];
     const queued: Array<[RunHead, string | null]> = [];
+    const admitted: Array<[RunHead, string]> = [];
     values.forEach(([created, placement, ...fields], i) => {
       const run = toHead(ids[i]!, fields);
       if (!run) return;
@@ -110,6 +112,7 @@ export class TenantIndexHealer {
       // still be waiting, and only its queue may start it.
       if (run.queue && run.step === 0)
         return void queued.push([run, placement ?? null]);
+      if (run.queue) admitted.push([run, placement ?? '']);
       const set = this.keys.unfinished(run.flow);
       if (!sets.has(set)) sets.set(set, keys.push(set));
       const due = dueScore(run);
@@ -123,6 +126,22 @@ export class TenantIndexHealer {
     if (args.length)
       await storeScript(this.client, 'aaIndexRestore', keys, [top, ...args]);
     await this.requeue(queued);
+    await this.recount(admitted);
+  }
+
+  /** Runs past their queue (admitted, driven): counted in their queue's limits if it lost them. */
+  private async recount(runs: Array<[RunHead, string]>): Promise<void> {
+    const byQueue = new Map<string, string[]>();
+    for (const [run, placement] of runs) {
+      const name = run.queue!.name;
+      byQueue.set(name, [...(byQueue.get(name) ?? []), run.runId, placement]);
+    }
+    for (const [name, pairs] of byQueue) {
+      const q = this.keys.queue(name);
+      // prettier-ignore
+      const keys = [this.keys.queued, q.runs, q.ready, q.delayed, q.active, q.keys, q.admitted, q.dedupe];
+      await storeScript(this.client, 'aaQueueRecount', keys, [name, ...pairs]);
+    }
   }
 
   /**

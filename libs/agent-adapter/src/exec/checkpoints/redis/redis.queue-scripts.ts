@@ -167,3 +167,32 @@ for _, m in ipairs(redis.call('ZRANGE', KEYS[2], 0, walk - 1)) do
 end
 return out
 `;
+
+/**
+ * Admitted runs that the queue no longer counts (their admission was lost with the tenant's
+ * master: redis.heal.ts) while their hashes say they run: counted again, as admitted now. KEYS: queued,
+ * then the queue's runs, ready, delayed, active, keys, admitted, dedupe. ARGV: 1 the queue, then
+ * (run id, the placement its hash keeps) pairs; the queue's own placement wins where it has one.
+ */
+export const QUEUE_RECOUNT_LUA = `${NOW}
+local now = tostring(now_ms())
+for i = 2, #ARGV, 2 do
+  local id = ARGV[i]
+  local raw = redis.call('HGET', KEYS[2], id) or ARGV[i + 1]
+  if raw ~= '' and not redis.call('ZSCORE', KEYS[5], id) then
+    local p = cjson.decode(raw)
+    redis.call('ZREM', KEYS[4], id)
+    if p.m then redis.call('ZREM', KEYS[3], p.m) end
+    p.a = nil
+    p.m = nil
+    p.t = now
+    redis.call('HSET', KEYS[2], id, cjson.encode(p))
+    redis.call('HSET', KEYS[1], id, ARGV[1])
+    redis.call('ZADD', KEYS[5], now, id)
+    redis.call('ZADD', KEYS[7], now, id)
+    if p.k then redis.call('HINCRBY', KEYS[6], p.k, 1) end
+    if p.d and not redis.call('HGET', KEYS[8], p.d) then redis.call('HSET', KEYS[8], p.d, id) end
+  end
+end
+return 1
+`;

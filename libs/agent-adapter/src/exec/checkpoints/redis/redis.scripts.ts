@@ -38,7 +38,11 @@ import {
   SCAN_RUNS_LUA,
   SCAN_UNFINISHED_LUA,
 } from './redis.index-scripts';
-import { ADMIT_LUA, ENQUEUE_LUA } from './redis.queue-scripts';
+import {
+  ADMIT_LUA,
+  ENQUEUE_LUA,
+  QUEUE_RECOUNT_LUA,
+} from './redis.queue-scripts';
 import { APPEND_STREAM_LUA, READ_STREAM_LUA } from './redis.stream-scripts';
 
 const RUN = `
@@ -303,6 +307,7 @@ export const REDIS_SCRIPTS = {
   aaIndexStampSet: INDEX_STAMP_SET_LUA,
   aaEnqueue: ENQUEUE_LUA,
   aaAdmit: ADMIT_LUA,
+  aaQueueRecount: QUEUE_RECOUNT_LUA,
   aaAppendStream: APPEND_STREAM_LUA,
   aaReadStream: READ_STREAM_LUA,
 } as const;
