@@ -17,10 +17,7 @@ export type { FlowRef, DiscoveredFlow } from './flow.registry';
 export { RecoveryOrchestrator } from './recovery.orchestrator';
 export { ToolLoopRunner, DurableToolLoop } from './tool-loop.runner';
 export type { ToolLoopDefinition } from './tool-loop.runner';
-export type {
-  RecoverySummary,
-  RecoveryOutcomeKind,
-} from './recovery.orchestrator';
+export type { RecoverySummary, RecoveryOutcomeKind } from './recovery.log';
 export { createCheckpointStore, CHECKPOINT_STORE_TYPES } from './create-store';
 export type { CreatedStore } from './create-store';
 // Framework-free: the core errors, which the root entry exports too.

@@ -4,6 +4,38 @@ import type {
 } from '../events/durable.events';
 import type { CallIdentity } from '../exec/durable/records';
 
+/** The outcomes a recovery sweep tells apart. @publicApi */
+export type RecoveryOutcomeKind =
+  | 'recovered'
+  | 'needsDecision'
+  | 'held'
+  | 'elsewhere'
+  | 'accessDenied'
+  | 'failed';
+
+/**
+ * What one recovery sweep saw, per outcome: how many runs had each (`counts`), and their run ids.
+ * Each list keeps the first 1,000 ids of its outcome (the first to settle), so a sweep over any
+ * number of runs returns a bounded summary; every run has its own log line whatever the lists keep.
+ * @publicApi
+ */
+export interface RecoverySummary {
+  /** Runs recovered (now done, failed, running elsewhere, or paused). */
+  recovered: string[];
+  /** Runs with calls in doubt of non-idempotent tools: nothing was run or written. */
+  needsDecision: string[];
+  /** Runs whose owner's lease has not expired (the owner may be alive). */
+  held: string[];
+  /** Runs another worker claimed first (a lost recovery race: nothing to do here). */
+  elsewhere: string[];
+  /** Runs refused for their identity (a principal is needed). */
+  accessDenied: string[];
+  /** Runs that could not be recovered for another reason (logged with the error). */
+  failed: string[];
+  /** How many runs had each outcome, every run counted (a list may hold fewer ids). */
+  counts: Record<RecoveryOutcomeKind, number>;
+}
+
 /** What a recovery did with the calls of the superstep the crash cut short. @internal */
 export type RecoveredCallSet = Pick<RunRecoveredEvent, 'replayed' | 'rerun'>;
 

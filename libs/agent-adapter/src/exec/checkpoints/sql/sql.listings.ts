@@ -2,19 +2,30 @@ import type {
   DueQuery,
   HeadlessPage,
   HeadlessQuery,
+  HistoryPage,
   ListQuery,
   ListUnfinishedOptions,
   RunHead,
   RunPage,
 } from '../checkpoint-store';
 import type { Engine } from './sql.engine';
-import { HEAD_COLUMNS, toHead, type RunRow } from './sql.rows';
+import {
+  CALL_COLUMNS,
+  CHECKPOINT_COLUMNS,
+  HEAD_COLUMNS,
+  toCall,
+  toCheckpoint,
+  toHead,
+  type CallRow,
+  type CheckpointRow,
+  type RunRow,
+} from './sql.rows';
 import { DUE_SQL, UNFINISHED_SQL, type SqlNames } from './sql.schema';
 
 /**
  * The SQL store's listings of run heads, one statement each, every one an index range: the flow's
  * unfinished runs by run id (recovery's sweep), due work by due time, the operators' pages
- * newest first, and the runs whose head is missing.
+ * newest first, and the runs whose head is missing; and a run's whole history.
  */
 
 /** `CheckpointStore.listUnfinished`: through `runs_unfinished` (flow, run_id). */
@@ -116,5 +127,27 @@ export async function headlessRuns(
   return {
     runIds,
     ...(rows.length > limit && { next: runIds[runIds.length - 1] }),
+  };
+}
+
+/** `CheckpointStore.history`: every checkpoint and call record of the run, in order. */
+export async function runHistory(
+  engine: Engine,
+  names: SqlNames,
+  runId: string,
+): Promise<HistoryPage> {
+  const [checkpoints, calls] = await Promise.all([
+    engine.all<CheckpointRow>(
+      `SELECT ${CHECKPOINT_COLUMNS} FROM ${names.checkpoints} WHERE run_id = $1 ORDER BY step`,
+      [runId],
+    ),
+    engine.all<CallRow>(
+      `SELECT ${CALL_COLUMNS} FROM ${names.calls} WHERE run_id = $1 ORDER BY segment, superstep, seq`,
+      [runId],
+    ),
+  ]);
+  return {
+    checkpoints: checkpoints.map(toCheckpoint),
+    calls: calls.map(toCall),
   };
 }

@@ -63,6 +63,7 @@ import {
   dueHeads,
   headPage,
   headlessRuns,
+  runHistory,
   unfinishedHeads,
 } from './sql.listings';
 import { guarded } from '../transient-errors';
@@ -353,20 +354,7 @@ export class SQLCheckpointStore extends CheckpointStore {
 
   async history(runId: string): Promise<HistoryPage> {
     const { engine, names } = await this.open();
-    const [checkpoints, calls] = await Promise.all([
-      engine.all<CheckpointRow>(
-        `SELECT ${CHECKPOINT_COLUMNS} FROM ${names.checkpoints} WHERE run_id = $1 ORDER BY step`,
-        [runId],
-      ),
-      engine.all<CallRow>(
-        `SELECT ${CALL_COLUMNS} FROM ${names.calls} WHERE run_id = $1 ORDER BY segment, superstep, seq`,
-        [runId],
-      ),
-    ]);
-    return {
-      checkpoints: checkpoints.map(toCheckpoint),
-      calls: calls.map(toCall),
-    };
+    return runHistory(engine, names, runId);
   }
 
   async renewLeases(
