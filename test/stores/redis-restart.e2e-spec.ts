@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import Redis from 'ioredis';
 import {
   Executor,
+  FailoverNeedsDecision,
   Flow,
   FlowRunner,
   RecoveryNeedsDecision,
@@ -198,5 +199,90 @@ describeWithService(
       await store.close();
       await fresh.close();
     });
+
+    it('a failover found once stays found after the promoted master restarts (the restart clears what showed it)', async () => {
+      // A master and its replica, each a server of this test's own.
+      const dirs = [0, 1].map(() =>
+        mkdtempSync(join(tmpdir(), 'aa-redis-promote-')),
+      );
+      const [portA, portB] = [await freePort(), await freePort()];
+      const a = await startRedis(dirs[0]!, portA);
+      let b = await startRedis(dirs[1]!, portB);
+      const on = async (port: number, ...command: [string, ...string[]]) => {
+        const node = new Redis({ port, maxRetriesPerRequest: 1 });
+        try {
+          return String(await node.call(...command));
+        } finally {
+          node.disconnect();
+        }
+      };
+      const replid2 = async (port: number) =>
+        /master_replid2:(\w+)/.exec(await on(port, 'INFO', 'replication'))![1]!;
+      try {
+        // The first sync at once (Redis 7 waits 5 s for more replicas by default).
+        await on(portA, 'CONFIG', 'SET', 'repl-diskless-sync-delay', '0');
+        await on(portB, 'REPLICAOF', '127.0.0.1', String(portA));
+        const ran: string[] = [];
+        const { flow, executor } = flowWith(new Promise(() => {}), ran);
+        const onA = new RedisCheckpointStore(() => new Redis({ port: portA }), {
+          prefix: 'promote',
+        });
+        // A short lease: the run is due on B soon after A is gone.
+        const worker = new FlowRunner(executor, {
+          checkpoints: onA,
+          checkpointKey: KEY,
+          leaseMs: 500,
+        });
+        void worker.run(flow, {}, { runId: 'p1' }).catch(() => undefined);
+        while (!ran.includes('reserve'))
+          await new Promise((r) => setTimeout(r, 10));
+        // The replica has the run (its `started` included) before its master dies.
+        for (let synced = false; !synced;) {
+          const info = await on(portA, 'INFO', 'replication');
+          const at = Number(/master_repl_offset:(\d+)/.exec(info)![1]);
+          const acked = /slave0:.*state=online,offset=(\d+)/.exec(info)?.[1];
+          synced = acked !== undefined && Number(acked) >= at;
+          if (!synced) await new Promise((r) => setTimeout(r, 20));
+        }
+        worker.close();
+        await onA.close();
+        await kill(a);
+        await on(portB, 'REPLICAOF', 'NO', 'ONE');
+        expect(await on(portB, 'EXISTS', '{promote:p1}:run')).toBe('1');
+        expect(await replid2(portB)).not.toMatch(/^0+$/);
+
+        const recoverOnB = async () => {
+          const store = new RedisCheckpointStore(
+            () => new Redis({ port: portB }),
+            { prefix: 'promote' },
+          );
+          const runner = new FlowRunner(executor, {
+            checkpoints: store,
+            checkpointKey: KEY,
+          });
+          try {
+            return await runner.recover(flow, 'p1').then(
+              (r) => r,
+              (e: unknown) => e,
+            );
+          } finally {
+            runner.close();
+            await store.close();
+          }
+        };
+        expect(await recoverOnB()).toBeInstanceOf(FailoverNeedsDecision);
+        // The promoted master restarts: the id it was promoted from is gone from its INFO.
+        await kill(b);
+        b = await startRedis(dirs[1]!, portB);
+        expect(await replid2(portB)).toMatch(/^0+$/);
+        expect(await recoverOnB()).toBeInstanceOf(FailoverNeedsDecision);
+        expect(ran).toEqual(['reserve']);
+      } finally {
+        for (const server of [a, b])
+          if (server.exitCode === null && server.signalCode === null)
+            await kill(server);
+        for (const d of dirs) rmSync(d, { recursive: true, force: true });
+      }
+    }, 30_000);
   },
 );

@@ -11,12 +11,18 @@
  * So a write that finds the run stamped with another id, on a master that came from a promotion,
  * by a write that was not confirmed on replicas, may be missing writes after it: refused
  * (`failover`, FailoverNeedsDecision) unless it ends the run (nothing runs after an end) or an
- * operator accepted what the store holds (`rerunInDoubt`). Not seen: a promotion followed by a
- * restart of the promoted master before the run is written again (the restart zeroes the evidence),
- * and a restart's own loss (that is the persistence settings': appendfsync always loses nothing).
+ * operator accepted what the store holds (`rerunInDoubt`). What is found is kept: the stamp becomes
+ * `<lost id>:L`, refused whatever the master's ids say from then on, since a restart of the promoted
+ * master zeroes `master_replid2` (the evidence) and would let the next write through as if nothing
+ * were lost. Not seen: a promotion followed by such a restart before anything writes or checks the
+ * run (a write, a recovery, `failover()`), and a restart's own loss (that is the persistence
+ * settings': appendfsync always loses nothing).
  */
 
-/** The run hash's field holding the stamp: `<replication id>:<a|w>` (async, or WAIT-confirmed). */
+/**
+ * The run hash's field holding the stamp: `<replication id>:<a|w>` (async, or WAIT-confirmed), or
+ * `<replication id>:L` once a failover that may have lost the run's writes was found.
+ */
 export const REPLICATION_FIELD = 'repl';
 
 /**
@@ -27,7 +33,10 @@ export function replicationMode(waits: boolean, acceptLost = false): string {
   return (waits ? 'w' : 'a') + (acceptLost ? '!' : '');
 }
 
-/** Lua: `replication_check(stored stamp, mode, new status)` → refusal or nil, and the new stamp. */
+/**
+ * Lua: `replication_check(stored stamp, mode, new status)` → refusal or nil, and the new stamp. A
+ * refusal marks the run hash (KEYS[1]) found (see above).
+ */
 export const REPLICATION_LUA = `
 local function replication_check(stored, mode, status)
   local info = redis.call('INFO', 'replication')
@@ -39,14 +48,17 @@ local function replication_check(stored, mode, status)
   end
   local id, was = string.match(stored, '^(%x*):(%a)$')
   local promoted = previous ~= '' and not string.match(previous, '^0+$')
-  if id and id ~= current and was ~= 'w' and promoted then return {'failover', id, current}, nil end
+  if id and (was == 'L' or (id ~= current and was ~= 'w' and promoted)) then
+    if was ~= 'L' then redis.call('HSET', KEYS[1], '${REPLICATION_FIELD}', id .. ':L') end
+    return {'failover', id, current}, nil
+  end
   return nil, stamp
 end
 `;
 
 /**
  * KEYS: the run hash. `{'failover', lost id, current id}` when a write to the run now would be
- * refused for a failover (see above), else false. Reads only.
+ * refused for a failover (see above), else false. Writes only the mark of a failover it finds.
  */
 export const FAILOVER_LUA = `${REPLICATION_LUA}
 local h = redis.call('HMGET', KEYS[1], 'status', '${REPLICATION_FIELD}')
