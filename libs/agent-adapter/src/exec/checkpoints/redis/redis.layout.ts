@@ -4,8 +4,9 @@
  *
  * P = prefix (a tenant).
  * - A run's keys, tagged `{P:runId}` (one slot per run, so every write is one Lua script):
- *   - `{P:runId}:run` hash: the head's fields (`HEAD_FIELDS`, among them `sealed`, the head seal; plus `w`, the last write's token, and
- *     `created`, the run's place in `{P}:runs`), every checkpoint (`cp:<step>` → sealed,
+ *   - `{P:runId}:run` hash: the head's fields (`HEAD_FIELDS`, among them `sealed`, the head seal;
+ *     plus `w`, the last write's token, `created`, the run's place in `{P}:runs`, and a queued
+ *     run's `placement`: redis.heal.ts), every checkpoint (`cp:<step>` → sealed,
  *     `cols:<step>` → its columns) and every call record (`call:<superstep>:<segment>:<seq>` →
  *     sealed). A save reads what it checks with one HMGET and writes with one HSET.
  *   - `{P:runId}:index` sorted set: those `<superstep>:<segment>:<seq>` by superstep, so one
