@@ -34,14 +34,23 @@ export function replicationMode(waits: boolean, acceptLost = false): string {
 }
 
 /**
+ * Lua: `replication_ids()` → the replication id of the script's master now (`master_replid`) and
+ * the one it was promoted from (`master_replid2`, zeros if none), from one INFO call.
+ */
+export const REPLICATION_IDS = `
+local function replication_ids()
+  local info = redis.call('INFO', 'replication')
+  return string.match(info, 'master_replid:(%x+)') or '', string.match(info, 'master_replid2:(%x+)') or ''
+end
+`;
+
+/**
  * Lua: `replication_check(stored stamp, mode, new status)` → refusal or nil, and the new stamp. A
  * refusal marks the run hash (KEYS[1]) found (see above).
  */
-export const REPLICATION_LUA = `
+export const REPLICATION_LUA = `${REPLICATION_IDS}
 local function replication_check(stored, mode, status)
-  local info = redis.call('INFO', 'replication')
-  local current = string.match(info, 'master_replid:(%x+)') or ''
-  local previous = string.match(info, 'master_replid2:(%x+)') or ''
+  local current, previous = replication_ids()
   local stamp = current .. ':' .. string.sub(mode, 1, 1)
   if not stored or string.sub(mode, 2, 2) == '!' or status == 'done' or status == 'failed' then
     return nil, stamp
@@ -64,12 +73,4 @@ export const FAILOVER_LUA = `${REPLICATION_LUA}
 local h = redis.call('HMGET', KEYS[1], 'status', '${REPLICATION_FIELD}')
 local lost = replication_check(h[2] or nil, 'a', h[1] or '')
 return lost or false
-`;
-
-/** Lua: `current_id()`, the replication id of the script's master now (`master_replid`). */
-export const CURRENT_ID = `
-local function current_id()
-  local info = redis.call('INFO', 'replication')
-  return string.match(info, 'master_replid:(%x+)') or ''
-end
 `;

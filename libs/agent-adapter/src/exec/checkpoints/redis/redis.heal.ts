@@ -134,7 +134,8 @@ export class TenantIndexHealer {
     const byQueue = new Map<string, string[]>();
     for (const [run, placement] of runs) {
       const name = run.queue!.name;
-      byQueue.set(name, [...(byQueue.get(name) ?? []), run.runId, placement]);
+      if (!byQueue.has(name)) byQueue.set(name, []);
+      byQueue.get(name)!.push(run.runId, placement);
     }
     for (const [name, pairs] of byQueue) {
       const q = this.keys.queue(name);

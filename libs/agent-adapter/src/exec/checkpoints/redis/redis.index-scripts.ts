@@ -3,7 +3,7 @@
  * and dropped, the scans that page through them (redis.index.ts, redis.due.ts), and their healing
  * after the slot's master changed (redis.heal.ts). KEYS and ARGV as each script says.
  */
-import { CURRENT_ID } from './redis.failover';
+import { REPLICATION_IDS } from './redis.failover';
 import { LEAVE_QUEUE_LUA } from './redis.queue-scripts';
 
 export const NOW = `
@@ -83,8 +83,8 @@ return 1
 /** Registered on the client with `defineCommand` (EVALSHA, falling back to EVAL on NOSCRIPT). */
 
 /** KEYS: the tenant's `indexed` stamp. Returns {current replication id, stamp or false}. */
-export const INDEX_STAMP_LUA = `${CURRENT_ID}
-return {current_id(), redis.call('GET', KEYS[1]) or false}
+export const INDEX_STAMP_LUA = `${REPLICATION_IDS}
+return {(replication_ids()), redis.call('GET', KEYS[1]) or false}
 `;
 
 /**
@@ -115,8 +115,8 @@ return 1
  * KEYS: the `indexed` stamp. ARGV: the replication id the rebuild started under. Stamps it only if
  * the master still has that id (another change meanwhile needs another rebuild). Returns 1 if set.
  */
-export const INDEX_STAMP_SET_LUA = `${CURRENT_ID}
-if current_id() ~= ARGV[1] then return 0 end
+export const INDEX_STAMP_SET_LUA = `${REPLICATION_IDS}
+if (replication_ids()) ~= ARGV[1] then return 0 end
 redis.call('SET', KEYS[1], ARGV[1])
 return 1
 `;

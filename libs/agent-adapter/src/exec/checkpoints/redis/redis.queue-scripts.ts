@@ -8,7 +8,7 @@
  * `d` dedupe key, `p` priority, `a` availableAt while waiting, `t` admittedAt once admitted, `m`
  * the run's member in `ready` while waiting. Strings, so cjson's re-encoding keeps every digit.
  */
-import { CURRENT_ID } from './redis.failover';
+import { REPLICATION_IDS } from './redis.failover';
 
 const NOW = `
 local function now_ms()
@@ -64,8 +64,8 @@ end
  * whole under (the key may be lost: redis.heal.ts), so no second run starts for one key.
  */
 export const ENQUEUE_LUA = `${NOW}
-${CURRENT_ID}
-if ARGV[3] ~= '' and ARGV[7] ~= '1' and redis.call('GET', KEYS[8]) ~= current_id() then
+${REPLICATION_IDS}
+if ARGV[3] ~= '' and ARGV[7] ~= '1' and redis.call('GET', KEYS[8]) ~= (replication_ids()) then
   return {'heal'}
 end
 if ARGV[3] ~= '' then
