@@ -82,7 +82,12 @@ function takeoverSuite(kind: StoreKind): void {
       { TOOL_DELAY_MS: '200' },
     );
     await leaving.waitForLine(/^STARTED$/);
-    await new Promise((r) => setTimeout(r, 300));
+    // SIGTERM once its calls are under way (a fixed 300 ms was too early on a loaded CI machine:
+    // nothing was in flight, so nothing was stopped to take over).
+    const begun = () =>
+      t.ledger().some((l) => l.tool === 'hold_seats' && l.phase === 'begin');
+    for (let i = 0; i < 500 && !begun(); i++)
+      await new Promise((r) => setTimeout(r, 20));
     leaving.child.kill('SIGTERM');
     const report = await leaving.report();
     const stopped = Object.entries(report.runs ?? {})
