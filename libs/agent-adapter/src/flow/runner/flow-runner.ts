@@ -282,14 +282,10 @@ export class FlowRunner {
   }
 
   /**
-   * `recoverAll` as a stream: recovers every unfinished run of the flow and yields each run's
-   * outcome (`[runId, result | error]`) as it settles, so a sweep over any number of runs holds at
-   * most one page of listed runs (100) and `concurrency` recoveries (running, or settled and not
-   * yet taken) at a time (an example: docs/flows.md, "Recovering many runs").
-   *
-   * No run is skipped or taken twice; a slow consumer slows the sweep; leaving the loop stops it
-   * (the recoveries already started finish first). Leases, `force`, `rerunInDoubt` and `ctxFor`
-   * work as in `recoverAll`. The paging rules: docs/flows.md, "Recovering many runs".
+   * `recoverAll` as a stream: yields each run's outcome (`[runId, result | error]`) as it settles,
+   * holding at most one page of listed runs (100) and `concurrency` recoveries at a time. No run is
+   * skipped or taken twice; a slow consumer slows the sweep; leaving the loop stops it (recoveries
+   * started finish first). Options as in `recoverAll`; docs/flows.md, "Recovering many runs".
    */
   recoverEach<S extends object>(
     flow: Flow<S>,

@@ -7,7 +7,6 @@ import {
 import { Messages } from '../../errors/messages';
 import type { DurableEvents } from '../../events/durable.events';
 import type { SuperstepScope } from '../../exec/call-context';
-import type { ApprovalPort } from '../../exec/approvals';
 import type { KeyRing } from '../../exec/durable/key-ring';
 import type { CallIdentity, Checkpoint } from '../../exec/durable/records';
 import type { RunHead } from '../../exec/checkpoints/checkpoint-store';
@@ -15,7 +14,6 @@ import type { ReplayBook } from '../../exec/durable/replay';
 import type { CheckpointWriteOptions } from '../../exec/durable/segment-writer';
 import { SegmentWriter } from '../../exec/durable/segment-writer';
 import type { Executor } from '../../exec/executor';
-import { StreamPublisher } from '../../exec/stream-publisher';
 import type { DurableLogger } from '../../observability/logger';
 import { traced } from '../../observability/tracing';
 import { opensWithCalls, type CompiledFlow } from '../flow.graph';
@@ -32,6 +30,7 @@ import {
 } from './run-transitions';
 import { readCutDecided, type RunSources } from './run-checks';
 import type { RunnerSettings } from './flow-runner.options';
+import { superstepScope, type ScopeParts } from './superstep-scope';
 
 /** What a recovery or resume found of the superstep it took over. */
 export interface TakenOver {
@@ -63,8 +62,8 @@ export class SegmentDriver {
   private readonly ring: KeyRing;
   private readonly events: DurableEvents;
   private readonly logger: DurableLogger;
-  private readonly approvals?: ApprovalPort;
   private readonly streams: RunnerSettings['streams'];
+  private readonly scopeParts: ScopeParts;
 
   constructor(
     settings: RunnerSettings,
@@ -76,8 +75,9 @@ export class SegmentDriver {
     this.ring = settings.ring;
     this.events = settings.events;
     this.logger = settings.logger;
-    if (settings.approvals) this.approvals = settings.approvals;
     this.streams = settings.streams;
+    const { ring, streams, approvals } = settings;
+    this.scopeParts = { store: leases.store, ring, streams, approvals };
   }
 
   /** The write channel of the segment `cp` opens or continues, owned by this worker. */
@@ -253,7 +253,7 @@ export class SegmentDriver {
           await writer.settled();
           throw new WorkerDraining(cp.runId, this.leases.workerId, cp.step);
         }
-        const scope = this.scopeOf(cp, writer, book);
+        const scope = superstepScope(cp, writer, book, this.scopeParts);
         const outcome = await traced(
           'agent-adapter.superstep',
           {
@@ -335,46 +335,6 @@ export class SegmentDriver {
       // The store stayed unavailable: hand the run to whichever worker reaches it first.
       if (lost) await this.leases.release(start.runId);
     }
-  }
-
-  private scopeOf(
-    cp: Checkpoint,
-    log: SegmentWriter,
-    book: ReplayBook | undefined,
-  ): SuperstepScope {
-    return {
-      runId: cp.runId,
-      flow: cp.flow,
-      superstep: cp.superstep,
-      identity: cp.identity,
-      log,
-      ring: this.ring,
-      idemKid: cp.idemKid,
-      incarnation: cp.incarnation,
-      inflight: new Set(),
-      closed: false,
-      stream: new StreamPublisher({
-        store: this.leases.store,
-        ring: this.ring,
-        runId: cp.runId,
-        segment: cp.segment,
-        incarnation: cp.incarnation,
-        superstep: cp.superstep,
-        keep: this.streams.keep,
-        bell: this.streams.bell,
-        ready: async () => {
-          await log.flushed();
-          if (log.failure !== undefined) throw log.failure;
-        },
-      }),
-      ...(cp.decisions && { decisions: cp.decisions }),
-      ...(cp.restored && { restored: cp.restored }),
-      ...(this.approvals && { approvals: this.approvals }),
-      ...(book && { replay: book }),
-      replayed: [],
-      rerun: [],
-      unreplayed: [],
-    };
   }
 
   /**
