@@ -242,62 +242,76 @@ describeWithService('redis', 'Redis hardening', () => {
     w.close();
   });
 
-  it("a run its queue admitted and no longer counts (the admission lost with the tenant slot's master) is counted again at the healing look: its key stays full", async () => {
-    const { store, prefix } = open();
-    const P = `{${prefix}}`;
-    const dying = new CrashingStore(store);
-    const w = new FlowRunner(
-      executorFor([], 'w', {
-        onTool: (t) => (t === 'charge_card' ? dying.kill() : undefined),
-      }),
-      { checkpoints: dying, checkpointKey: KEY, queues: { cq: { perKey: 1 } } },
-    );
-    await w.enqueue(
-      ticketsFlow(),
-      { show: 'C', seats: 1 },
-      { queue: 'cq', runId: 'c-1', key: 'shop-1', dedupeKey: 'c-order-1' },
-    );
-    const t = w.takeOver([ticketsFlow()], { everyMs: 60_000 });
-    await t.lookNow();
-    for (let i = 0; i < 100 && !dying.dead; i++) await sleep(20);
-    await t.stop();
-    w.close();
-    await settle();
-    expect((await store.head('c-1'))?.step).toBeGreaterThan(0);
-    const counted = async () => [
-      await admin.zscore(`${P}:q:cq:active`, 'c-1'),
-      await admin.hget(`${P}:q:cq:keys`, 'shop-1'),
-      await admin.hget(`${P}:q:cq:dedupe`, 'c-order-1'),
-    ];
-    expect(await counted()).toEqual([expect.any(String), '1', 'c-1']);
-    // The admission is lost (and so is the rest of the run's queue state).
-    await admin.zrem(`${P}:q:cq:active`, 'c-1');
-    await admin.hdel(`${P}:q:cq:keys`, 'shop-1');
-    await admin.hdel(`${P}:q:cq:dedupe`, 'c-order-1');
-    await admin.hdel(`${P}:q:cq:runs`, 'c-1');
-    await admin.hdel(`${P}:queued`, 'c-1');
-    await admin.set(`${P}:indexed`, 'f'.repeat(40));
-    await store.listDue({ now: Date.now() });
-    expect(await counted()).toEqual([expect.any(String), '1', 'c-1']);
-    // So a second run of the key waits while the first is unfinished.
-    const w2 = new FlowRunner(executorFor([], 'w2'), {
-      checkpoints: store,
-      checkpointKey: KEY,
-    });
-    await w2.enqueue(
-      ticketsFlow(),
-      { show: 'C', seats: 2 },
-      { queue: 'cq', runId: 'c-2', key: 'shop-1' },
-    );
-    w2.close();
-    const admitted = await store.admit({
-      queue: 'cq',
-      now: Date.now() + 1000,
-      limit: 10,
-      perKey: 1,
-    });
-    expect(admitted).toEqual([]);
-  });
+  it.each([
+    ['a due look', true],
+    ['the next admission, before any look', false],
+  ])(
+    "a run its queue admitted and no longer counts (the admission lost with the tenant slot's master) is counted again by %s: its key stays full",
+    async (_, look) => {
+      const { store, prefix } = open();
+      const P = `{${prefix}}`;
+      const dying = new CrashingStore(store);
+      const w = new FlowRunner(
+        executorFor([], 'w', {
+          onTool: (t) => (t === 'charge_card' ? dying.kill() : undefined),
+        }),
+        {
+          checkpoints: dying,
+          checkpointKey: KEY,
+          queues: { cq: { perKey: 1 } },
+        },
+      );
+      await w.enqueue(
+        ticketsFlow(),
+        { show: 'C', seats: 1 },
+        { queue: 'cq', runId: 'c-1', key: 'shop-1', dedupeKey: 'c-order-1' },
+      );
+      const t = w.takeOver([ticketsFlow()], { everyMs: 60_000 });
+      await t.lookNow();
+      for (let i = 0; i < 100 && !dying.dead; i++) await sleep(20);
+      await t.stop();
+      w.close();
+      await settle();
+      expect((await store.head('c-1'))?.step).toBeGreaterThan(0);
+      const counted = async () => [
+        await admin.zscore(`${P}:q:cq:active`, 'c-1'),
+        await admin.hget(`${P}:q:cq:keys`, 'shop-1'),
+        await admin.hget(`${P}:q:cq:dedupe`, 'c-order-1'),
+      ];
+      expect(await counted()).toEqual([expect.any(String), '1', 'c-1']);
+      // The admission is lost (and so is the rest of the run's queue state).
+      await admin.zrem(`${P}:q:cq:active`, 'c-1');
+      await admin.hdel(`${P}:q:cq:keys`, 'shop-1');
+      await admin.hdel(`${P}:q:cq:dedupe`, 'c-order-1');
+      await admin.hdel(`${P}:q:cq:runs`, 'c-1');
+      await admin.hdel(`${P}:queued`, 'c-1');
+      await admin.set(`${P}:indexed`, 'f'.repeat(40));
+      if (look) {
+        await store.listDue({ now: Date.now() });
+        expect(await counted()).toEqual([expect.any(String), '1', 'c-1']);
+      }
+      // So a second run of the key waits while the first is unfinished. Without a look first, the
+      // admission's script finds the master changed and heals before it counts.
+      const w2 = new FlowRunner(executorFor([], 'w2'), {
+        checkpoints: store,
+        checkpointKey: KEY,
+      });
+      await w2.enqueue(
+        ticketsFlow(),
+        { show: 'C', seats: 2 },
+        { queue: 'cq', runId: 'c-2', key: 'shop-1' },
+      );
+      w2.close();
+      const admitted = await store.admit({
+        queue: 'cq',
+        now: Date.now() + 1000,
+        limit: 10,
+        perKey: 1,
+      });
+      expect(admitted).toEqual([]);
+      expect(await counted()).toEqual([expect.any(String), '1', 'c-1']);
+    },
+  );
 
   it('a lost call-log key (eviction, partial loss) is CheckpointStoreCorrupt, not a call that never ran', async () => {
     const { store, prefix } = open();

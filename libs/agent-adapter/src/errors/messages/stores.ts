@@ -25,6 +25,8 @@ export const StoreMessages = {
   redisQuitTimedOut: () => 'QUIT timed out',
   redisTenantHealing: (runId: string) =>
     `enqueue of ${runId} not taken: the tenant's index is being rebuilt after its master changed (a failover or a restart), and its dedupe keys with it; try again`,
+  redisQueueHealing: (queue: string) =>
+    `queue "${queue}": no run admitted: the tenant's index is being rebuilt after its master changed (a failover or a restart), and the queue's counts with it; the next look admits`,
   failoverMayHaveLost: (
     runId: string,
     lost: string,

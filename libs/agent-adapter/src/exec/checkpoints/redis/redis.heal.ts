@@ -18,14 +18,14 @@
  * took it, its hash keeps the placement), its dedupe key with it; an enqueue with a dedupe key
  * waits for the healing (its script refuses while the stamp is not the master's id), so no second
  * run starts for a lost key. A run past its first step that its queue no longer counts (its
- * admission lost) is counted again, as admitted at the healing. Between the failover and that
- * look, an admission may let one run too many in. The `replicas` option confirms the tenant slot's
- * writes on replicas before a caller acts on them: nothing to heal.
+ * admission lost) is counted again, as admitted at the healing; an admission to a queue with
+ * limits waits for the healing the same way, so none goes past a limit it lost. The `replicas`
+ * option confirms the tenant slot's writes on replicas before a caller acts on them: nothing to
+ * heal.
  */
-import type { Cluster } from 'ioredis';
 import { UNFINISHED, type RunHead } from '../checkpoint-store';
 import { guarded } from '../transient-errors';
-import type { RedisClient } from './redis.client';
+import { masters, type RedisClient } from './redis.client';
 import { dueScore } from './redis.due';
 import { STORE, storeScript } from './redis.index';
 import { HEAD_FIELDS, PLACEMENT_FIELD, type RedisKeys } from './redis.layout';
@@ -174,11 +174,6 @@ export class TenantIndexHealer {
       ]);
     }
   }
-}
-
-/** The nodes holding the tenant's run hashes: every master of a Cluster, or the one server. */
-function masters(client: RedisClient): Array<Pick<Cluster, 'scan'>> {
-  return 'nodes' in client ? client.nodes('master') : [client];
 }
 
 /** `text` matched literally by SCAN's glob (`*`, `?`, `[`, `]` and `\` escaped). */

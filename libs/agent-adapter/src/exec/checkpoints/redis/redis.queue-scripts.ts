@@ -92,14 +92,21 @@ const ID_AT = 35;
 
 /**
  * One admission. KEYS: the queue's delayed, ready, active, keys, admitted, runs, dedupe, then
- * queued, due, then the queue's ended. With a concurrency or per-key limit, the admitted runs are
- * stamped with the later of now and `ended` (see `leave_queue`). ARGV: 1 queue key prefix, 2 queue, 3 unfinished key prefix, 4 now, 5 limit,
+ * queued, due, then the queue's ended, then the tenant's `indexed` stamp. With a concurrency or
+ * per-key limit, the admitted runs are stamped with the later of now and `ended` (see
+ * `leave_queue`). ARGV: 1 queue key prefix, 2 queue, 3 unfinished key prefix, 4 now, 5 limit,
  * 6 concurrency, 7 perKey, 8 rate limit ('' = none), 9 rate window start (exclusive), 10 drop
  * admissions at or before this, 11 when the admitted runs fall due (the admitter's lease, or 0),
  * 12.. admitted runs found ended (repaired first).
- * Returns {runId, placement JSON, ...} of the runs admitted, in order.
+ * Returns {runId, placement JSON, ...} of the runs admitted, in order; 'heal' for a queue with
+ * limits while the tenant's master is not the one its index was last known whole under (its
+ * counts may have lost admissions: redis.heal.ts), so no admission goes past a limit.
  */
 export const ADMIT_LUA = `${LEAVE_QUEUE_LUA}
+${REPLICATION_IDS}
+if (ARGV[6] ~= '' or ARGV[7] ~= '' or ARGV[8] ~= '') and redis.call('GET', KEYS[11]) ~= (replication_ids()) then
+  return 'heal'
+end
 for i = 12, #ARGV do leave_queue(KEYS[8], ARGV[1], ARGV[i], false) end
 local now = ARGV[4]
 -- Runs whose time has come join the ready set (at most 1000 a look; the rest at the next one).

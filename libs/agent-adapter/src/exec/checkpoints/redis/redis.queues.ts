@@ -42,7 +42,7 @@ export class RedisRunQueues {
     private readonly client: RedisClient,
     private readonly keys: RedisKeys,
     private readonly index: RedisRunIndex,
-    /** Heals the tenant's indexes (redis.heal.ts), when an enqueue's script asks for it. */
+    /** Heals the tenant's indexes (redis.heal.ts), when an enqueue's or admission's script asks. */
     private readonly heal: () => Promise<void>,
   ) {}
 
@@ -140,22 +140,37 @@ export class RedisRunQueues {
     const ended = await this.missedEnds(q.active, query);
     const since = rate ? now - rate.intervalMs : now - KEEP_ADMISSIONS_MS;
     // prettier-ignore
-    const reply = (await storeScript(this.client, 'aaAdmit', [
+    const admit = () => storeScript(this.client, 'aaAdmit', [
       q.delayed, q.ready, q.active, q.keys, q.admitted, q.runs, q.dedupe, this.keys.queued, this.keys.due, q.ended,
+      this.keys.indexed,
     ], [
       this.keys.queuePrefix, queue, this.keys.unfinished(''), String(now), String(query.limit),
       concurrency === undefined ? '' : String(concurrency), perKey === undefined ? '' : String(perKey),
       rate ? String(rate.limit) : '', String(since), String(since),
       String(Math.floor(query.leaseExpiresAt ?? 0)), ...ended,
-    ])) as string[];
-    const ids = reply.filter((_, i) => i % 2 === 0);
+    ]);
+    let reply = await admit();
+    // The tenant slot's master changed since its index was known whole: its counts may have lost
+    // admissions, so none is made past a limit before the healing counts them again.
+    for (let heals = 0; reply === 'heal'; heals++) {
+      if (heals === ATTEMPTS)
+        throw new CheckpointStoreUnavailable(
+          Messages.redisQueueHealing(queue),
+          undefined,
+          { transient: true },
+        );
+      await this.heal();
+      reply = await admit();
+    }
+    const pairs = reply as string[];
+    const ids = pairs.filter((_, i) => i % 2 === 0);
     const heads = await this.index.readHeadFields(ids);
     const admitted: RunHead[] = [];
     const gone: string[] = [];
     const flows = new Set<string>();
     heads.forEach((head, i) => {
       if (head && UNFINISHED.includes(head.status)) {
-        head.queue = toQueueState(queue, reply[2 * i + 1]);
+        head.queue = toQueueState(queue, pairs[2 * i + 1]);
         admitted.push(head);
       } else {
         gone.push(ids[i]!, '*');
