@@ -200,8 +200,21 @@ describeWithService(
       await fresh.close();
     });
 
-    it('a failover found once stays found after the promoted master restarts (the restart clears what showed it)', async () => {
-      // A master and its replica, each a server of this test's own.
+    /**
+     * A master and its replica, each a server of this test's own: a run is started on the master
+     * and its first call begins; once the replica has all of it, the master is killed and the
+     * replica promoted (`REPLICAOF NO ONE`). `then` gets the promoted server's port and a way to
+     * restart it, and recovers the run there with `recoverOnB`.
+     */
+    async function promoted(
+      then: (b: {
+        port: number;
+        ran: string[];
+        recoverOnB: () => Promise<unknown>;
+        restart: () => Promise<void>;
+        on: (...command: [string, ...string[]]) => Promise<string>;
+      }) => Promise<void>,
+    ): Promise<void> {
       const dirs = [0, 1].map(() =>
         mkdtempSync(join(tmpdir(), 'aa-redis-promote-')),
       );
@@ -216,8 +229,6 @@ describeWithService(
           node.disconnect();
         }
       };
-      const replid2 = async (port: number) =>
-        /master_replid2:(\w+)/.exec(await on(port, 'INFO', 'replication'))![1]!;
       try {
         // The first sync at once (Redis 7 waits 5 s for more replicas by default).
         await on(portA, 'CONFIG', 'SET', 'repl-diskless-sync-delay', '0');
@@ -270,19 +281,61 @@ describeWithService(
             await store.close();
           }
         };
-        expect(await recoverOnB()).toBeInstanceOf(FailoverNeedsDecision);
-        // The promoted master restarts: the id it was promoted from is gone from its INFO.
-        await kill(b);
-        b = await startRedis(dirs[1]!, portB);
-        expect(await replid2(portB)).toMatch(/^0+$/);
-        expect(await recoverOnB()).toBeInstanceOf(FailoverNeedsDecision);
-        expect(ran).toEqual(['reserve']);
+        const restart = async () => {
+          await kill(b);
+          b = await startRedis(dirs[1]!, portB);
+          // The id it was promoted from is gone from its INFO.
+          expect(await replid2(portB)).toMatch(/^0+$/);
+        };
+        await then({
+          port: portB,
+          ran,
+          recoverOnB,
+          restart,
+          on: (...command) => on(portB, ...command),
+        });
       } finally {
         for (const server of [a, b])
           if (server.exitCode === null && server.signalCode === null)
             await kill(server);
         for (const d of dirs) rmSync(d, { recursive: true, force: true });
       }
+
+      async function replid2(port: number) {
+        const info = await on(port, 'INFO', 'replication');
+        return /master_replid2:(\w+)/.exec(info)![1]!;
+      }
+    }
+
+    it('a failover found once stays found after the promoted master restarts (the restart clears what showed it)', async () => {
+      await promoted(async ({ ran, recoverOnB, restart }) => {
+        expect(await recoverOnB()).toBeInstanceOf(FailoverNeedsDecision);
+        await restart();
+        expect(await recoverOnB()).toBeInstanceOf(FailoverNeedsDecision);
+        expect(ran).toEqual(['reserve']);
+      });
+    }, 30_000);
+
+    it('a promotion a due look saw is found after the promoted master restarts, though nothing touched the run before', async () => {
+      await promoted(async ({ port, ran, recoverOnB, restart, on }) => {
+        // A worker's due look on the promoted master (the run's lease is not over yet, so the
+        // look neither claims nor checks the run): it records the promotion it sees.
+        const store = new RedisCheckpointStore(() => new Redis({ port }), {
+          prefix: 'promote',
+        });
+        await store.listDue({ now: 0 });
+        await store.close();
+        const [from, to] = (await on('HGETALL', '{promote}:promoted')).split(
+          ',',
+        );
+        const info = await on('INFO', 'replication');
+        expect(from).toBe(/master_replid2:(\w+)/.exec(info)![1]);
+        expect(to).toBe(/master_replid:(\w+)/.exec(info)![1]);
+        // The restart zeroes the evidence in INFO; the log keeps it, and nothing wrote to the run.
+        await restart();
+        expect(await recoverOnB()).toBeInstanceOf(FailoverNeedsDecision);
+        expect(ran).toEqual(['reserve']);
+      });
     }, 30_000);
   },
 );

@@ -18,6 +18,11 @@ export function connectWithScripts(
   return client;
 }
 
+/** The nodes holding the tenant's run hashes: every master of a Cluster, or the one server. */
+export function masters(client: RedisClient): Redis[] {
+  return 'nodes' in client ? client.nodes('master') : [client];
+}
+
 /** Runs one of the store's scripts (EVALSHA, falling back to EVAL on NOSCRIPT). */
 export function runScript(
   client: RedisClient,

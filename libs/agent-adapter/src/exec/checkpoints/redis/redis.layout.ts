@@ -18,7 +18,8 @@
  *   `{P}:born` hash (run id → when its step 0 was announced), `{P}:due` sorted set (each
  *   unfinished run → when it may be due: its lease expiry as last renewed, its wake time, its
  *   deadline; see redis.due.ts), `{P}:indexed` string (the replication id of the `{P}` master
- *   under which these were last known whole: see redis.heal.ts).
+ *   under which these were last known whole: see redis.heal.ts), `{P}:promoted` hash (the
+ *   promotion log: the replication ids masters were promoted from; see redis.failover.ts).
  * - `{P:owner:<owner>}:leases` sorted set (run id → lease expiry ms) of the runs an owner drives:
  *   one write renews them all, and several runners of one worker id add to it side by side.
  * - Queues, tagged `{P}` too: `{P}:queued` hash (run id → its queue's name) and, per queue,
@@ -99,6 +100,8 @@ export class RedisKeys {
   readonly queued: string;
   /** The replication id under which the indexes were last known whole (redis.heal.ts). */
   readonly indexed: string;
+  /** Replication id a master was promoted from → the id it was promoted to (redis.failover.ts). */
+  readonly promoted: string;
   /** `queue(name)` keys are this, the name, `:`, the part; the scripts build them the same way. */
   readonly queuePrefix: string;
 
@@ -112,6 +115,7 @@ export class RedisKeys {
     this.due = `{${prefix}}:due`;
     this.queued = `{${prefix}}:queued`;
     this.indexed = `{${prefix}}:indexed`;
+    this.promoted = `{${prefix}}:promoted`;
     this.queuePrefix = `{${prefix}}:q:`;
   }
 

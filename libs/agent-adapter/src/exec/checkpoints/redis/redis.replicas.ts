@@ -17,9 +17,13 @@ import { guarded } from '../transient-errors';
 import { runScript, type RedisClient } from './redis.client';
 import type { RedisReplicaAcks } from './redis.client-like';
 import { replicationMode } from './redis.failover';
+import type { PromotionLog } from './redis.promotions';
 import { STORE } from './redis.index';
 import type { RedisKeys } from './redis.layout';
 import { REDIS_SCRIPTS, type Reply } from './redis.scripts';
+
+/** Where each run script takes its replication mode: SAVE_LUA's ARGV[17], RECORD_LUA's ARGV[5]. */
+const MODE_ARG = { aaSave: 16, aaRecord: 4, aaFailover: 0 } as const;
 
 /** The option checked (undefined: no WAIT); a bad value is a DurableSetupError naming it. */
 export function checkReplicaAcks(value: unknown): RedisReplicaAcks | undefined {
@@ -145,6 +149,7 @@ export class RunWrites {
     private readonly client: RedisClient,
     private readonly keys: RedisKeys,
     private readonly acks: RedisReplicaAcks | undefined,
+    private readonly promotions: PromotionLog,
   ) {}
 
   /** The scripts' replication mode argument (redis.failover.ts). */
@@ -152,7 +157,58 @@ export class RunWrites {
     return replicationMode(this.acks !== undefined, acceptLostWrites);
   }
 
-  async run(
+  /**
+   * A run write (its script's reply). An id its stamp holds that the script cannot place is
+   * answered from the promotion log and the write sent again with the verdict; a failover found
+   * is recorded in the log (redis.failover.ts).
+   */
+  run(
+    name: 'aaSave' | 'aaRecord',
+    runId: string,
+    args: string[],
+  ): Promise<Reply> {
+    return this.placed(name, runId, args, () => this.send(name, runId, args));
+  }
+
+  /** The check a write would make (FAILOVER_LUA), writing only the mark of a failover found. */
+  async failover(runId: string): Promise<Reply | undefined> {
+    const args = [this.mode()];
+    const reply = await this.placed('aaFailover', runId, args, async () => {
+      const keys = this.keys.run(runId);
+      const found = await guarded(STORE, runId, () =>
+        runScript(this.client, 'aaFailover', keys, args),
+      );
+      return Array.isArray(found) ? (found as Reply) : ['ok'];
+    });
+    return reply[0] === 'failover' ? reply : undefined;
+  }
+
+  private async placed(
+    name: keyof typeof MODE_ARG,
+    runId: string,
+    args: string[],
+    send: () => Promise<Reply>,
+  ): Promise<Reply> {
+    const mode = args[MODE_ARG[name]]!;
+    let reply = await send();
+    // Again only if another write restamped the run meanwhile (then its id is the one to place).
+    for (let i = 0; i < 3 && reply[0] === 'unfamiliar'; i++) {
+      const id = String(reply[1]);
+      const verdict = await guarded(STORE, runId, () =>
+        this.promotions.verdict(id),
+      );
+      args[MODE_ARG[name]] = mode + verdict;
+      reply = await send();
+    }
+    // Evidence for the run's neighbours, not a gate: the run itself is marked already.
+    if (reply[0] === 'failover' && reply[3])
+      await this.promotions
+        .record(String(reply[3]), String(reply[2]))
+        .catch(() => undefined);
+    return reply;
+  }
+
+  private async send(
     name: 'aaSave' | 'aaRecord',
     runId: string,
     args: string[],

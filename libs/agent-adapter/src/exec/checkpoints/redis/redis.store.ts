@@ -22,7 +22,7 @@ import {
   type StreamRecord,
 } from '../checkpoint-store';
 import { Messages } from '../../../errors/messages';
-import { fromStreamValue, streamValue } from './redis.stream-scripts';
+import { streamEntries, streamValue } from './redis.stream-scripts';
 import { RedisKeys } from './redis.layout';
 import {
   connectWithScripts,
@@ -31,11 +31,11 @@ import {
 } from './redis.client';
 import { RedisDueIndex } from './redis.due';
 import { TenantIndexHealer } from './redis.heal';
+import { PromotionLog } from './redis.promotions';
 import { HALF_CREATE_WINDOW, RedisRunIndex, storeScript } from './redis.index';
-import type { RedisClientLike } from './redis.client-like';
+import type { RedisClientLike, RedisReplicaAcks } from './redis.client-like';
 import { renewOwnedRuns } from './redis.leases';
 import { RunWrites } from './redis.replicas';
-import type { RedisReplicaAcks } from './redis.client-like';
 import { RedisRunQueues } from './redis.queues';
 import {
   byCallKey,
@@ -51,8 +51,7 @@ import {
   type Reply,
 } from './redis.scripts';
 
-export type { RedisClientLike } from './redis.client-like';
-export type { RedisReplicaAcks } from './redis.client-like';
+export type { RedisClientLike, RedisReplicaAcks } from './redis.client-like';
 
 export interface RedisCheckpointStoreOptions {
   /**
@@ -89,6 +88,7 @@ export class RedisCheckpointStore extends CheckpointStore {
   private readonly queues: RedisRunQueues;
   private readonly healer: TenantIndexHealer;
   private readonly runWrites: RunWrites;
+  private readonly promotions: PromotionLog;
   /** Write tokens: random per store instance, then counted (see `token`). */
   private readonly tokenBase = randomBytes(9).toString('base64');
   private writes = 0;
@@ -104,7 +104,13 @@ export class RedisCheckpointStore extends CheckpointStore {
     // Checked before connecting: a bad option opens no connection.
     const replicas = RunWrites.check(options.replicas);
     this.client = connectWithScripts(connect);
-    this.runWrites = new RunWrites(this.client, this.keys, replicas);
+    this.promotions = new PromotionLog(this.client, this.keys);
+    this.runWrites = new RunWrites(
+      this.client,
+      this.keys,
+      replicas,
+      this.promotions,
+    );
     this.index = new RedisRunIndex(this.client, this.keys);
     this.dueIndex = new RedisDueIndex(this.client, this.keys, this.index);
     this.healer = new TenantIndexHealer(this.client, this.keys);
@@ -254,21 +260,7 @@ export class RedisCheckpointStore extends CheckpointStore {
       superstep ?? '',
       limit,
     ])) as string[];
-    const out: StreamRecord[] = [];
-    for (const [offset, value] of pairs(flat)) {
-      // A value that is not an entry's still comes back, to fail its signature check loudly.
-      const r = fromStreamValue(runId, Number(offset), value) ?? {
-        runId,
-        offset: Number(offset),
-        superstep: superstep ?? -1,
-        place: '',
-        sealed: value,
-      };
-      // Entries are contiguous by superstep: one superstep's end where the next one's begin.
-      if (superstep !== undefined && r.superstep !== superstep) break;
-      out.push(r);
-    }
-    return out;
+    return streamEntries(runId, flat, superstep);
   }
 
   async latest(runId: string): Promise<CheckpointRecord | undefined> {
@@ -307,9 +299,10 @@ export class RedisCheckpointStore extends CheckpointStore {
 
   /** The check a write would make (redis.failover.ts), on the run's own master, writing nothing. */
   override async failover(runId: string): Promise<StoreFailover | undefined> {
-    const reply = await this.script('aaFailover', this.keys.run(runId), []);
-    if (!Array.isArray(reply)) return undefined;
-    return { lostHistory: String(reply[1]), history: String(reply[2]) };
+    const reply = await this.runWrites.failover(runId);
+    return (
+      reply && { lostHistory: String(reply[1]), history: String(reply[2]) }
+    );
   }
 
   async delete(runId: string): Promise<boolean> {
@@ -366,12 +359,12 @@ export class RedisCheckpointStore extends CheckpointStore {
     return quitOrDrop(this.client);
   }
 
-  /** A sweep's first page and every due look check the index first (redis.heal.ts). */
+  /** A sweep's first page and every due look check the index first (see `look`). */
   async listUnfinished(
     flow: string,
     options?: ListUnfinishedOptions,
   ): Promise<RunHead[]> {
-    if (options?.after === undefined) await this.healer.check();
+    if (options?.after === undefined) await this.look();
     return this.index.unfinished(flow, options);
   }
 
@@ -380,8 +373,16 @@ export class RedisCheckpointStore extends CheckpointStore {
   }
 
   async listDue(query: DueQuery): Promise<RunHead[]> {
-    await this.healer.check();
+    await this.look();
     return this.dueIndex.due(query);
+  }
+
+  /**
+   * Before a look at the indexes: they are healed if their master changed (redis.heal.ts), and
+   * the masters' promotions recorded (redis.failover.ts).
+   */
+  private async look(): Promise<void> {
+    await Promise.all([this.healer.check(), this.promotions.look()]);
   }
 
   listHeadless(query?: HeadlessQuery): Promise<HeadlessPage> {

@@ -93,3 +93,30 @@ export function fromStreamValue(
     sealed: value.slice(end),
   };
 }
+
+/**
+ * READ_STREAM_LUA's reply (offset, value pairs) as records. A value that is not an entry's still
+ * comes back, to fail its signature check loudly. With `superstep`: that superstep's entries only
+ * (contiguous: one superstep's end where the next one's begin).
+ */
+export function streamEntries(
+  runId: string,
+  flat: readonly string[],
+  superstep: number | undefined,
+): StreamRecord[] {
+  const out: StreamRecord[] = [];
+  for (let i = 0; i + 1 < flat.length; i += 2) {
+    const offset = Number(flat[i]);
+    const value = flat[i + 1]!;
+    const r = fromStreamValue(runId, offset, value) ?? {
+      runId,
+      offset,
+      superstep: superstep ?? -1,
+      place: '',
+      sealed: value,
+    };
+    if (superstep !== undefined && r.superstep !== superstep) break;
+    out.push(r);
+  }
+  return out;
+}
