@@ -215,6 +215,37 @@ describe('canonicalJson against the canonicalize package (RFC 8785 reference)', 
     );
   });
 
+  it('writes strings of any UTF-16 code units (controls, quotes, backslashes, lone surrogates) as canonicalize does', () => {
+    const unit = fc.oneof(
+      fc.integer({ min: 0, max: 0xffff }),
+      fc.constantFrom(0x22, 0x5c, 0x2028, 0xd800, 0xdbff, 0xdc00, 0xdfff),
+    );
+    fc.assert(
+      fc.property(fc.array(unit, { maxLength: 24 }), (codes) => {
+        const text = String.fromCharCode(...codes);
+        expect(canonicalJson(text)).toBe(canonicalize(text));
+        expect(canonicalJson({ [text]: [text] })).toBe(
+          canonicalize({ [text]: [text] }),
+        );
+      }),
+      { numRuns: 2000 },
+    );
+  });
+
+  it('writes every finite number as canonicalize does (-0 included)', () => {
+    fc.assert(
+      fc.property(
+        fc.oneof(
+          fc.double({ noNaN: true, noDefaultInfinity: true }),
+          fc.integer(),
+          fc.constant(-0),
+        ),
+        (n) => expect(canonicalJson(n)).toBe(canonicalize(n)),
+      ),
+      { numRuns: 2000 },
+    );
+  });
+
   it('agrees on objects of any width (few keys are sorted in place, many by sort())', () => {
     fc.assert(
       fc.property(

@@ -118,6 +118,10 @@ export function canonicalObject(
   return CanonicalText.make(MAKER, s + '}', own);
 }
 
+/** A string JSON.stringify escapes: a control character, `"`, `\\`, or a UTF-16 surrogate. */
+// eslint-disable-next-line no-control-regex -- control characters are what JSON escapes
+const ESCAPED = /[\u0000-\u001f"\\\ud800-\udfff]/;
+
 function encode(
   v: unknown,
   at: Array<string | number>,
@@ -126,12 +130,14 @@ function encode(
 ): string {
   switch (typeof v) {
     case 'string':
-      return JSON.stringify(v);
+      // Most strings need no escape: quoted as they are, which JSON.stringify would also give.
+      return ESCAPED.test(v) ? JSON.stringify(v) : `"${v}"`;
     case 'boolean':
       return v ? 'true' : 'false';
     case 'number':
       if (!Number.isFinite(v)) fail(root, at, Messages.unsealableNumber(v));
-      return JSON.stringify(v);
+      // The same as JSON.stringify for a finite number (-0 included: "0").
+      return String(v);
     case 'object':
       break;
     default:
