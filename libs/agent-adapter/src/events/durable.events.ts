@@ -1,5 +1,9 @@
 import type { RunStatus } from '../exec/checkpoints/checkpoint-store';
-import { spanEvent, type SpanAttributes } from '../observability/tracing';
+import {
+  hasActiveSpan,
+  spanEvent,
+  type SpanAttributes,
+} from '../observability/tracing';
 import type { CallIdentity } from '../exec/durable/records';
 import type { RecordedDecision } from '../flow/flow.interfaces';
 import { Messages } from '../errors/messages';
@@ -81,6 +85,14 @@ export class DurableEvents {
       consoleLogger.error(Messages.listenerThrew(event), error),
   ) {}
 
+  /**
+   * Whether an `emit` of `event` would reach anyone (a listener, or an active span for its span
+   * event): an emitter on a hot path builds the event only then.
+   */
+  wanted(event: DurableEventName): boolean {
+    return (this.listeners.get(event)?.size ?? 0) > 0 || hasActiveSpan();
+  }
+
   /** Subscribes; returns the function that unsubscribes. */
   on<K extends DurableEventName>(
     event: K,
@@ -93,8 +105,10 @@ export class DurableEvents {
   }
 
   emit<K extends DurableEventName>(event: K, data: DurableEventMap[K]): void {
-    spanEvent(event, spanAttributes(data));
-    for (const listener of this.listeners.get(event) ?? []) {
+    spanEvent(event, () => spanAttributes(data));
+    const listeners = this.listeners.get(event);
+    if (listeners === undefined) return;
+    for (const listener of listeners) {
       try {
         (listener as DurableListener<K>)(data);
       } catch (error) {

@@ -52,13 +52,13 @@ export class Executor {
     }
     const call = traced(
       'agent-adapter.tool',
-      {
+      () => ({
         'agent_adapter.run_id': step.runId,
         'agent_adapter.flow': step.flow,
         'agent_adapter.superstep': step.superstep,
         'agent_adapter.node': scope.node,
         'agent_adapter.tool': tool,
-      },
+      }),
       (span) => this.run(scope, tool, args, span),
       (error) => !(error instanceof RunPaused || error instanceof RunSleeping),
     );

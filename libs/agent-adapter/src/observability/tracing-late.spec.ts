@@ -13,7 +13,13 @@ import { traced } from './tracing';
 afterAll(() => trace.disable());
 
 it('without an SDK the function gets no span; an SDK registered later gets the spans from then on', async () => {
-  expect(await traced('before', {}, async (span) => span)).toBeUndefined();
+  expect(
+    await traced(
+      'before',
+      () => ({}),
+      async (span) => span,
+    ),
+  ).toBeUndefined();
 
   const exporter = new InMemorySpanExporter();
   trace.setGlobalTracerProvider(
@@ -21,7 +27,11 @@ it('without an SDK the function gets no span; an SDK registered later gets the s
       spanProcessors: [new SimpleSpanProcessor(exporter)],
     }),
   );
-  const span = await traced('after', { n: 1 }, async (s) => s);
+  const span = await traced(
+    'after',
+    () => ({ n: 1 }),
+    async (s) => s,
+  );
   expect(span).toBeDefined();
   const finished = exporter.getFinishedSpans();
   expect(finished.map((s) => s.name)).toEqual(['after']);

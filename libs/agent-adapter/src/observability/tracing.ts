@@ -59,17 +59,19 @@ function otel(): OtelApi | null {
 /**
  * Runs `fn` in a span named `name` (the active span for what it starts, so nested spans and
  * events land inside it). A thrown error is recorded on the span, unless `isError` says it is not
- * one (a pause).
+ * one (a pause). The attributes are asked for only when there is a span to put them on (this
+ * wraps every superstep and tool call).
  */
 export function traced<T>(
   name: string,
-  attributes: SpanAttributes,
+  attributes: () => SpanAttributes,
   fn: (span: SpanLike | undefined) => Promise<T>,
   isError: (error: unknown) => boolean = () => true,
 ): Promise<T> {
   const tracer = activeTracer();
   if (!tracer) return fn(undefined);
-  return tracer.startActiveSpan(name, { attributes }, async (span) => {
+  const options = { attributes: attributes() };
+  return tracer.startActiveSpan(name, options, async (span) => {
     try {
       return await fn(span);
     } catch (error) {
@@ -101,7 +103,18 @@ function activeTracer(): Tracer | undefined {
     : provider.getTracer('agent-adapter');
 }
 
-/** An event on the active span, if there is one. */
-export function spanEvent(name: string, attributes: SpanAttributes): void {
-  otel()?.trace.getActiveSpan()?.addEvent(name, attributes);
+/**
+ * An event on the active span, if there is one; its attributes are asked for only then (events
+ * are emitted on every checkpoint).
+ */
+export function spanEvent(
+  name: string,
+  attributes: () => SpanAttributes,
+): void {
+  otel()?.trace.getActiveSpan()?.addEvent(name, attributes());
+}
+
+/** Whether there is an active span (for an event, see `spanEvent`). */
+export function hasActiveSpan(): boolean {
+  return otel()?.trace.getActiveSpan() !== undefined;
 }

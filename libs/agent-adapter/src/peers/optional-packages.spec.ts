@@ -224,7 +224,11 @@ describe('tracing', () => {
           return require.resolve(name);
         });
         try {
-          span = await traced('run', {}, async (s) => s);
+          span = await traced(
+            'run',
+            () => ({}),
+            async (s) => s,
+          );
         } finally {
           undo();
         }

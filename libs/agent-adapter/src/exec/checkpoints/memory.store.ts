@@ -97,18 +97,23 @@ export class MemoryCheckpointStore extends CheckpointStore {
     for (const call of options.calls ?? [])
       target.calls.set(callKey(call), { ...call });
     target.checkpoints.push({ ...checkpoint });
-    target.head = {
-      ...columns(checkpoint),
+    const head: RunHead = {
+      runId: checkpoint.runId,
+      flow: checkpoint.flow,
+      step: checkpoint.step,
+      status: checkpoint.status,
+      segment: checkpoint.segment,
       updatedAt: this.now(),
       // A counter, as the other stores keep it: rows lost below the store show as missing.
       calls: (run?.head.calls ?? 0) + (options.calls?.length ?? 0),
       sealed: options.head ?? '',
-      ...(run?.head.queue && { queue: run.head.queue }),
-      ...(options.owner !== undefined && { owner: options.owner }),
-      ...(options.leaseExpiresAt !== undefined && {
-        leaseExpiresAt: options.leaseExpiresAt,
-      }),
     };
+    // Assigned, not spread from conditional objects: this runs on every write.
+    if (run?.head.queue) head.queue = run.head.queue;
+    if (options.owner !== undefined) head.owner = options.owner;
+    if (options.leaseExpiresAt !== undefined)
+      head.leaseExpiresAt = options.leaseExpiresAt;
+    target.head = head;
     this.runs.set(checkpoint.runId, target);
   }
 

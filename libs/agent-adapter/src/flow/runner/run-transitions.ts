@@ -63,10 +63,13 @@ export function startDigest(state: CanonicalText): string {
 
 /** Step 0 of a new run. */
 export function startCheckpoint(start: RunStart): Checkpoint {
-  const { flow, ...rest } = start;
+  const { flow } = start;
   const incarnation = newIncarnation();
   return {
-    ...rest,
+    runId: start.runId,
+    state: start.state,
+    identity: start.identity,
+    idemKid: start.idemKid,
     flow: flow.name,
     kind: flow.kind,
     digest: flow.digest,
@@ -277,7 +280,7 @@ export function advanceCheckpoint(
   /** Call records the superstep wrote, in every segment. */
   logged: number,
 ): Checkpoint {
-  return {
+  const next: Checkpoint = {
     ...cp,
     step: cp.step + 1,
     superstep: cp.superstep + 1,
@@ -287,15 +290,18 @@ export function advanceCheckpoint(
     resolutions: undefined,
     rerun: undefined,
     recoveries: undefined,
-    ...('error' in outcome
-      ? { status: 'failed', error: outcome.error }
-      : {
-          status: outcome.frontier.length ? 'running' : 'done',
-          state: outcome.state,
-          frontier: outcome.frontier,
-          visits: outcome.visits,
-        }),
   };
+  // Assigned, not spread from a conditional object: this runs once per superstep.
+  if ('error' in outcome) {
+    next.status = 'failed';
+    next.error = outcome.error;
+  } else {
+    next.status = outcome.frontier.length ? 'running' : 'done';
+    next.state = outcome.state;
+    next.frontier = outcome.frontier;
+    next.visits = outcome.visits;
+  }
+  return next;
 }
 
 /**

@@ -5,7 +5,10 @@ import {
   WorkerDraining,
 } from '../../errors';
 import { Messages } from '../../errors/messages';
-import type { DurableEvents } from '../../events/durable.events';
+import type {
+  CheckpointSavedEvent,
+  DurableEvents,
+} from '../../events/durable.events';
 import type { SuperstepScope } from '../../exec/call-context';
 import type { KeyRing } from '../../exec/durable/key-ring';
 import type { CallIdentity, Checkpoint } from '../../exec/durable/records';
@@ -49,8 +52,8 @@ export interface TakenOver {
 /** What a saved checkpoint's event says besides the checkpoint itself. */
 export interface SavedExtra {
   unreplayed?: SuperstepScope['unreplayed'];
-  /** The node(s) whose superstep this checkpoint closes (or pauses). */
-  stage?: string;
+  /** The nodes whose superstep this checkpoint closes (or pauses): a loop's event's `stage`. */
+  closes?: readonly string[];
 }
 
 /**
@@ -217,14 +220,14 @@ export class SegmentDriver {
   ): Promise<RunResult<S>> {
     return traced(
       'agent-adapter.run',
-      {
+      () => ({
         'agent_adapter.run_id': start.runId,
         'agent_adapter.flow': start.flow,
         'agent_adapter.segment': start.segment,
         'agent_adapter.step': start.step,
         'agent_adapter.reason': start.reason ?? '',
         'agent_adapter.worker': this.leases.workerId,
-      },
+      }),
       async (span) => {
         const result = await this.driveSegment(flow, start, writer, taken);
         span?.setAttribute('agent_adapter.status', result.status);
@@ -256,12 +259,12 @@ export class SegmentDriver {
         const scope = superstepScope(cp, writer, book, this.scopeParts);
         const outcome = await traced(
           'agent-adapter.superstep',
-          {
+          () => ({
             'agent_adapter.run_id': cp.runId,
             'agent_adapter.step': cp.step,
             'agent_adapter.superstep': cp.superstep,
             'agent_adapter.frontier': cp.frontier.join(','),
-          },
+          }),
           async (span) => {
             const out = await runFrontier(flow, cp, scope, this.executor);
             span?.setAttribute('agent_adapter.replayed', scope.replayed.length);
@@ -283,10 +286,8 @@ export class SegmentDriver {
                   outcome,
                   seen + writer.count(cp.superstep),
                 );
-        const extra: SavedExtra = {
-          ...(scope.unreplayed.length && { unreplayed: scope.unreplayed }),
-          stage: cp.frontier.join('+'),
-        };
+        const extra: SavedExtra = { closes: cp.frontier };
+        if (scope.unreplayed.length) extra.unreplayed = scope.unreplayed;
         const recovered = book !== undefined && taken?.recovered === true;
         if (
           next.status === 'running' &&
@@ -346,18 +347,20 @@ export class SegmentDriver {
     // Readers of the run's stream in this process learn at once that it ended.
     if (cp.status === 'done' || cp.status === 'failed')
       this.streams.bell.ring(cp.runId);
-    const { stage, ...rest } = extra;
+    // Built only for someone: this runs on every checkpoint.
+    if (!this.events.wanted('checkpoint.saved')) return;
+    const event: CheckpointSavedEvent = {
+      kind: cp.kind,
+      runId: cp.runId,
+      flow: cp.flow,
+      step: cp.step,
+      status: cp.status,
+    };
+    // A loop's stage: the node that just ran ('model' | 'tools'), else why it was saved.
+    if (cp.kind === 'loop') event.stage = extra.closes?.join('+') ?? cp.reason;
+    if (extra.unreplayed) event.unreplayed = extra.unreplayed;
     try {
-      this.events.emit('checkpoint.saved', {
-        kind: cp.kind,
-        runId: cp.runId,
-        flow: cp.flow,
-        step: cp.step,
-        status: cp.status,
-        // A loop's stage: the node that just ran ('model' | 'tools'), else why it was saved.
-        ...(cp.kind === 'loop' && { stage: stage ?? cp.reason }),
-        ...rest,
-      });
+      this.events.emit('checkpoint.saved', event);
     } catch (error) {
       this.logger.warn(Messages.savedListenerFailed(), error);
     }
