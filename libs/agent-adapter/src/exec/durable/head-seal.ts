@@ -47,10 +47,11 @@ export function sealHead(
   facts: HeadFacts,
   write?: string,
 ): string {
-  return seal(ring, headCoords(facts), {
+  const content: { incarnation: number; write?: string } = {
     incarnation: facts.incarnation,
-    ...(write !== undefined && { write }),
-  });
+  };
+  if (write !== undefined) content.write = write;
+  return seal(ring, headCoords(facts), content);
 }
 
 /**

@@ -1,5 +1,9 @@
 import { timingSafeEqual } from 'node:crypto';
-import { canonicalJson, type Encodable } from './canonical-json';
+import {
+  canonicalJson,
+  canonicalJsonWithout,
+  type Encodable,
+} from './canonical-json';
 import type { HmacSha256 } from './hmac';
 import type { KeyRing } from './key-ring';
 
@@ -35,8 +39,13 @@ export function seal(
   ring: KeyRing,
   coords: Coordinates,
   content: Encodable,
+  /** Members of `content` left out of the body (they are among the coordinates). */
+  omit?: ReadonlySet<string>,
 ): string {
-  const body = canonicalJson(content);
+  const body =
+    omit === undefined
+      ? canonicalJson(content)
+      : canonicalJsonWithout(content as object, omit);
   const key = ring.current;
   return `${VERSION}.${key.id}.${mac(key.mac, coords, body)}.${body}`;
 }

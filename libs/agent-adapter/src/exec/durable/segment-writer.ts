@@ -156,7 +156,7 @@ export class SegmentWriter {
       waitsUntil: waitsUntil(cp),
       settle,
     };
-    this.buffer = [...(options.calls ?? []), ...this.buffer];
+    if (options.calls?.length) this.buffer = [...options.calls, ...this.buffer];
     if (options.deferred) this.flushStarted().catch(() => undefined);
     else this.flush().catch(() => undefined);
     return stored;
@@ -190,7 +190,8 @@ export class SegmentWriter {
   /** Resolves once no write is pending or in flight (a scheduled flush may queue one meanwhile). */
   async settled(): Promise<void> {
     for (;;) {
-      const [pending, seen] = [this.startedFlush, this.chain];
+      const pending = this.startedFlush;
+      const seen = this.chain;
       await pending?.catch(() => undefined);
       await seen;
       if (pending === this.startedFlush && seen === this.chain) return;
@@ -268,7 +269,10 @@ export class SegmentWriter {
             runId: this.runId,
             segment: this.segment,
             incarnation: this.incarnation,
-            ...head,
+            flow: head.flow,
+            step: head.step,
+            status: head.status,
+            calls: head.calls,
           },
           this.writeToken(),
         );
@@ -331,24 +335,20 @@ export class SegmentWriter {
     head: string,
   ): SaveOptions {
     const { owner, leaseMs, leaseUntil } = this.writer;
-    return {
-      head,
-      ...(records.length && { calls: records }),
-      ...(checkpoint.expectCalls !== undefined && {
-        expectCalls: checkpoint.expectCalls,
-      }),
-      ...(checkpoint.acceptLostWrites && { acceptLostWrites: true }),
-      owner,
-      ...(checkpoint.waitsUntil !== undefined
-        ? checkpoint.waitsUntil !== null && {
-            leaseExpiresAt: checkpoint.waitsUntil,
-          }
-        : leaseUntil !== undefined
-          ? { leaseExpiresAt: leaseUntil }
-          : leaseMs !== undefined && {
-              leaseExpiresAt: leaseEnd(Date.now(), leaseMs),
-            }),
-    };
+    // Assigned, not spread from conditional objects: this runs on every checkpoint.
+    const options: SaveOptions = { head, owner };
+    if (records.length) options.calls = records;
+    const { expectCalls, waitsUntil } = checkpoint;
+    if (expectCalls !== undefined) options.expectCalls = expectCalls;
+    if (checkpoint.acceptLostWrites) options.acceptLostWrites = true;
+    // A run that waits is due at its time (never, for null); one driven here, at its lease's end.
+    const due =
+      waitsUntil !== undefined
+        ? waitsUntil
+        : (leaseUntil ??
+          (leaseMs !== undefined ? leaseEnd(Date.now(), leaseMs) : null));
+    if (due !== null) options.leaseExpiresAt = due;
+    return options;
   }
 }
 
