@@ -227,26 +227,13 @@ export function sealCheckpoint(
   const { runId, step, flow, status, segment } = cp;
   const columns = { runId, step, flow, status, segment };
   // The columns are the coordinates, not the body: left out as it is encoded, no copy made.
-  const body = hide(ring, cp, CHECKPOINT_SECRETS);
-  return {
-    ...columns,
-    sealed: seal(
-      ring,
-      checkpointCoords(columns),
-      body as unknown as Json,
-      CHECKPOINT_COLUMNS,
-    ),
-  };
+  const body = hide(ring, cp, CHECKPOINT_SECRETS) as unknown as Json;
+  const sealed = seal(ring, checkpointCoords(columns), body, COLUMNS);
+  return { ...columns, sealed };
 }
 
 /** A checkpoint's columns: stored beside its sealed body, not in it. */
-const CHECKPOINT_COLUMNS: ReadonlySet<string> = new Set([
-  'runId',
-  'step',
-  'flow',
-  'status',
-  'segment',
-]);
+const COLUMNS = new Set(['runId', 'step', 'flow', 'status', 'segment']);
 
 /** What a checkpoint holds that is encrypted at rest: the run's data, not its bookkeeping. */
 const CHECKPOINT_SECRETS = ['state', 'pending'] as const;

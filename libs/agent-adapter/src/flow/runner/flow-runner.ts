@@ -64,11 +64,9 @@ import {
 
 /**
  * Runs flows durably: a signed checkpoint after every superstep, every tool call logged before and
- * after it runs, recovery that replays finished calls and fails closed on calls in doubt.
- *
- * This class is the facade: it reads and checks the run (`run-reader`, `run-access`), builds the
- * transition (`run-transitions`), and hands the segment to the driver; leases and the recovery
- * sweep have their own homes.
+ * after it runs, recovery that replays finished calls and fails closed on calls in doubt. The
+ * facade: it reads and checks the run (`run-reader`, `run-access`), builds the transition
+ * (`run-transitions`) and hands the segment to the driver; leases and sweeps have their own homes.
  * @publicApi
  */
 export class FlowRunner {
