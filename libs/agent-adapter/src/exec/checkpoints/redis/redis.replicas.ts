@@ -22,7 +22,7 @@ import { STORE } from './redis.index';
 import type { RedisKeys } from './redis.layout';
 import { REDIS_SCRIPTS, type Reply } from './redis.scripts';
 
-/** Where each run script takes its replication mode: SAVE_LUA's ARGV[17], RECORD_LUA's ARGV[5]. */
+/** Where each run script takes its replication mode: ARGV[17] of SAVE, ARGV[5] of RECORD, ARGV[1] of FAILOVER. */
 const MODE_ARG = { aaSave: 16, aaRecord: 4, aaFailover: 0 } as const;
 
 /** The option checked (undefined: no WAIT); a bad value is a DurableSetupError naming it. */
