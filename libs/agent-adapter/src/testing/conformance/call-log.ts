@@ -124,6 +124,29 @@ export function describeFencedCallLog({
       assert.strictEqual((await store.head(id))?.calls, 3700);
     });
 
+    it('batches of every small size are written whole and in order (engines bind small and large ones apart)', async () => {
+      const store = await make();
+      const id = uid();
+      await store.save(cp(id, 0));
+      let seq = 0;
+      let step = 0;
+      const batch = (size: number) =>
+        Array.from({ length: size }, () => {
+          seq += 1;
+          return call(id, seq, { sealed: `s${seq}` });
+        });
+      // Each size through both write paths: an append, then a save.
+      for (const size of [1, 2, 7, 8, 9, 10, 17]) {
+        await store.recordCall(id, 1, batch(size));
+        await store.save(cp(id, ++step), { calls: batch(size) });
+      }
+      equal(
+        (await store.calls(id, 0)).map((c) => [c.seq, c.sealed]),
+        Array.from({ length: seq }, (_, i) => [i + 1, `s${i + 1}`]),
+      );
+      assert.strictEqual((await store.head(id))?.calls, seq);
+    });
+
     it('no call is recorded for an unknown, paused, sleeping or ended run', async () => {
       const store = await make();
       await rejectsWith(

@@ -34,6 +34,56 @@ function isPgPool(value: unknown): value is PgPool {
   return typeof (value as PgPool | undefined)?.query === 'function';
 }
 
+/**
+ * Batches up to this size are bound as VALUES rows of scalar parameters (one prepared statement per
+ * size); larger ones as one array per column through unnest. On a 3-step flow, VALUES rows cost
+ * the server ~0.025 ms less a statement than unnest (bench/RESULTS.md, eighteenth session).
+ */
+const VALUES_ROWS = 8;
+
+/**
+ * The CTE that inserts `calls` for the head a write matched (none when there are none), their
+ * parameters pushed after `params`. `segment` is the segment column's source: each call's own
+ * (`undefined`) or one the write binds once (an append's `$2`).
+ */
+function insertCallsCte(
+  n: SqlNames,
+  calls: readonly CallRecord[],
+  params: unknown[],
+  segment?: string,
+): string {
+  if (calls.length === 0) return '';
+  const own = segment === undefined;
+  const types = own ? ['int', 'int', 'int', 'text'] : ['int', 'int', 'text'];
+  const columns = own
+    ? 'superstep, segment, seq, sealed'
+    : 'superstep, seq, sealed';
+  const fields = (c: CallRecord) =>
+    own
+      ? [c.superstep, c.segment, c.seq, c.sealed]
+      : [c.superstep, c.seq, c.sealed];
+  let source: string;
+  if (calls.length > VALUES_ROWS) {
+    const at = params.length;
+    types.forEach((_, i) => params.push(calls.map((c) => fields(c)[i])));
+    const arrays = types.map((t, i) => `$${at + i + 1}::${t}[]`);
+    source = `unnest(${arrays.join(', ')})`;
+  } else {
+    const rows = calls.map((c, r) => {
+      const at = params.length;
+      params.push(...fields(c));
+      // The first row types the columns; the others follow it.
+      const cells = types.map(
+        (t, i) => `$${at + i + 1}${r === 0 ? `::${t}` : ''}`,
+      );
+      return `(${cells.join(', ')})`;
+    });
+    source = `(VALUES ${rows.join(', ')})`;
+  }
+  return `, calls AS (INSERT INTO ${n.calls} (${CALL_COLUMNS})
+    SELECT head.run_id, c.superstep, ${segment ?? 'c.segment'}, c.seq, c.sealed FROM head, ${source} AS c(${columns}))`;
+}
+
 function quoteLiteral(s: string): string {
   return `'${s.replace(/'/g, "''")}'`;
 }
@@ -160,25 +210,13 @@ export class PostgresEngine extends Engine {
     headSql: string,
   ): Promise<boolean> {
     const n = this.tables;
-    // The batch as one array per column, bound after the shared parameters.
-    const at = params.length;
-    params.push(
-      calls.map((c) => c.superstep),
-      calls.map((c) => c.segment),
-      calls.map((c) => c.seq),
-      calls.map((c) => c.sealed),
-    );
-    const [row] = await this.all<{ n: number }>(
+    const matched = await this.all(
       `WITH head AS (${headSql} RETURNING run_id),
-       cp AS (${insertCheckpointSql(n)} SELECT run_id, $2, $8, $3, $4, $10 FROM head),
-       calls AS (INSERT INTO ${n.calls} (${CALL_COLUMNS})
-              SELECT head.run_id, c.superstep, c.segment, c.seq, c.sealed FROM head,
-                unnest($${at + 1}::int[], $${at + 2}::int[], $${at + 3}::int[], $${at + 4}::text[])
-                  AS c(superstep, segment, seq, sealed))
-       SELECT count(*)::int AS n FROM head`,
+       cp AS (${insertCheckpointSql(n)} SELECT run_id, $2, $8, $3, $4, $10 FROM head)${insertCallsCte(n, calls, params)}
+       SELECT 1 FROM head`,
       params,
     );
-    return (row?.n ?? 0) === 1;
+    return matched.length === 1;
   }
 
   /** The head write and the calls as one statement: all or nothing. */
@@ -187,20 +225,12 @@ export class PostgresEngine extends Engine {
     params: unknown[],
   ): Promise<boolean> {
     const n = this.tables;
-    params.push(
-      calls.map((c) => c.superstep),
-      calls.map((c) => c.seq),
-      calls.map((c) => c.sealed),
-    );
-    const [row] = await this.all<{ n: number }>(
-      `WITH head AS (${appendHeadSql(n)} RETURNING run_id),
-       calls AS (INSERT INTO ${n.calls} (${CALL_COLUMNS})
-         SELECT head.run_id, c.superstep, $2, c.seq, c.sealed FROM head,
-           unnest($5::int[], $6::int[], $7::text[]) AS c(superstep, seq, sealed))
-       SELECT count(*)::int AS n FROM head`,
+    const matched = await this.all(
+      `WITH head AS (${appendHeadSql(n)} RETURNING run_id)${insertCallsCte(n, calls, params, '$2')}
+       SELECT 1 FROM head`,
       params,
     );
-    return (row?.n ?? 0) === 1;
+    return matched.length === 1;
   }
 
   /** The head's count, the entries and the drop of old ones: one statement of CTEs. */
