@@ -4,10 +4,10 @@ import type { DataSourceLike } from './sql.driver';
 import { Engine, foreignTables, type SqlStep } from './sql.engine';
 import { CheckpointStoreUnavailable } from '../../../errors';
 import { Messages } from '../../../errors/messages';
-import { CALL_COLUMNS, STREAM_COLUMNS } from './sql.rows';
+import { STREAM_COLUMNS } from './sql.rows';
+import { bindCalls, insertCallsCte, VALUES_ROWS } from './postgres.calls';
 import type { SqlNames } from './sql.schema';
 import {
-  appendHeadSql,
   dropOldSql,
   insertCheckpointSql,
   streamHeadSql,
@@ -34,56 +34,6 @@ function isPgPool(value: unknown): value is PgPool {
   return typeof (value as PgPool | undefined)?.query === 'function';
 }
 
-/**
- * Batches up to this size are bound as VALUES rows of scalar parameters (one prepared statement per
- * size); larger ones as one array per column through unnest. On a 3-step flow, VALUES rows cost
- * the server ~0.025 ms less a statement than unnest (bench/RESULTS.md, eighteenth session).
- */
-const VALUES_ROWS = 8;
-
-/**
- * The CTE that inserts `calls` for the head a write matched (none when there are none), their
- * parameters pushed after `params`. `segment` is the segment column's source: each call's own
- * (`undefined`) or one the write binds once (an append's `$2`).
- */
-function insertCallsCte(
-  n: SqlNames,
-  calls: readonly CallRecord[],
-  params: unknown[],
-  segment?: string,
-): string {
-  if (calls.length === 0) return '';
-  const own = segment === undefined;
-  const types = own ? ['int', 'int', 'int', 'text'] : ['int', 'int', 'text'];
-  const columns = own
-    ? 'superstep, segment, seq, sealed'
-    : 'superstep, seq, sealed';
-  const fields = (c: CallRecord) =>
-    own
-      ? [c.superstep, c.segment, c.seq, c.sealed]
-      : [c.superstep, c.seq, c.sealed];
-  let source: string;
-  if (calls.length > VALUES_ROWS) {
-    const at = params.length;
-    types.forEach((_, i) => params.push(calls.map((c) => fields(c)[i])));
-    const arrays = types.map((t, i) => `$${at + i + 1}::${t}[]`);
-    source = `unnest(${arrays.join(', ')})`;
-  } else {
-    const rows = calls.map((c, r) => {
-      const at = params.length;
-      params.push(...fields(c));
-      // The first row types the columns; the others follow it.
-      const cells = types.map(
-        (t, i) => `$${at + i + 1}${r === 0 ? `::${t}` : ''}`,
-      );
-      return `(${cells.join(', ')})`;
-    });
-    source = `(VALUES ${rows.join(', ')})`;
-  }
-  return `, calls AS (INSERT INTO ${n.calls} (${CALL_COLUMNS})
-    SELECT head.run_id, c.superstep, ${segment ?? 'c.segment'}, c.seq, c.sealed FROM head, ${source} AS c(${columns}))`;
-}
-
 function quoteLiteral(s: string): string {
   return `'${s.replace(/'/g, "''")}'`;
 }
@@ -98,6 +48,8 @@ export class PostgresEngine extends Engine {
   /** Statement text → prepared-statement name (pg prepares each once per connection). */
   private readonly names = new Map<string, string>();
   private readonly pool?: PgPool;
+  /** Write texts by head write, then by batch size (every batch past VALUES_ROWS shares one). */
+  private readonly writes = new Map<string, string[]>();
 
   constructor(
     private readonly ds: DataSourceLike,
@@ -209,14 +161,15 @@ export class PostgresEngine extends Engine {
     params: unknown[],
     headSql: string,
   ): Promise<boolean> {
-    const n = this.tables;
-    const matched = await this.all(
-      `WITH head AS (${headSql} RETURNING run_id),
-       cp AS (${insertCheckpointSql(n)} SELECT run_id, $2, $8, $3, $4, $10 FROM head)${insertCallsCte(n, calls, params)}
-       SELECT 1 FROM head`,
-      params,
-    );
-    return matched.length === 1;
+    const at = params.length;
+    const sql = this.writeText(headSql, calls.length, () => {
+      const n = this.tables;
+      return `WITH head AS (${headSql} RETURNING run_id),
+       cp AS (${insertCheckpointSql(n)} SELECT run_id, $2, $8, $3, $4, $10 FROM head)${insertCallsCte(n, calls.length, at)}
+       SELECT 1 FROM head`;
+    });
+    bindCalls(calls, params, true);
+    return (await this.all(sql, params)).length === 1;
   }
 
   /** The head write and the calls as one statement: all or nothing. */
@@ -224,13 +177,24 @@ export class PostgresEngine extends Engine {
     calls: readonly CallRecord[],
     params: unknown[],
   ): Promise<boolean> {
-    const n = this.tables;
-    const matched = await this.all(
-      `WITH head AS (${appendHeadSql(n)} RETURNING run_id)${insertCallsCte(n, calls, params, '$2')}
-       SELECT 1 FROM head`,
-      params,
-    );
-    return matched.length === 1;
+    const head = this.headText('append');
+    const sql = this.writeText(head, calls.length, () => {
+      const n = this.tables;
+      return `WITH head AS (${head} RETURNING run_id)${insertCallsCte(n, calls.length, params.length, '$2')}
+       SELECT 1 FROM head`;
+    });
+    bindCalls(calls, params, false);
+    return (await this.all(sql, params)).length === 1;
+  }
+
+  /**
+   * A write's text for its head write and batch size, built once: `all` then looks its prepared
+   * statement up by the same string (a string's hash is kept with it), not by a new kilobyte.
+   */
+  private writeText(head: string, size: number, build: () => string): string {
+    let bySize = this.writes.get(head);
+    if (bySize === undefined) this.writes.set(head, (bySize = []));
+    return (bySize[Math.min(size, VALUES_ROWS + 1)] ??= build());
   }
 
   /** The head's count, the entries and the drop of old ones: one statement of CTEs. */

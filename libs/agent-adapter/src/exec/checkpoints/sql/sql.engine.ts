@@ -8,12 +8,16 @@ import type {
 } from '../checkpoint-store';
 import type { SqlDialect, SqlNames } from './sql.schema';
 import {
+  appendHeadSql,
   appendParams,
   type StreamParams,
   enqueueHeadSql,
   saveHeadSql,
   saveParams,
 } from './sql.writes';
+
+/** The head writes of `Engine.headText`. */
+type HeadWrite = 'create' | 'update' | 'enqueue' | 'append';
 
 /** One statement of a transaction given as steps (see `Engine.admission`): its rows come back. */
 export interface SqlStep {
@@ -29,8 +33,26 @@ export interface SqlStep {
 export abstract class Engine {
   abstract readonly dialect: SqlDialect;
 
+  private readonly heads = new Map<HeadWrite, string>();
+
   /** The tables this engine writes: one store's (its schema and prefix). */
   constructor(readonly tables: SqlNames) {}
+
+  /** A head write's text, built once: the same string on every write (cheap to look up). */
+  protected headText(write: HeadWrite): string {
+    let text = this.heads.get(write);
+    if (text === undefined) {
+      const n = this.tables;
+      text =
+        write === 'enqueue'
+          ? enqueueHeadSql(n)
+          : write === 'append'
+            ? appendHeadSql(n)
+            : saveHeadSql(this.dialect, n, write === 'create' ? 0 : 1);
+      this.heads.set(write, text);
+    }
+    return text;
+  }
 
   abstract all<T>(sql: string, params: unknown[]): Promise<T[]>;
 
@@ -40,7 +62,7 @@ export abstract class Engine {
    * also catches a throw from binding).
    */
   save(cp: CheckpointRecord, o: SaveOptions, now: number): Promise<boolean> {
-    const head = saveHeadSql(this.dialect, this.tables, cp.step);
+    const head = this.headText(cp.step === 0 ? 'create' : 'update');
     return this.writeSave(cp, o.calls ?? [], saveParams(cp, o, now), head);
   }
 
@@ -57,7 +79,7 @@ export abstract class Engine {
     const params = saveParams(cp, { head }, now);
     // prettier-ignore
     params.push(q.queue, q.key ?? null, q.dedupeKey ?? null, q.priority ?? 0, Math.floor(q.availableAt));
-    return this.writeSave(cp, [], params, enqueueHeadSql(this.tables));
+    return this.writeSave(cp, [], params, this.headText('enqueue'));
   }
 
   /**

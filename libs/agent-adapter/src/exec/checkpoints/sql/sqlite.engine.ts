@@ -7,7 +7,6 @@ import { CALL_COLUMNS, STREAM_COLUMNS } from './sql.rows';
 
 import type { SqlNames } from './sql.schema';
 import {
-  appendHeadSql,
   dropOldSql,
   insertCheckpointSql,
   streamHeadSql,
@@ -161,7 +160,7 @@ export class SqliteEngine extends Engine {
     params: unknown[],
   ): Promise<boolean> {
     return this.immediate(() => {
-      if (this.run(appendHeadSql(this.tables), params) !== 1) return false;
+      if (this.run(this.headText('append'), params) !== 1) return false;
       this.insertCalls(calls);
       return true;
     });
