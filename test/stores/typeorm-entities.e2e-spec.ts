@@ -82,12 +82,12 @@ function entitySuite(dialect: Dialect): void {
         ? `"${tables.schema}"."${PREFIX}calls"`
         : `"${PREFIX}calls"`;
       const index = tables.schema
-        ? `"${tables.schema}"."${PREFIX}runs_owner"`
-        : `"${PREFIX}runs_owner"`;
+        ? `"${tables.schema}"."${PREFIX}runs_flow_id"`
+        : `"${PREFIX}runs_flow_id"`;
       await ds.query(`DROP INDEX ${index}`);
       await ds.query(`ALTER TABLE ${table} ADD COLUMN extra INTEGER`);
       const changes = (await pendingChanges(ds)).join('\n');
-      expect(changes).toMatch(/CREATE INDEX "ent_runs_owner"/);
+      expect(changes).toMatch(/CREATE INDEX "ent_runs_flow_id"/);
       // Postgres drops the column; SQLite rebuilds the table without it.
       expect(changes).toMatch(/DROP COLUMN "extra"|INTO "temporary_ent_calls"/);
     } finally {

@@ -194,7 +194,6 @@ export function agentAdapterEntities(
         columns: ['flow', 'run_id'],
         where: UNFINISHED_SQL,
       },
-      { name: index('runs_owner'), columns: ['owner'], where: UNFINISHED_SQL },
       {
         name: index('runs_due'),
         columns: ['lease_expires_at'],
