@@ -48,8 +48,11 @@ export class PostgresEngine extends Engine {
   /** Statement text → prepared-statement name (pg prepares each once per connection). */
   private readonly names = new Map<string, string>();
   private readonly pool?: PgPool;
-  /** Write texts by head write, then by batch size (every batch past VALUES_ROWS shares one). */
-  private readonly writes = new Map<string, string[]>();
+  /**
+   * Write texts by head write, by the count of parameters before the calls, then by batch size
+   * (every batch past VALUES_ROWS shares one).
+   */
+  private readonly writes = new Map<string, Map<number, string[]>>();
 
   constructor(
     private readonly ds: DataSourceLike,
@@ -162,7 +165,7 @@ export class PostgresEngine extends Engine {
     headSql: string,
   ): Promise<boolean> {
     const at = params.length;
-    const sql = this.writeText(headSql, calls.length, () => {
+    const sql = this.writeText(headSql, at, calls.length, () => {
       const n = this.tables;
       return `WITH head AS (${headSql} RETURNING run_id),
        cp AS (${insertCheckpointSql(n)} SELECT run_id, $2, $8, $3, $4, $10 FROM head)${insertCallsCte(n, calls.length, at)}
@@ -178,9 +181,10 @@ export class PostgresEngine extends Engine {
     params: unknown[],
   ): Promise<boolean> {
     const head = this.headText('append');
-    const sql = this.writeText(head, calls.length, () => {
+    const at = params.length;
+    const sql = this.writeText(head, at, calls.length, () => {
       const n = this.tables;
-      return `WITH head AS (${head} RETURNING run_id)${insertCallsCte(n, calls.length, params.length, '$2')}
+      return `WITH head AS (${head} RETURNING run_id)${insertCallsCte(n, calls.length, at, '$2')}
        SELECT 1 FROM head`;
     });
     bindCalls(calls, params, false);
@@ -188,12 +192,21 @@ export class PostgresEngine extends Engine {
   }
 
   /**
-   * A write's text for its head write and batch size, built once: `all` then looks its prepared
-   * statement up by the same string (a string's hash is kept with it), not by a new kilobyte.
+   * A write's text for its head write, the parameters bound before its calls and its batch size,
+   * built once: `all` then looks its prepared statement up by the same string (a string's hash is
+   * kept with it), not by a new kilobyte.
    */
-  private writeText(head: string, size: number, build: () => string): string {
-    let bySize = this.writes.get(head);
-    if (bySize === undefined) this.writes.set(head, (bySize = []));
+  private writeText(
+    head: string,
+    at: number,
+    size: number,
+    build: () => string,
+  ): string {
+    let byAt = this.writes.get(head);
+    if (byAt === undefined)
+      this.writes.set(head, (byAt = new Map<number, string[]>()));
+    let bySize = byAt.get(at);
+    if (bySize === undefined) byAt.set(at, (bySize = []));
     return (bySize[Math.min(size, VALUES_ROWS + 1)] ??= build());
   }
 
