@@ -11,20 +11,18 @@ import type { SqlNames } from './sql.schema';
 /** The largest batch bound as VALUES rows. */
 export const VALUES_ROWS = 8;
 
-/** The columns a write binds per call: the segment too unless the write binds it once. */
-function fields(own: boolean): ReadonlyArray<[keyof CallRecord, string]> {
-  return own
-    ? [
-        ['superstep', 'int'],
-        ['segment', 'int'],
-        ['seq', 'int'],
-        ['sealed', 'text'],
-      ]
-    : [
-        ['superstep', 'int'],
-        ['seq', 'int'],
-        ['sealed', 'text'],
-      ];
+type Column = readonly [keyof CallRecord, string];
+/** The columns a write binds per call: with each call's segment, or without (bound once). */
+const WITH_SEGMENT: readonly Column[] = [
+  ['superstep', 'int'],
+  ['segment', 'int'],
+  ['seq', 'int'],
+  ['sealed', 'text'],
+];
+const WITHOUT_SEGMENT = WITH_SEGMENT.filter(([key]) => key !== 'segment');
+
+function fields(own: boolean): readonly Column[] {
+  return own ? WITH_SEGMENT : WITHOUT_SEGMENT;
 }
 
 /** Pushes the parameters of `calls` after `params`, as `insertCallsCte` numbers them. */
