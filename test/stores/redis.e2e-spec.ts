@@ -236,6 +236,44 @@ describeWithService('redis', 'RedisCheckpointStore', () => {
       ).toEqual(['fresh', live].sort());
     });
 
+    it("on one server a run's first save is one script that makes its index entry too; a refused one makes none", async () => {
+      const { store, client, prefix } = make();
+      const flow = uid('flow');
+      const unfinished = `{${prefix}}:unfinished:${flow}`;
+      await client.ping(); // connected: its handshake's commands are not counted
+      const sent: string[] = [];
+      const send = client.sendCommand.bind(client);
+      client.sendCommand = (command, stream) => {
+        sent.push(command.name);
+        return send(command, stream);
+      };
+      const id = uid();
+      await store.save(cp(id, 0, { flow }), { leaseExpiresAt: 5_000 });
+      expect(sent).toEqual(['evalsha']);
+      // Listed, due at its lease, placed in the list of runs (the place kept in its hash too).
+      expect(await admin.zscore(unfinished, id)).toBe('0');
+      expect(await admin.zscore(`{${prefix}}:due`, id)).toBe('5000');
+      const place = await admin.zscore(`{${prefix}}:runs`, id);
+      expect(place).not.toBeNull();
+      expect(await admin.hget(`{${prefix}:${id}}:run`, 'created')).toBe(place);
+      expect(Number(await admin.hget(`{${prefix}}:born`, id))).toBeGreaterThan(
+        Date.now() - 60_000,
+      );
+      expect((await store.listUnfinished(flow)).map((h) => h.runId)).toEqual([
+        id,
+      ]);
+      // Ended (its entry dropped), then created again: refused, and no entry comes back.
+      await store.save(cp(id, 1, { flow, status: 'done' }));
+      await store.head(id); // after the drop: this client's commands run in order
+      expect(await admin.zscore(unfinished, id)).toBeNull();
+      await expect(store.save(cp(id, 0, { flow }))).rejects.toThrow(
+        CheckpointConflict,
+      );
+      expect(await admin.zscore(unfinished, id)).toBeNull();
+      expect(await admin.zscore(`{${prefix}}:due`, id)).toBeNull();
+      expect(await admin.zscore(`{${prefix}}:runs`, id)).toBe(place);
+    });
+
     it('a killed connection is survived; the write in flight is applied whole or not at all', async () => {
       const { store, client } = make({ ttlSeconds: 60 });
       const id = uid();

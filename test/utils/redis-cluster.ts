@@ -146,18 +146,26 @@ export async function startRedisCluster(
       nodes.push({ port, process: child });
     }
     await Promise.all(nodes.map((n) => ping(n.port, 10_000)));
-    await run(
-      'redis-cli',
-      [
-        '--cluster',
-        'create',
-        ...nodes.map((n) => `127.0.0.1:${n.port}`),
-        '--cluster-replicas',
-        String(replicas),
-        '--cluster-yes',
-      ],
-      { timeout: 30_000 },
-    );
+    // `--cluster create` wants three masters at least: one node takes every slot itself.
+    const create =
+      nodes.length === 1
+        ? [
+            '-p',
+            String(nodes[0]!.port),
+            'CLUSTER',
+            'ADDSLOTSRANGE',
+            '0',
+            '16383',
+          ]
+        : [
+            '--cluster',
+            'create',
+            ...nodes.map((n) => `127.0.0.1:${n.port}`),
+            '--cluster-replicas',
+            String(replicas),
+            '--cluster-yes',
+          ];
+    await run('redis-cli', create, { timeout: 30_000 });
   } catch (error) {
     await stop();
     throw error;
@@ -257,6 +265,7 @@ export async function startRedisCluster(
 export function describeWithRedisCluster(
   title: string,
   body: (cluster: () => LocalRedisCluster) => void,
+  options?: { masters?: number; replicas?: number },
 ): void {
   let missing: string | undefined;
   try {
@@ -283,7 +292,7 @@ export function describeWithRedisCluster(
   describe(title, () => {
     let started: LocalRedisCluster | undefined;
     beforeAll(async () => {
-      started = await startRedisCluster();
+      started = await startRedisCluster(options);
     }, 60_000);
     afterAll(async () => {
       await started?.stop();

@@ -3,6 +3,7 @@
 import { Messages } from '../../../errors/messages';
 import type { Cluster, Redis } from 'ioredis';
 import type { RedisClientLike } from './redis.client-like';
+import { guarded } from '../transient-errors';
 import { REDIS_SCRIPTS } from './redis.scripts';
 
 export type RedisClient = Redis | Cluster;
@@ -18,9 +19,14 @@ export function connectWithScripts(
   return client;
 }
 
+/** A client of one server (which may hold keys of every slot in one script), not a Cluster's. */
+export function oneServer(client: RedisClient): client is Redis {
+  return !('nodes' in client);
+}
+
 /** The nodes holding the tenant's run hashes: every master of a Cluster, or the one server. */
 export function masters(client: RedisClient): Redis[] {
-  return 'nodes' in client ? client.nodes('master') : [client];
+  return oneServer(client) ? [client] : client.nodes('master');
 }
 
 /** Runs one of the store's scripts (EVALSHA, falling back to EVAL on NOSCRIPT). */
@@ -34,6 +40,19 @@ export function runScript(
   // Defined without numberOfKeys, so the key count goes first (some scripts take a key list).
   const command = (client as unknown as Record<string, Command>)[name]!;
   return command.call(client, keys.length, ...keys, ...args);
+}
+
+/** The store's name in its errors. */
+export const STORE = 'RedisCheckpointStore';
+
+/** One of the store's scripts, its failures as the store's (`guarded`). */
+export function storeScript(
+  client: RedisClient,
+  name: keyof typeof REDIS_SCRIPTS,
+  keys: readonly string[],
+  args: Array<string | number>,
+): Promise<unknown> {
+  return guarded(STORE, undefined, () => runScript(client, name, keys, args));
 }
 
 /**

@@ -23,15 +23,9 @@
  */
 import { UNFINISHED, type DueQuery, type RunHead } from '../checkpoint-store';
 import { guarded } from '../transient-errors';
-import type { RedisClient } from './redis.client';
+import { STORE, storeScript, type RedisClient } from './redis.client';
 import type { RedisKeys } from './redis.layout';
-import {
-  STORE,
-  storeScript,
-  waiting,
-  type RedisRunIndex,
-  type Scan,
-} from './redis.index';
+import { waiting, type RedisRunIndex, type Scan } from './redis.index';
 
 /**
  * A head's score in `{P}:due`: its due time, 0 for at once (a running or sleeping run without

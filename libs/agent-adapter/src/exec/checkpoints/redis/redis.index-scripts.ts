@@ -6,6 +6,14 @@
 import { REPLICATION_IDS } from './redis.failover';
 import { LEAVE_QUEUE_LUA } from './redis.queue-scripts';
 
+/**
+ * A step-0 save must follow its index entry within half of this; index readers clean an entry
+ * whose head is missing only once the entry is older than this (see `unfinished`).
+ */
+export const CREATE_WINDOW_MS = 60_000;
+/** How late a step-0 save may land after its index entry (the save script's ARGV[14]). */
+export const HALF_CREATE_WINDOW = String(CREATE_WINDOW_MS / 2);
+
 export const NOW = `
 local function now_ms()
   local t = redis.call('TIME')
@@ -14,21 +22,31 @@ end
 `;
 
 /**
- * Before a step-0 save. KEYS: unfinished(flow), born, runs, seq, due; ARGV: runId, when it may be
- * due (its lease expiry ms, 0 for none).
- * Returns {now ms, created}: an existing list entry keeps its place.
+ * A run's index entry, made before (or, on one server, within: SAVE_LUA) its step-0 save: in its
+ * flow's unfinished set, the due set (score: when it may be due, its lease expiry ms, 0 for none),
+ * its announce time in born, and its place in the list of every run (an existing place is kept).
+ * KEYS from `k` on: unfinished(flow), born, runs, seq, due (`RedisKeys.announce`). Returns the
+ * announce time (server ms) and the place.
  */
-export const INDEX_CREATE_LUA = `${NOW}
-redis.call('ZADD', KEYS[1], 'NX', 0, ARGV[1])
-redis.call('ZADD', KEYS[5], ARGV[2], ARGV[1])
-local t = now_ms()
-redis.call('HSET', KEYS[2], ARGV[1], t)
-local created = redis.call('ZSCORE', KEYS[3], ARGV[1])
-if not created then
-  created = redis.call('INCR', KEYS[4])
-  redis.call('ZADD', KEYS[3], created, ARGV[1])
+export const ANNOUNCE = `
+local function announce(k, id, due)
+  redis.call('ZADD', KEYS[k], 'NX', 0, id)
+  redis.call('ZADD', KEYS[k + 4], due, id)
+  local t = now_ms()
+  redis.call('HSET', KEYS[k + 1], id, t)
+  local created = redis.call('ZSCORE', KEYS[k + 2], id)
+  if not created then
+    created = redis.call('INCR', KEYS[k + 3])
+    redis.call('ZADD', KEYS[k + 2], created, id)
+  end
+  return t, tostring(created)
 end
-return {t, tostring(created)}
+`;
+
+/** Before a step-0 save (`ANNOUNCE`). ARGV: runId, when it may be due. Returns {now ms, created}. */
+export const INDEX_CREATE_LUA = `${NOW}${ANNOUNCE}
+local t, created = announce(1, ARGV[1], ARGV[2])
+return {t, created}
 `;
 
 /** KEYS: unfinished(flow), born; ARGV: min (ZRANGEBYLEX), count. Returns {now, ids, born times}. */

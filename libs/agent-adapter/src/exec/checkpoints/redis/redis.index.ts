@@ -8,12 +8,13 @@ import {
   type RunPage,
 } from '../checkpoint-store';
 import { guarded } from '../transient-errors';
-import { runScript, type RedisClient } from './redis.client';
+import { STORE, storeScript, type RedisClient } from './redis.client';
 import { HEAD_FIELDS, type RedisKeys } from './redis.layout';
 import { withOwnerLeases } from './redis.leases';
 import { withPlacements } from './redis.placement';
+import { CREATE_WINDOW_MS } from './redis.index-scripts';
 import { toHead } from './redis.rows';
-import type { REDIS_SCRIPTS, Reply } from './redis.scripts';
+import type { Reply } from './redis.args';
 
 /** What an index scan returns: server time (ms), run ids (or id/score pairs), their born times. */
 export type Scan = [number, string[], Array<string | null>];
@@ -30,28 +31,9 @@ export function waiting(head: RunHead): boolean {
   return head.queue?.availableAt !== undefined;
 }
 
-export const STORE = 'RedisCheckpointStore';
-/**
- * A step-0 save must follow its index entry within half of this; index readers clean an entry
- * whose head is missing only once the entry is older than this (see `unfinished`).
- */
-const CREATE_WINDOW_MS = 60_000;
-/** How late a step-0 save may land after its index entry (the save script's ARGV[14]). */
-export const HALF_CREATE_WINDOW = String(CREATE_WINDOW_MS / 2);
-
 /** How many index entries one scan reads for a page of `wanted` runs: a few round trips, none huge. */
 function scanChunk(wanted: number): number {
   return Math.min(Math.max(wanted, 32), 500);
-}
-
-/** One of the store's scripts, its failures as the store's (`guarded`). */
-export function storeScript(
-  client: RedisClient,
-  name: keyof typeof REDIS_SCRIPTS,
-  keys: readonly string[],
-  args: Array<string | number>,
-): Promise<unknown> {
-  return guarded(STORE, undefined, () => runScript(client, name, keys, args));
 }
 
 /**

@@ -19,11 +19,12 @@ import {
 } from '../checkpoint-store';
 import { guarded } from '../transient-errors';
 import type { RedisClient } from './redis.client';
-import { STORE, storeScript, type RedisRunIndex } from './redis.index';
+import { STORE, storeScript } from './redis.client';
+import type { RedisRunIndex } from './redis.index';
 import type { RedisKeys } from './redis.layout';
 import { withOwnerLeases } from './redis.leases';
 import { placementOf, sortableTime, toQueueState } from './redis.placement';
-import type { Reply } from './redis.scripts';
+import type { Reply } from './redis.args';
 
 /** Attempts of an enqueue whose dedupe key changed hands (its holders ending) meanwhile. */
 const ATTEMPTS = 5;

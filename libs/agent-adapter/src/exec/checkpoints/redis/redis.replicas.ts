@@ -14,13 +14,13 @@ import { createHash } from 'node:crypto';
 import { CheckpointStoreUnavailable, DurableSetupError } from '../../../errors';
 import { Messages } from '../../../errors/messages';
 import { guarded } from '../transient-errors';
-import { runScript, type RedisClient } from './redis.client';
+import { runScript, STORE, type RedisClient } from './redis.client';
 import type { RedisReplicaAcks } from './redis.client-like';
 import { replicationMode } from './redis.failover';
 import type { PromotionLog } from './redis.promotions';
-import { STORE } from './redis.index';
 import type { RedisKeys } from './redis.layout';
-import { REDIS_SCRIPTS, type Reply } from './redis.scripts';
+import type { Reply } from './redis.args';
+import { REDIS_SCRIPTS } from './redis.scripts';
 
 /** Where each run script takes its replication mode: ARGV[17] of SAVE, ARGV[5] of RECORD, ARGV[1] of FAILOVER. */
 const MODE_ARG = { aaSave: 16, aaRecord: 4, aaFailover: 0 } as const;
@@ -166,8 +166,12 @@ export class RunWrites {
     name: 'aaSave' | 'aaRecord',
     runId: string,
     args: string[],
+    tenantKeys: readonly string[] = [],
   ): Promise<Reply> {
-    return this.placed(name, runId, args, () => this.send(name, runId, args));
+    const keys = [...this.keys.run(runId), ...tenantKeys];
+    return this.placed(name, runId, args, () =>
+      this.send(name, runId, keys, args),
+    );
   }
 
   /** The check a write would make (FAILOVER_LUA), writing only the mark of a failover found. */
@@ -208,12 +212,13 @@ export class RunWrites {
     return reply;
   }
 
+  /** `keys`: the run's, then (a step-0 save on one server) the tenant's index keys it writes too. */
   private async send(
     name: 'aaSave' | 'aaRecord',
     runId: string,
+    keys: readonly string[],
     args: string[],
   ): Promise<Reply> {
-    const keys = this.keys.run(runId);
     const { acks } = this;
     if (!acks)
       return (await guarded(STORE, undefined, () =>

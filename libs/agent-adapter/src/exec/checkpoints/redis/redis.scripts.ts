@@ -1,5 +1,5 @@
 /**
- * Lua for RedisCheckpointStore, and the TypeScript side of its arguments and replies. Two families,
+ * Lua for RedisCheckpointStore (the TypeScript side of its arguments and replies: redis.args.ts). Two families,
  * each touching ONE hash slot (Redis Cluster safe); the keys and fields are redis.layout.ts's:
  *
  * - run scripts: KEYS = the run's keys (`RedisKeys.run`): 1 the run hash (the head's fields,
@@ -13,9 +13,6 @@
  * Scripts that stamp a time read the server's TIME; Redis 7 allows it in writing scripts
  * (effects replication), and every worker then agrees on one clock.
  */
-import { CheckpointConflict, FailoverNeedsDecision } from '../../../errors';
-import { Messages } from '../../../errors/messages';
-import type { CallRecord } from '../checkpoint-store';
 import {
   FAILOVER_LUA,
   REPLICATION_FIELD,
@@ -28,6 +25,7 @@ import {
   PLACEMENT_FIELD,
 } from './redis.layout';
 import {
+  ANNOUNCE,
   INDEX_CREATE_LUA,
   INDEX_DROP_LUA,
   INDEX_RESTORE_LUA,
@@ -47,6 +45,7 @@ import { APPEND_STREAM_LUA, READ_STREAM_LUA } from './redis.stream-scripts';
 
 const RUN = `
 ${NOW}
+${ANNOUNCE}
 ${REPLICATION_LUA}
 local function delete_run()
   return redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
@@ -136,11 +135,13 @@ end
  * ARGV: 1 write token, 2 ttl, 3 step, 4 status, 5 segment, 6 flow, 7 sealed, 8 checkpoint
  * columns (JSON), 9 owner, 10 lease, 11 expectCalls, 12 created, 13 intent ms, 14 max intent age
  * ms, 15 head seal, 16 queue (step 0 of an enqueue), 17 replication mode (redis.failover.ts),
- * 18 foreign call index, 19 call count, 20.. calls ('' = absent). An enqueue gives no created nor
+ * 18 the run id to announce here and 19 its due score (on one server, step 0: the index entry made
+ * in this script, `ANNOUNCE` on KEYS 4-8, so no created nor intent; '' when it was made before),
+ * 20 foreign call index, 21 call count, 22.. calls ('' = absent). An enqueue gives no created nor
  * intent: its index entry follows its hash.
  */
 export const SAVE_LUA = `${RUN}
-local members, calls = batch(19)
+local members, calls = batch(21)
 local head, stored = read({'step', 'status', 'segment', 'calls', 'w', '${REPLICATION_FIELD}'}, calls)
 -- Our own write, resent by the client after its reply was lost: it is already applied.
 if head[5] == ARGV[1] then return {'ok'} end
@@ -157,7 +158,7 @@ if step == 0 then
   -- deleted, so what read() found of them does not count.
   delete_run()
   head = {}
-  local refused = check_calls(ARGV[5], ARGV[5], 'running', tonumber(ARGV[18]), 19, members, nil)
+  local refused = check_calls(ARGV[5], ARGV[5], 'running', tonumber(ARGV[20]), 21, members, nil)
   if refused then return refused end
 else
   if not head[1] or tonumber(head[1]) ~= step - 1 then return {'step', head[1]} end
@@ -167,23 +168,29 @@ else
   local seg, cur = tonumber(ARGV[5]), tonumber(head[3])
   if seg ~= cur and seg ~= cur + 1 then return {'fenced', ARGV[5], head[3]} end
   if ARGV[11] ~= '' and tonumber(head[4] or 0) ~= tonumber(ARGV[11]) then return {'moved'} end
-  if tonumber(ARGV[19]) > 0 then
-    local refused = check_calls(head[3], head[3], head[2], tonumber(ARGV[18]), 19, members, stored)
+  if tonumber(ARGV[21]) > 0 then
+    local refused = check_calls(head[3], head[3], head[2], tonumber(ARGV[20]), 21, members, stored)
     if refused then return refused end
   end
 end
 -- The head, the checkpoint and the call records: one HSET (and an HDEL only when the run loses
 -- its owner or lease).
 local fields = {'step', ARGV[3], 'status', ARGV[4], 'segment', ARGV[5], 'flow', ARGV[6],
-  'updatedAt', now_ms(), 'calls', tonumber(head[4] or 0) + tonumber(ARGV[19]), 'w', ARGV[1], 'sealed', ARGV[15],
+  'updatedAt', now_ms(), 'calls', tonumber(head[4] or 0) + tonumber(ARGV[21]), 'w', ARGV[1], 'sealed', ARGV[15],
   '${REPLICATION_FIELD}', stamp,
   '${CHECKPOINT_FIELD}' .. ARGV[3], ARGV[7], '${COLUMNS_FIELD}' .. ARGV[3], ARGV[8]}
 local gone = {}
-if step == 0 and ARGV[12] ~= '' then fields[#fields + 1] = 'created'; fields[#fields + 1] = ARGV[12] end
+local created = ARGV[12]
+-- Checked, so announced: the index entry and the run appear together (one server holds both).
+if step == 0 and ARGV[18] ~= '' then
+  local _
+  _, created = announce(4, ARGV[18], ARGV[19])
+end
+if step == 0 and created ~= '' then fields[#fields + 1] = 'created'; fields[#fields + 1] = created end
 if step == 0 and ARGV[16] ~= '' then fields[#fields + 1] = 'queue'; fields[#fields + 1] = ARGV[16] end
 if ARGV[9] ~= '' then fields[#fields + 1] = 'owner'; fields[#fields + 1] = ARGV[9] else gone[#gone + 1] = 'owner' end
 if ARGV[10] ~= '' then fields[#fields + 1] = 'lease'; fields[#fields + 1] = ARGV[10] else gone[#gone + 1] = 'lease' end
-write(fields, 19, members, calls)
+write(fields, 21, members, calls)
 if #gone > 0 then redis.call('HDEL', KEYS[1], unpack(gone)) end
 -- A run waiting on a queue gets no TTL (a fresh hash has none): like a paused run, it may wait
 -- longer than that. Its first save once admitted sets it.
@@ -311,52 +318,3 @@ export const REDIS_SCRIPTS = {
   aaAppendStream: APPEND_STREAM_LUA,
   aaReadStream: READ_STREAM_LUA,
 } as const;
-
-/** A script's reply: `{'ok'}`, or a refusal code and its details. */
-export type Reply = Array<string | number | null>;
-
-/**
- * Appends the ARGV tail of save and recordCall: the 1-based index of a call of another run (0:
- * none), the count, then segment, superstep, seq and sealed text per call.
- */
-export function pushCalls(
-  args: string[],
-  runId: string,
-  calls: readonly CallRecord[] = [],
-): void {
-  const at = args.length;
-  let foreign = 0;
-  args.push('', String(calls.length));
-  for (let i = 0; i < calls.length; i++) {
-    const c = calls[i]!;
-    if (foreign === 0 && c.runId !== runId) foreign = i + 1;
-    args.push(String(c.segment), String(c.superstep), String(c.seq), c.sealed);
-  }
-  args[at] = String(foreign);
-}
-
-/**
- * A write script's refusal as the CheckpointConflict the other stores throw (undefined for `ok`);
- * an unknown code is a plain error: nothing was written, the write may be retried.
- */
-export function refusal(
-  [code, a, b, c]: Reply,
-  runId: string,
-  step = 0,
-): Error | undefined {
-  if (code === 'ok') return undefined;
-  if (code === 'failover')
-    return new FailoverNeedsDecision(runId, String(a), String(b));
-  const num = (v: unknown) => (v == null ? undefined : Number(v));
-  const refusals: Record<string, () => string> = {
-    step: () => Messages.conflictStep(runId, step, num(a)),
-    ended: () => Messages.ended(runId, String(a)),
-    moved: () => Messages.logMoved(runId),
-    fenced: () => Messages.fenced(runId, Number(a), num(b)),
-    duplicate: () =>
-      Messages.duplicateCall(runId, Number(a), Number(b), Number(c)),
-  };
-  const message = refusals[String(code)]?.();
-  if (message !== undefined) return new CheckpointConflict(message, runId);
-  return new Error(Messages.redisRefusedUnknown(runId, String(code)));
-}

@@ -26,15 +26,17 @@ import { streamEntries, streamValue } from './redis.stream-scripts';
 import { RedisKeys } from './redis.layout';
 import {
   connectWithScripts,
+  oneServer,
   quitOrDrop,
+  storeScript,
   type RedisClient,
 } from './redis.client';
 import { RedisDueIndex } from './redis.due';
 import { TenantIndexHealer } from './redis.heal';
 import { PromotionLog } from './redis.promotions';
-import { HALF_CREATE_WINDOW, RedisRunIndex, storeScript } from './redis.index';
+import { RedisRunIndex } from './redis.index';
 import type { RedisClientLike, RedisReplicaAcks } from './redis.client-like';
-import { renewOwnedRuns } from './redis.leases';
+import { renewLeases } from './redis.leases';
 import { RunWrites } from './redis.replicas';
 import { RedisRunQueues } from './redis.queues';
 import {
@@ -45,11 +47,13 @@ import {
   toCheckpoint,
 } from './redis.rows';
 import {
+  crossSlot,
   pushCalls,
   refusal,
-  type REDIS_SCRIPTS,
+  saveArgs,
   type Reply,
-} from './redis.scripts';
+} from './redis.args';
+import type { REDIS_SCRIPTS } from './redis.scripts';
 
 export type { RedisClientLike, RedisReplicaAcks } from './redis.client-like';
 
@@ -92,6 +96,8 @@ export class RedisCheckpointStore extends CheckpointStore {
   /** Write tokens: random per store instance, then counted (see `token`). */
   private readonly tokenBase = randomBytes(9).toString('base64');
   private writes = 0;
+  /** Whether step 0's save makes the run's index entry too: on one server (see `save`). */
+  private announceWithin: boolean;
 
   constructor(
     connect: () => RedisClientLike,
@@ -104,6 +110,7 @@ export class RedisCheckpointStore extends CheckpointStore {
     // Checked before connecting: a bad option opens no connection.
     const replicas = RunWrites.check(options.replicas);
     this.client = connectWithScripts(connect);
+    this.announceWithin = oneServer(this.client);
     this.promotions = new PromotionLog(this.client, this.keys);
     this.runWrites = new RunWrites(
       this.client,
@@ -123,7 +130,7 @@ export class RedisCheckpointStore extends CheckpointStore {
     checkpoint: CheckpointRecord,
     options: SaveOptions = {},
   ): Promise<void> {
-    const { runId, step, flow, status, segment } = checkpoint;
+    const { runId, step, flow, status } = checkpoint;
     const { owner, leaseExpiresAt: lease } = options;
     // Identifies this write, so a resend after a lost reply is recognised as already applied.
     const token = this.token();
@@ -132,26 +139,39 @@ export class RedisCheckpointStore extends CheckpointStore {
     const claim = step > 0 && options.expectCalls !== undefined;
     if (claim) await this.dueIndex.becomesDue(runId, lease ?? 0);
     for (let attempt = 1; ; attempt++) {
-      // Index first: a crash right after leaves an entry without a head (dropped by readers),
-      // never a run that recovery cannot find.
-      const [intent, created] =
-        step === 0
-          ? await this.index.announce(runId, flow, lease ?? 0)
-          : ['', ''];
-      // With `replicas`: the entry is on them before the run exists (a failover keeps it listed).
-      if (step === 0) await this.runWrites.confirmTenant(runId);
-      // One flat array of strings, built in place: this runs once per superstep, and spreads,
-      // flatMap and ioredis's own number-to-string pass showed up in its CPU profile.
-      // prettier-ignore
-      const args = [
-        token, String(this.ttl), String(step), status, String(segment), flow, checkpoint.sealed,
-        JSON.stringify([flow, status, segment]), owner ?? '', lease == null ? '' : String(lease),
-        options.expectCalls == null ? '' : String(options.expectCalls), created, intent,
-        HALF_CREATE_WINDOW, options.head ?? '', '',
-        this.runWrites.mode(options.acceptLostWrites),
-      ];
+      // One server: step 0's save script makes the run's index entry too (one round trip). A
+      // Cluster holds it in another slot: made first (a crash after leaves an entry without a head,
+      // which readers drop; never a run recovery cannot find), with `replicas` on them before.
+      const within = step === 0 && this.announceWithin;
+      const first = step === 0 && !within;
+      const [intent, created] = first
+        ? await this.index.announce(runId, flow, lease ?? 0)
+        : ['', ''];
+      if (first) await this.runWrites.confirmTenant(runId);
+      const args = saveArgs(checkpoint, {
+        token,
+        ttl: this.ttl,
+        owner,
+        lease,
+        expectCalls: options.expectCalls,
+        created,
+        intent,
+        head: options.head,
+        mode: this.runWrites.mode(options.acceptLostWrites),
+        announceDue: within ? (lease ?? 0) : undefined,
+      });
       pushCalls(args, runId, options.calls);
-      const reply = await this.runWrites.run('aaSave', runId, args);
+      const tenantKeys = within ? this.keys.announce(flow) : [];
+      let reply: Reply;
+      try {
+        reply = await this.runWrites.run('aaSave', runId, args, tenantKeys);
+      } catch (error) {
+        // A cluster-enabled server behind a plain client refuses keys of two slots in one script
+        // (before running it): from then on, the entry is made first, as on a Cluster.
+        if (!within || !crossSlot(error)) throw error;
+        this.announceWithin = false;
+        continue;
+      }
       if (reply[0] === 'late' && attempt < 3) continue;
       const refused = refusal(reply, runId, step);
       if (refused) throw refused;
@@ -184,25 +204,28 @@ export class RedisCheckpointStore extends CheckpointStore {
     return admitted;
   }
 
-  /**
-   * An enqueue's step 0: the save script with no index entry before it (so no creation time to
-   * land within) and the run's queue named in its hash. A stored run id is refused.
-   */
+  /** An enqueue's step 0: no index entry before it, its queue in its hash; a stored id is refused. */
   private async writeWaiting(
     checkpoint: CheckpointRecord,
     queue: string,
     head: string | undefined,
   ): Promise<void> {
-    const { runId, step, flow, status, segment } = checkpoint;
-    // prettier-ignore
-    const args = [
-      this.token(), String(this.ttl), String(step), status, String(segment), flow, checkpoint.sealed,
-      JSON.stringify([flow, status, segment]), '', '', '', '', '', HALF_CREATE_WINDOW, head ?? '', queue,
-      this.runWrites.mode(),
-    ];
+    const { runId, step } = checkpoint;
+    const mode = this.runWrites.mode();
+    const token = this.token();
+    const args = saveArgs(checkpoint, {
+      token,
+      ttl: this.ttl,
+      head,
+      queue,
+      mode,
+    });
     pushCalls(args, runId);
-    const reply = await this.runWrites.run('aaSave', runId, args);
-    const refused = refusal(reply, runId, step);
+    const refused = refusal(
+      await this.runWrites.run('aaSave', runId, args),
+      runId,
+      step,
+    );
     if (refused) throw refused;
   }
 
@@ -318,38 +341,16 @@ export class RedisCheckpointStore extends CheckpointStore {
     return true;
   }
 
-  /**
-   * One owner's renewal, one write: the owner's sorted set of driven runs gets each of `runIds`
-   * with the new expiry as its score (ZADD, additive: several runners of one worker id, e.g. a
-   * flow runner and tool loops in one process, each renew their own runs without dropping the
-   * others'), and entries that expired long ago are pruned. A run's lease is the later of the one
-   * saved with its checkpoint and its score in its owner's set, while it is running. With a TTL,
-   * the driven running runs' keys are refreshed too, so a long superstep cannot expire a live run.
-   */
+  /** One owner's renewal (redis.leases.ts), and the due index's (redis.due.ts: in its order). */
   async renewLeases(
     owner: string,
     leaseExpiresAt: number,
     runIds: readonly string[],
   ): Promise<number> {
-    // The owner's set may score a run that is no longer running (a renewal landing after the save
-    // that put it to sleep): readers take its score for running heads only. The due index orders
-    // its own writes (redis.due.ts) and counts the running runs the owner holds.
+    const { client, keys, ttl } = this;
     const [renewed] = await Promise.all([
       this.dueIndex.renewed(owner, runIds, leaseExpiresAt),
-      renewOwnedRuns(this.client, this.keys, owner, leaseExpiresAt, runIds),
-      ...(this.ttl > 0
-        ? runIds.map((id) =>
-            this.script('aaTouch', this.keys.run(id), [this.ttl]),
-          )
-        : []),
-      ...(leaseExpiresAt === 0
-        ? runIds.map((id) =>
-            this.script('aaRelease', this.keys.run(id), [
-              owner,
-              leaseExpiresAt,
-            ]),
-          )
-        : []),
+      renewLeases(client, keys, ttl, owner, leaseExpiresAt, runIds),
     ]);
     return renewed;
   }
