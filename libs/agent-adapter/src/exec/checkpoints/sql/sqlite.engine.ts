@@ -44,6 +44,8 @@ export class SqliteEngine extends Engine {
 
   /** One BEGIN IMMEDIATE ... COMMIT around `work` (made once: better-sqlite3 wraps it per call). */
   private readonly immediate: (work: () => boolean) => boolean;
+  /** The texts every save writes, made once: a text is the key its prepared statement is found by. */
+  private readonly text: { narrow: string; checkpoint: string; call: string };
 
   constructor(ds: DataSourceLike, tables: SqlNames) {
     super(tables);
@@ -60,6 +62,16 @@ export class SqliteEngine extends Engine {
         );
       }
       return tx.immediate(work);
+    };
+    // The common checkpoint (`sameTenure`): same compare-and-set conditions as the full update.
+    const narrow = `UPDATE ${tables.runs} SET step = $2, lease_expires_at = $6, updated_at = $7, calls = calls + $9,
+         sealed = $11
+       WHERE run_id = $1 AND step = $2 - 1 AND status = 'running' AND segment = $4 AND owner IS $5
+         AND ($12 IS NULL OR calls = $12) AND ($13 IS NULL OR segment = $13)`;
+    this.text = {
+      narrow,
+      checkpoint: `${insertCheckpointSql(tables)} VALUES ($1, $2, $8, $3, $4, $10)`,
+      call: `INSERT INTO ${tables.calls} (${CALL_COLUMNS}) VALUES ($1, $2, $3, $4, $5)`,
     };
   }
 
@@ -130,10 +142,7 @@ export class SqliteEngine extends Engine {
       if (!this.sameTenure(cp, params) && this.run(headSql, params) !== 1) {
         return false;
       }
-      this.run(
-        `${insertCheckpointSql(this.tables)} VALUES ($1, $2, $8, $3, $4, $10)`,
-        params,
-      );
+      this.run(this.text.checkpoint, params);
       this.insertCalls(calls);
       return true;
     });
@@ -147,11 +156,7 @@ export class SqliteEngine extends Engine {
    */
   private sameTenure(cp: CheckpointRecord, params: unknown[]): boolean {
     if (cp.step === 0 || cp.status !== 'running') return false;
-    const narrow = `UPDATE ${this.tables.runs} SET step = $2, lease_expires_at = $6, updated_at = $7, calls = calls + $9,
-         sealed = $11
-       WHERE run_id = $1 AND step = $2 - 1 AND status = 'running' AND segment = $4 AND owner IS $5
-         AND ($12 IS NULL OR calls = $12) AND ($13 IS NULL OR segment = $13)`;
-    return this.run(narrow, params) === 1;
+    return this.run(this.text.narrow, params) === 1;
   }
 
   /** The head write, then the calls, in one immediate transaction. */
@@ -195,10 +200,13 @@ export class SqliteEngine extends Engine {
 
   private insertCalls(calls: readonly CallRecord[]): void {
     for (const c of calls) {
-      this.run(
-        `INSERT INTO ${this.tables.calls} (${CALL_COLUMNS}) VALUES ($1, $2, $3, $4, $5)`,
-        [c.runId, c.superstep, c.segment, c.seq, c.sealed],
-      );
+      this.run(this.text.call, [
+        c.runId,
+        c.superstep,
+        c.segment,
+        c.seq,
+        c.sealed,
+      ]);
     }
   }
 
