@@ -106,7 +106,7 @@ describeWithService('redis', 'Redis hardening', () => {
     expect(outcome).toMatchObject({ status: 'done' });
   });
 
-  it("an ended run's index removal, sent after its end and not awaited, may fail: the run is done and a reader cleans the entry", async () => {
+  it("an ended run's index removal may fail (in the end's own script on one server, sent after it unawaited on a Cluster): the run is done and a reader cleans the entry", async () => {
     const { store, prefix } = open();
     const due = `{${prefix}}:due`;
     const w = new FlowRunner(

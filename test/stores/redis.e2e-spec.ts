@@ -236,7 +236,7 @@ describeWithService('redis', 'RedisCheckpointStore', () => {
       ).toEqual(['fresh', live].sort());
     });
 
-    it("on one server a run's first save is one script that makes its index entry too; a refused one makes none", async () => {
+    it("on one server a run's first save makes its index entry and its last drops it, each in its one script; a refused creation makes none", async () => {
       const { store, client, prefix } = make();
       const flow = uid('flow');
       const unfinished = `{${prefix}}:unfinished:${flow}`;
@@ -262,10 +262,15 @@ describeWithService('redis', 'RedisCheckpointStore', () => {
       expect((await store.listUnfinished(flow)).map((h) => h.runId)).toEqual([
         id,
       ]);
-      // Ended (its entry dropped), then created again: refused, and no entry comes back.
-      await store.save(cp(id, 1, { flow, status: 'done' }));
-      await store.head(id); // after the drop: this client's commands run in order
+      // A running step leaves the entry; the end drops it in the same script.
+      await store.save(cp(id, 1, { flow }), { leaseExpiresAt: 6_000 });
+      expect(await admin.zscore(unfinished, id)).toBe('0');
+      sent.length = 0;
+      await store.save(cp(id, 2, { flow, status: 'done' }));
+      expect(sent).toEqual(['evalsha']);
       expect(await admin.zscore(unfinished, id)).toBeNull();
+      expect(await admin.zscore(`{${prefix}}:due`, id)).toBeNull();
+      // Created again: refused, and no entry comes back.
       await expect(store.save(cp(id, 0, { flow }))).rejects.toThrow(
         CheckpointConflict,
       );

@@ -23,21 +23,24 @@ export interface SaveArgs {
   head?: string;
   queue?: string;
   mode: string;
-  /** Step 0 on one server: the entry made by the script, due at this (its lease, 0 for none). */
-  announceDue?: number;
+  /**
+   * On one server, when the script writes the run's index entry too (made at step 0, due at `due`:
+   * its lease, 0 for none; dropped at an end, `queuePrefix` naming its queue's keys).
+   */
+  index?: { due: number; queuePrefix: string };
 }
 
 /** SAVE_LUA's ARGV up to its calls (`pushCalls` appends them): one flat array of strings. */
 export function saveArgs(checkpoint: CheckpointRecord, a: SaveArgs): string[] {
   const { step, status, segment, flow, sealed } = checkpoint;
   const some = (v: string | number | undefined) => (v == null ? '' : String(v));
-  const announced = a.announceDue !== undefined;
+  const index = a.index;
   // prettier-ignore
   return [
     a.token, String(a.ttl), String(step), status, String(segment), flow, sealed,
     JSON.stringify([flow, status, segment]), some(a.owner), some(a.lease), some(a.expectCalls),
     some(a.created), some(a.intent), HALF_CREATE_WINDOW, some(a.head), some(a.queue), a.mode,
-    announced ? checkpoint.runId : '', some(a.announceDue),
+    index ? checkpoint.runId : '', some(index?.due), some(index?.queuePrefix),
   ];
 }
 

@@ -10,7 +10,7 @@
  * ran) as EVAL, both in such a pipeline: ioredis's own fallback would resend the script on its
  * own, after the WAIT.
  */
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { CheckpointStoreUnavailable, DurableSetupError } from '../../../errors';
 import { Messages } from '../../../errors/messages';
 import { guarded } from '../transient-errors';
@@ -140,6 +140,9 @@ function short(runId: string, replicas: number, acks: RedisReplicaAcks): void {
 export class RunWrites {
   /** Runs whose last write here may be on the master only. */
   private readonly unconfirmed = new Set<string>();
+  /** Write tokens: random per store instance, then counted (see `token`). */
+  private readonly tokenBase = randomBytes(9).toString('base64');
+  private writes = 0;
 
   static check(value: unknown): RedisReplicaAcks | undefined {
     return checkReplicaAcks(value);
@@ -151,6 +154,15 @@ export class RunWrites {
     private readonly acks: RedisReplicaAcks | undefined,
     private readonly promotions: PromotionLog,
   ) {}
+
+  /**
+   * A token no other write carries: 72 random bits per store instance (fixed length) followed by
+   * this instance's write count. Unique like a fresh random token per write, without asking the
+   * system for randomness on every write.
+   */
+  token(): string {
+    return this.tokenBase + (++this.writes).toString(36);
+  }
 
   /** The scripts' replication mode argument (redis.failover.ts). */
   mode(acceptLostWrites = false): string {

@@ -39,6 +39,7 @@ import {
 import {
   ADMIT_LUA,
   ENQUEUE_LUA,
+  LEAVE_QUEUE_LUA,
   QUEUE_RECOUNT_LUA,
 } from './redis.queue-scripts';
 import { APPEND_STREAM_LUA, READ_STREAM_LUA } from './redis.stream-scripts';
@@ -46,6 +47,7 @@ import { APPEND_STREAM_LUA, READ_STREAM_LUA } from './redis.stream-scripts';
 const RUN = `
 ${NOW}
 ${ANNOUNCE}
+${LEAVE_QUEUE_LUA}
 ${REPLICATION_LUA}
 local function delete_run()
   return redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
@@ -135,13 +137,14 @@ end
  * ARGV: 1 write token, 2 ttl, 3 step, 4 status, 5 segment, 6 flow, 7 sealed, 8 checkpoint
  * columns (JSON), 9 owner, 10 lease, 11 expectCalls, 12 created, 13 intent ms, 14 max intent age
  * ms, 15 head seal, 16 queue (step 0 of an enqueue), 17 replication mode (redis.failover.ts),
- * 18 the run id to announce here and 19 its due score (on one server, step 0: the index entry made
- * in this script, `ANNOUNCE` on KEYS 4-8, so no created nor intent; '' when it was made before),
- * 20 foreign call index, 21 call count, 22.. calls ('' = absent). An enqueue gives no created nor
- * intent: its index entry follows its hash.
+ * 18 the run id when this script writes the run's index entry too ('' when not), 19 its due score,
+ * 20 the queue key prefix, 21 foreign call index, 22 call count, 23.. calls ('' = absent). On one
+ * server, KEYS 4-8 are then `RedisKeys.announce(flow)` and 9 `queued`: step 0 makes the entry
+ * (`ANNOUNCE`: no created nor intent) and an end drops it (`leave_queue` too). An enqueue gives no
+ * created nor intent: its index entry follows its hash.
  */
 export const SAVE_LUA = `${RUN}
-local members, calls = batch(21)
+local members, calls = batch(22)
 local head, stored = read({'step', 'status', 'segment', 'calls', 'w', '${REPLICATION_FIELD}'}, calls)
 -- Our own write, resent by the client after its reply was lost: it is already applied.
 if head[5] == ARGV[1] then return {'ok'} end
@@ -158,7 +161,7 @@ if step == 0 then
   -- deleted, so what read() found of them does not count.
   delete_run()
   head = {}
-  local refused = check_calls(ARGV[5], ARGV[5], 'running', tonumber(ARGV[20]), 21, members, nil)
+  local refused = check_calls(ARGV[5], ARGV[5], 'running', tonumber(ARGV[21]), 22, members, nil)
   if refused then return refused end
 else
   if not head[1] or tonumber(head[1]) ~= step - 1 then return {'step', head[1]} end
@@ -168,15 +171,15 @@ else
   local seg, cur = tonumber(ARGV[5]), tonumber(head[3])
   if seg ~= cur and seg ~= cur + 1 then return {'fenced', ARGV[5], head[3]} end
   if ARGV[11] ~= '' and tonumber(head[4] or 0) ~= tonumber(ARGV[11]) then return {'moved'} end
-  if tonumber(ARGV[21]) > 0 then
-    local refused = check_calls(head[3], head[3], head[2], tonumber(ARGV[20]), 21, members, stored)
+  if tonumber(ARGV[22]) > 0 then
+    local refused = check_calls(head[3], head[3], head[2], tonumber(ARGV[21]), 22, members, stored)
     if refused then return refused end
   end
 end
 -- The head, the checkpoint and the call records: one HSET (and an HDEL only when the run loses
 -- its owner or lease).
 local fields = {'step', ARGV[3], 'status', ARGV[4], 'segment', ARGV[5], 'flow', ARGV[6],
-  'updatedAt', now_ms(), 'calls', tonumber(head[4] or 0) + tonumber(ARGV[21]), 'w', ARGV[1], 'sealed', ARGV[15],
+  'updatedAt', now_ms(), 'calls', tonumber(head[4] or 0) + tonumber(ARGV[22]), 'w', ARGV[1], 'sealed', ARGV[15],
   '${REPLICATION_FIELD}', stamp,
   '${CHECKPOINT_FIELD}' .. ARGV[3], ARGV[7], '${COLUMNS_FIELD}' .. ARGV[3], ARGV[8]}
 local gone = {}
@@ -190,11 +193,22 @@ if step == 0 and created ~= '' then fields[#fields + 1] = 'created'; fields[#fie
 if step == 0 and ARGV[16] ~= '' then fields[#fields + 1] = 'queue'; fields[#fields + 1] = ARGV[16] end
 if ARGV[9] ~= '' then fields[#fields + 1] = 'owner'; fields[#fields + 1] = ARGV[9] else gone[#gone + 1] = 'owner' end
 if ARGV[10] ~= '' then fields[#fields + 1] = 'lease'; fields[#fields + 1] = ARGV[10] else gone[#gone + 1] = 'lease' end
-write(fields, 21, members, calls)
+write(fields, 22, members, calls)
 if #gone > 0 then redis.call('HDEL', KEYS[1], unpack(gone)) end
 -- A run waiting on a queue gets no TTL (a fresh hash has none): like a paused run, it may wait
 -- longer than that. Its first save once admitted sets it.
 if step > 0 or ARGV[16] == '' then touch(ARGV[4], tonumber(ARGV[2])) end
+-- Ended: out of its flow's unfinished set, the due set and its queue's counts with the end itself.
+-- Best effort, as the drop a Cluster sends after the end: the end is written, and an entry a
+-- failure here leaves behind is what readers clean.
+local s = ARGV[4]
+if ARGV[18] ~= '' and s ~= 'running' and s ~= 'paused' and s ~= 'sleeping' then
+  pcall(function()
+    redis.call('ZREM', KEYS[4], ARGV[18])
+    redis.call('ZREM', KEYS[8], ARGV[18])
+    leave_queue(KEYS[9], ARGV[20], ARGV[18], false)
+  end)
+end
 return {'ok'}
 `;
 

@@ -1,4 +1,3 @@
-import { randomBytes } from 'node:crypto';
 import {
   CheckpointStore,
   UNFINISHED,
@@ -93,11 +92,8 @@ export class RedisCheckpointStore extends CheckpointStore {
   private readonly healer: TenantIndexHealer;
   private readonly runWrites: RunWrites;
   private readonly promotions: PromotionLog;
-  /** Write tokens: random per store instance, then counted (see `token`). */
-  private readonly tokenBase = randomBytes(9).toString('base64');
-  private writes = 0;
-  /** Whether step 0's save makes the run's index entry too: on one server (see `save`). */
-  private announceWithin: boolean;
+  /** Whether the save script writes the run's index entry too: on one server (see `save`). */
+  private indexWithin: boolean;
 
   constructor(
     connect: () => RedisClientLike,
@@ -110,7 +106,7 @@ export class RedisCheckpointStore extends CheckpointStore {
     // Checked before connecting: a bad option opens no connection.
     const replicas = RunWrites.check(options.replicas);
     this.client = connectWithScripts(connect);
-    this.announceWithin = oneServer(this.client);
+    this.indexWithin = oneServer(this.client);
     this.promotions = new PromotionLog(this.client, this.keys);
     this.runWrites = new RunWrites(
       this.client,
@@ -133,21 +129,24 @@ export class RedisCheckpointStore extends CheckpointStore {
     const { runId, step, flow, status } = checkpoint;
     const { owner, leaseExpiresAt: lease } = options;
     // Identifies this write, so a resend after a lost reply is recognised as already applied.
-    const token = this.token();
+    const token = this.runWrites.token();
     // A segment taken over (a claim, a resume, an operator's decision) enters the due index first:
     // a crash right after leaves a candidate that is not due, never a run no worker would find.
     const claim = step > 0 && options.expectCalls !== undefined;
     if (claim) await this.dueIndex.becomesDue(runId, lease ?? 0);
+    // One server: the save script makes the run's index entry at step 0 and drops it at the end,
+    // with no round trip of their own. A Cluster holds the entry in another slot: made first (a
+    // crash after leaves an entry without a head, which readers drop; never a run recovery cannot
+    // find), on the `replicas` before the run exists, and dropped after the end (below).
+    const ended = !UNFINISHED.includes(status);
+    let within = this.indexWithin && (step === 0 || ended);
     for (let attempt = 1; ; attempt++) {
-      // One server: step 0's save script makes the run's index entry too (one round trip). A
-      // Cluster holds it in another slot: made first (a crash after leaves an entry without a head,
-      // which readers drop; never a run recovery cannot find), with `replicas` on them before.
-      const within = step === 0 && this.announceWithin;
       const first = step === 0 && !within;
       const [intent, created] = first
         ? await this.index.announce(runId, flow, lease ?? 0)
         : ['', ''];
       if (first) await this.runWrites.confirmTenant(runId);
+      const { queuePrefix, queued } = this.keys;
       const args = saveArgs(checkpoint, {
         token,
         ttl: this.ttl,
@@ -158,18 +157,18 @@ export class RedisCheckpointStore extends CheckpointStore {
         intent,
         head: options.head,
         mode: this.runWrites.mode(options.acceptLostWrites),
-        announceDue: within ? (lease ?? 0) : undefined,
+        index: within ? { due: lease ?? 0, queuePrefix } : undefined,
       });
       pushCalls(args, runId, options.calls);
-      const tenantKeys = within ? this.keys.announce(flow) : [];
+      const tenant = within ? [...this.keys.announce(flow), queued] : [];
       let reply: Reply;
       try {
-        reply = await this.runWrites.run('aaSave', runId, args, tenantKeys);
+        reply = await this.runWrites.run('aaSave', runId, args, tenant);
       } catch (error) {
         // A cluster-enabled server behind a plain client refuses keys of two slots in one script
-        // (before running it): from then on, the entry is made first, as on a Cluster.
+        // (before running it): from then on, the store writes its indexes as on a Cluster.
         if (!within || !crossSlot(error)) throw error;
-        this.announceWithin = false;
+        within = this.indexWithin = false;
         continue;
       }
       if (reply[0] === 'late' && attempt < 3) continue;
@@ -177,11 +176,12 @@ export class RedisCheckpointStore extends CheckpointStore {
       if (refused) throw refused;
       break;
     }
-    // The due index after the script (redis.due.ts says why in that order).
-    if (step > 0) await this.dueIndex.saved(runId, step, status, lease, claim);
-    // Only once the run has ended (a queued run leaves its queue's counts too), off the caller's
-    // path: a crash before it leaves an entry that readers clean.
-    if (!UNFINISHED.includes(status)) this.index.ended(runId, flow);
+    // The due index after the script (redis.due.ts says why in that order); an ended run leaves it.
+    if (step > 0 && !ended)
+      await this.dueIndex.saved(runId, step, status, lease, claim);
+    // A Cluster's drop (a queued run leaves its queue's counts too) is off the caller's path: a
+    // crash before it leaves an entry that readers clean.
+    if (ended && !within) this.index.ended(runId, flow);
   }
 
   async enqueue(
@@ -212,7 +212,7 @@ export class RedisCheckpointStore extends CheckpointStore {
   ): Promise<void> {
     const { runId, step } = checkpoint;
     const mode = this.runWrites.mode();
-    const token = this.token();
+    const token = this.runWrites.token();
     const args = saveArgs(checkpoint, {
       token,
       ttl: this.ttl,
@@ -235,22 +235,13 @@ export class RedisCheckpointStore extends CheckpointStore {
     records: CallRecord[],
     head?: string,
   ): Promise<void> {
-    const token = this.token();
+    const token = this.runWrites.token();
     const args = [token, String(this.ttl), String(segment), head ?? ''];
     args.push(this.runWrites.mode());
     pushCalls(args, runId, records);
     const reply = await this.runWrites.run('aaRecord', runId, args);
     const refused = refusal(reply, runId);
     if (refused) throw refused;
-  }
-
-  /**
-   * A token no other write carries: 72 random bits per store instance (fixed length) followed by
-   * this instance's write count. Unique like a fresh random token per write, without asking the
-   * system for randomness on every write.
-   */
-  private token(): string {
-    return this.tokenBase + (++this.writes).toString(36);
   }
 
   async appendStream(
