@@ -25,9 +25,8 @@
  */
 import { UNFINISHED, type RunHead } from '../checkpoint-store';
 import { guarded } from '../transient-errors';
-import { masters, type RedisClient } from './redis.client';
+import { masters, STORE, storeScript, type RedisClient } from './redis.client';
 import { dueScore } from './redis.due';
-import { STORE, storeScript } from './redis.client';
 import { HEAD_FIELDS, PLACEMENT_FIELD, type RedisKeys } from './redis.layout';
 import { sortableTime, type Placement } from './redis.placement';
 import { toHead } from './redis.rows';

@@ -18,8 +18,7 @@ import {
   type RunStatus,
 } from '../checkpoint-store';
 import { guarded } from '../transient-errors';
-import type { RedisClient } from './redis.client';
-import { STORE, storeScript } from './redis.client';
+import { STORE, storeScript, type RedisClient } from './redis.client';
 import type { RedisRunIndex } from './redis.index';
 import type { RedisKeys } from './redis.layout';
 import { withOwnerLeases } from './redis.leases';

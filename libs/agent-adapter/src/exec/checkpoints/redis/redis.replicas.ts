@@ -180,7 +180,8 @@ export class RunWrites {
     args: string[],
     tenantKeys: readonly string[] = [],
   ): Promise<Reply> {
-    const keys = [...this.keys.run(runId), ...tenantKeys];
+    const own = this.keys.run(runId);
+    const keys = tenantKeys.length ? [...own, ...tenantKeys] : own;
     return this.placed(name, runId, args, () =>
       this.send(name, runId, keys, args),
     );
@@ -224,7 +225,7 @@ export class RunWrites {
     return reply;
   }
 
-  /** `keys`: the run's, then (a step-0 save on one server) the tenant's index keys it writes too. */
+  /** `keys`: the run's, then (a run's first or last save on one server) the tenant's index keys. */
   private async send(
     name: 'aaSave' | 'aaRecord',
     runId: string,

@@ -1,6 +1,7 @@
 /**
- * Lua for RedisCheckpointStore (the TypeScript side of its arguments and replies: redis.args.ts). Two families,
- * each touching ONE hash slot (Redis Cluster safe); the keys and fields are redis.layout.ts's:
+ * Lua for RedisCheckpointStore (the TypeScript side of its arguments and replies: redis.args.ts).
+ * Two families, each touching ONE hash slot (Redis Cluster safe) but for a run's first and last
+ * save on one server (SAVE_LUA); the keys and fields are redis.layout.ts's:
  *
  * - run scripts: KEYS = the run's keys (`RedisKeys.run`): 1 the run hash (the head's fields,
  *   every checkpoint and every call record), 2 the calls' index (by superstep, so one superstep's
