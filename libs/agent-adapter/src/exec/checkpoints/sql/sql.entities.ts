@@ -12,7 +12,7 @@ import {
   DUE_SQL,
   WAITING_SQL,
   sqlNames,
-  UNFINISHED_SQL,
+  LISTED_UNFINISHED_SQL,
   type SqlDialect,
   type SqlTableOptions,
 } from './sql.schema';
@@ -192,7 +192,7 @@ export function agentAdapterEntities(
       {
         name: index('runs_unfinished'),
         columns: ['flow', 'run_id'],
-        where: UNFINISHED_SQL,
+        where: LISTED_UNFINISHED_SQL,
       },
       {
         name: index('runs_due'),

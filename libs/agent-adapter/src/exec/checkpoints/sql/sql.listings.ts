@@ -20,7 +20,7 @@ import {
   type CheckpointRow,
   type RunRow,
 } from './sql.rows';
-import { DUE_SQL, UNFINISHED_SQL, type SqlNames } from './sql.schema';
+import { DUE_SQL, LISTED_UNFINISHED_SQL, type SqlNames } from './sql.schema';
 
 /**
  * The SQL store's listings of run heads, one statement each, every one an index range: the flow's
@@ -37,7 +37,7 @@ export async function unfinishedHeads(
 ): Promise<RunHead[]> {
   const params: unknown[] = [flow];
   // A run waiting on a queue is not recovery's: only an admission starts it.
-  let where = `flow = $1 AND ${UNFINISHED_SQL} AND available_at IS NULL`;
+  let where = `flow = $1 AND ${LISTED_UNFINISHED_SQL}`;
   if (options.after !== undefined)
     where += ` AND run_id > $${params.push(options.after)}`;
   if (options.leaseExpiredBefore !== undefined) {

@@ -11,7 +11,7 @@ export type SqlDialect = 'postgres' | 'sqlite';
 export const UNFINISHED_SQL = `status IN ('running', 'paused', 'sleeping')`;
 
 /** The schema version these tables have; stored in the meta table. */
-export const SCHEMA_VERSION = 8;
+export const SCHEMA_VERSION = 9;
 /** Earlier versions, refused by name (development builds; nothing migrates). */
 export const RETIRED_SCHEMA_VERSIONS: ReadonlyMap<string, string> = new Map([
   ['1', 'run heads without a seal'],
@@ -24,6 +24,10 @@ export const RETIRED_SCHEMA_VERSIONS: ReadonlyMap<string, string> = new Map([
     'ended runs indexed by their last update (no HOT update of a running head)',
   ],
   ['7', 'an index of unfinished runs by owner that no query reads'],
+  [
+    '8',
+    'an index of unfinished runs that a head write could pick to find its run',
+  ],
 ]);
 
 /** @publicApi */
@@ -101,6 +105,15 @@ export const ADMITTED_SQL = `admitted_at IS NOT NULL`;
  */
 export const ENDED_SQL = `admitted_at IS NOT NULL AND status NOT IN ('running', 'paused', 'sleeping')`;
 
+/**
+ * The runs recovery lists (`runs_unfinished`, by flow and run id): unfinished and not waiting on a
+ * queue. `available_at IS NULL` also keeps the index out of every head write's reach: a write finds
+ * its run by `run_id` under a status check that implies `UNFINISHED_SQL`, and with that predicate
+ * alone Postgres could plan the write as a scan of this whole index (it does on a young table, and
+ * keeps the plan per connection: each write then walks every entry, dead ones too).
+ */
+export const LISTED_UNFINISHED_SQL = `${UNFINISHED_SQL} AND available_at IS NULL`;
+
 /** Runs that hold their dedupe key (`runs_dedupe`): unfinished ones. */
 export const DEDUPE_SQL = `dedupe_key IS NOT NULL AND ${UNFINISHED_SQL}`;
 
@@ -138,9 +151,10 @@ export function createStatements(dialect: SqlDialect, n: SqlNames): string[] {
     )${pg ? ' WITH (fillfactor = 70)' : ''}`,
     // Also for a runs table made by TypeORM's synchronize (entities cannot say fillfactor).
     ...(pg ? [`ALTER TABLE ${n.runs} SET (fillfactor = 70)`] : []),
-    // listUnfinished only ever looks at unfinished runs: a partial index stays small. (Leases are
+    // listUnfinished only ever looks at unfinished runs not on a queue: a partial index stays small,
+    // and no head write can use it (see LISTED_UNFINISHED_SQL). (Leases are
     // renewed by run id: no index by owner, so a run's creation writes one entry less.)
-    `CREATE INDEX IF NOT EXISTS ${idx('runs_unfinished')} ON ${n.runs} (flow, run_id) WHERE ${UNFINISHED_SQL}`,
+    `CREATE INDEX IF NOT EXISTS ${idx('runs_unfinished')} ON ${n.runs} (flow, run_id) WHERE ${LISTED_UNFINISHED_SQL}`,
     // Due work (listDue): runs by due time (lease expiry, wake time, deadline), so a look reads
     // only what is due.
     `CREATE INDEX IF NOT EXISTS ${idx('runs_due')} ON ${n.runs} (lease_expires_at) WHERE ${DUE_SQL}`,

@@ -66,6 +66,17 @@ export function enqueueHeadSql(n: SqlNames): string {
     VALUES ($1, $8, $2, $3, $4, $9, $11, $5, $6, $7, $12, $13, $14, $15, $16) ON CONFLICT DO NOTHING`;
 }
 
+/**
+ * A condition on the head row a write found by its run id (`IS TRUE`: the same rows pass), written
+ * so that no index can serve it. On a young table Postgres costs a scan of every running run by
+ * `runs_status_id` like the run id's own lookup and may pick it, and a connection keeps the plan it
+ * made while the table was small: each write would then walk more entries as runs pile up.
+ */
+export const onFoundRun = (condition: string): string =>
+  `(${condition}) IS TRUE`;
+
+const RUNNING = onFoundRun(`status = 'running'`);
+
 function updateHeadSql(dialect: SqlDialect, n: SqlNames): string {
   // Postgres is told the type of a parameter it cannot deduce (NULL, or a CASE's operand).
   const as = (i: number, type: string) =>
@@ -74,9 +85,9 @@ function updateHeadSql(dialect: SqlDialect, n: SqlNames): string {
   return `UPDATE ${n.runs} SET step = $2, status = $3, segment = $4, owner = $5, lease_expires_at = $6,
       updated_at = $7, calls = calls + $9, sealed = $11,
       ended_at = CASE WHEN ${as(3, 'varchar')} IN ('running', 'paused', 'sleeping') THEN NULL ELSE ${as(7, 'bigint')} END
-    WHERE run_id = $1 AND step = $2 - 1 AND ${UNFINISHED_SQL} AND (segment = $4 OR segment = $4 - 1)
+    WHERE run_id = $1 AND step = $2 - 1 AND ${onFoundRun(UNFINISHED_SQL)} AND (segment = $4 OR segment = $4 - 1)
       AND (${as(12, 'int')} IS NULL OR calls = ${as(12, 'int')})
-      AND (${as(13, 'int')} IS NULL OR (segment = ${as(13, 'int')} AND status = 'running'))`;
+      AND (${as(13, 'int')} IS NULL OR (segment = ${as(13, 'int')} AND ${RUNNING}))`;
 }
 
 /** The checkpoint row's columns, in the order both engines fill them from $1, $2, $8, $3, $4, $10. */
@@ -99,7 +110,7 @@ export function appendParams(
 
 /** Counts the appended calls on the head, only while `segment` is the running run's own. */
 export function appendHeadSql(n: SqlNames): string {
-  return `UPDATE ${n.runs} SET calls = calls + $3, sealed = $4 WHERE run_id = $1 AND segment = $2 AND status = 'running'`;
+  return `UPDATE ${n.runs} SET calls = calls + $3, sealed = $4 WHERE run_id = $1 AND segment = $2 AND ${RUNNING}`;
 }
 
 /*
@@ -128,7 +139,7 @@ export function streamParams(
 export function streamHeadSql(n: SqlNames, pg: boolean): string {
   const count = pg ? '$3::int' : '$3';
   return `UPDATE ${n.runs} SET streamed = streamed + ${count}
-    WHERE run_id = $1 AND segment = $2 AND status = 'running' RETURNING streamed - ${count} AS first`;
+    WHERE run_id = $1 AND segment = $2 AND ${RUNNING} RETURNING streamed - ${count} AS first`;
 }
 
 /**
