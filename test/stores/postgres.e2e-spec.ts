@@ -156,7 +156,7 @@ describeWithService('postgres', 'SQLCheckpointStore on Postgres', () => {
         await store.appendStream(
           'y',
           1,
-          [{ superstep: 1, place: 'p', sealed: 'e' }],
+          [{ runId: 'y', superstep: 1, place: 'p', sealed: 'e' }],
           10,
         );
         await store.renewLeases('w', Date.now() + 60_000, ['y']);
