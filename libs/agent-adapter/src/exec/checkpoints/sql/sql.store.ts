@@ -69,7 +69,7 @@ import {
 import { guarded } from '../transient-errors';
 import { SqliteEngine } from './sqlite.engine';
 import { admission, enqueueRun } from './sql.queues';
-import { onFoundRun, streamParams } from './sql.writes';
+import { FOUND_RUNNING, streamParams } from './sql.writes';
 
 const STORE = 'SQLCheckpointStore';
 
@@ -371,7 +371,7 @@ export class SQLCheckpointStore extends CheckpointStore {
         ? 'run_id = ANY($3::varchar[])'
         : 'run_id IN (SELECT value FROM json_each($3))';
     return engine.change(
-      `UPDATE ${names.runs} SET lease_expires_at = $1 WHERE owner = $2 AND ${listed} AND ${onFoundRun(`status = 'running'`)}`,
+      `UPDATE ${names.runs} SET lease_expires_at = $1 WHERE owner = $2 AND ${listed} AND ${FOUND_RUNNING}`,
       [
         Math.floor(leaseExpiresAt),
         owner,

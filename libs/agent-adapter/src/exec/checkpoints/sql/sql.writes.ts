@@ -75,7 +75,8 @@ export function enqueueHeadSql(n: SqlNames): string {
 export const onFoundRun = (condition: string): string =>
   `(${condition}) IS TRUE`;
 
-const RUNNING = onFoundRun(`status = 'running'`);
+/** The found run is running (fenced writes: appends, stream appends, lease renewals). */
+export const FOUND_RUNNING = onFoundRun(`status = 'running'`);
 
 function updateHeadSql(dialect: SqlDialect, n: SqlNames): string {
   // Postgres is told the type of a parameter it cannot deduce (NULL, or a CASE's operand).
@@ -87,7 +88,7 @@ function updateHeadSql(dialect: SqlDialect, n: SqlNames): string {
       ended_at = CASE WHEN ${as(3, 'varchar')} IN ('running', 'paused', 'sleeping') THEN NULL ELSE ${as(7, 'bigint')} END
     WHERE run_id = $1 AND step = $2 - 1 AND ${onFoundRun(UNFINISHED_SQL)} AND (segment = $4 OR segment = $4 - 1)
       AND (${as(12, 'int')} IS NULL OR calls = ${as(12, 'int')})
-      AND (${as(13, 'int')} IS NULL OR (segment = ${as(13, 'int')} AND ${RUNNING}))`;
+      AND (${as(13, 'int')} IS NULL OR (segment = ${as(13, 'int')} AND ${FOUND_RUNNING}))`;
 }
 
 /** The checkpoint row's columns, in the order both engines fill them from $1, $2, $8, $3, $4, $10. */
@@ -110,7 +111,7 @@ export function appendParams(
 
 /** Counts the appended calls on the head, only while `segment` is the running run's own. */
 export function appendHeadSql(n: SqlNames): string {
-  return `UPDATE ${n.runs} SET calls = calls + $3, sealed = $4 WHERE run_id = $1 AND segment = $2 AND ${RUNNING}`;
+  return `UPDATE ${n.runs} SET calls = calls + $3, sealed = $4 WHERE run_id = $1 AND segment = $2 AND ${FOUND_RUNNING}`;
 }
 
 /*
@@ -139,7 +140,7 @@ export function streamParams(
 export function streamHeadSql(n: SqlNames, pg: boolean): string {
   const count = pg ? '$3::int' : '$3';
   return `UPDATE ${n.runs} SET streamed = streamed + ${count}
-    WHERE run_id = $1 AND segment = $2 AND ${RUNNING} RETURNING streamed - ${count} AS first`;
+    WHERE run_id = $1 AND segment = $2 AND ${FOUND_RUNNING} RETURNING streamed - ${count} AS first`;
 }
 
 /**
