@@ -19,6 +19,8 @@ const list = (name, fallback) =>
 const settings = {
   n: int('N', 500),
   warmup: int('WARMUP', 50),
+  /** Flows run (unmeasured) after the two phases before the `steady` phase; 0: no steady phase. */
+  steady: int('STEADY', 1500),
   conc: int('CONC', 8),
   steps: list('STEPS', '1,3,10').map(Number),
   pgBase: env('DATABASE_URL', 'postgres://postgres@127.0.0.1:5432/postgres'),
@@ -291,8 +293,11 @@ class SqliteCounter {
 // --- Phases --------------------------------------------------------------------------------
 
 /**
- * For each flow size S: WARMUP flows (sequentially, then CONC in flight), then N flows one after another and N with CONC in flight,
- * each phase between two readings of `counters`; prints one JSON line per phase.
+ * For each flow size S: WARMUP flows (sequentially, then CONC in flight), then N flows one after
+ * another (`seq`) and N with CONC in flight (`conc`), then STEADY more flows unmeasured and N one
+ * after another again (`steady`): the same flow once the JIT has compiled what runs hot, where
+ * `seq` is measured while a fresh process is still warming up. Each phase is measured between two
+ * readings of `counters`; one JSON line per phase.
  * `make(steps)` returns `once(i, lane)`, which runs flow i and checks its result (the floors run
  * one operation: sizes [0]).
  */
@@ -304,12 +309,18 @@ async function runPhases(tags, make, counters = [], sizes = settings.steps) {
     await timeRuns(settings.warmup, settings.conc, (i, k) =>
       once(-1 - settings.warmup - i, k),
     );
-    for (const [mode, inFlight] of [
+    const phases = [
       ['seq', 1],
       ['conc', settings.conc],
-    ]) {
+    ];
+    if (settings.steady > 0) phases.push(['steady', 1]);
+    for (const [mode, inFlight] of phases) {
+      const offset = settings.n * phases.findIndex(([m]) => m === mode);
+      if (mode === 'steady')
+        await timeRuns(settings.steady, 1, (i, k) =>
+          once(offset + settings.n + i, k),
+        );
       const before = await Promise.all(counters.map((c) => c.snap()));
-      const offset = mode === 'seq' ? 0 : settings.n;
       const result = await timeRuns(settings.n, inFlight, (i, k) =>
         once(offset + i, k),
       );

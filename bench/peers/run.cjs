@@ -6,7 +6,7 @@
  * again before it starts. Prints the summary and writes it, with the raw JSON lines, to
  * bench/out/peers/<timestamp>/.
  *
- * Environment: N (500), WARMUP (50), CONC (8), ROUNDS (3), STEPS ("1,3,10"),
+ * Environment: N (500), WARMUP (50), STEADY (1500), CONC (8), ROUNDS (3), STEPS ("1,3,10"),
  * SYSTEMS ("ours,dbos,langgraph,floor"), STORES ("postgres,sqlite,redis,memory": ours' stores,
  * the floors, LangGraph on Postgres and on MemorySaver), DURABILITY ("sync,async,exit": LangGraph
  * on Postgres), DATABASE_URL (postgres://postgres@127.0.0.1:5432/postgres), REDIS_URL.
@@ -129,6 +129,7 @@ async function meta() {
     started: new Date().toISOString(),
     n: lib.settings.n,
     warmup: lib.settings.warmup,
+    steady: lib.settings.steady,
     conc: lib.settings.conc,
     node: process.version,
     cpus: os.cpus().length,
