@@ -34,6 +34,28 @@ function dbUrl(name) {
   return url.toString();
 }
 
+/** Runs `fn` with a client on the server's `postgres` database (DATABASE_URL's server). */
+async function admin(fn) {
+  const pg = require('pg');
+  const client = new pg.Client({ connectionString: dbUrl('postgres') });
+  await client.connect();
+  try {
+    return await fn(client);
+  } finally {
+    await client.end();
+  }
+}
+
+/** Drops and makes again one of this benchmark's own databases (never any other). */
+function recreate(name) {
+  if (!/^peers_(ours|dbos|lg|floor)$/.test(name))
+    throw new Error(`not a peers database: ${name}`);
+  return admin(async (c) => {
+    await c.query(`drop database if exists ${name} with (force)`);
+    await c.query(`create database ${name}`);
+  });
+}
+
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 const round3 = (x) => Math.round(x * 1000) / 1000;
 
@@ -367,6 +389,8 @@ const payload = (i) =>
 module.exports = {
   settings,
   dbUrl,
+  admin,
+  recreate,
   sleep,
   round3,
   timeRuns,

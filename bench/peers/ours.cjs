@@ -98,10 +98,8 @@ async function openStore(aa, store) {
   throw new Error(`unknown store ${store}`);
 }
 
-lib.main(async () => {
-  const store = process.argv[2];
-  const aa = require('agent-adapter');
-  const version = lib.version('agent-adapter');
+/** A runner of the flows on `store`, as the phases below and warmup.cjs use it. */
+async function openRunner(aa, store) {
   const tools = new aa.ToolRegistry().register('step', async (a) => ({
     v: a.x + 1,
   }));
@@ -110,24 +108,36 @@ lib.main(async () => {
     checkpoints: opened.store,
     checkpointKey: KEY,
   });
-  const tag = `${process.pid}-${Date.now().toString(36)}`;
-  await lib.runPhases(
-    { system: 'ours', store, variant: `ours-${store}`, version },
-    (steps) => {
-      const flow = makeFlow(aa, steps);
-      return async (i) => {
-        const r = await runner.run(
-          flow,
-          { x: i },
-          { runId: `${tag}-${steps}-${i}` },
-        );
-        if (r.status !== 'done' || r.state[`r${steps - 1}`].v !== i + steps) {
-          throw new Error(`unexpected result ${JSON.stringify(r)}`);
-        }
-      };
-    },
-    opened.counters,
-  );
-  runner.close();
-  await opened.close();
-});
+  return { ...opened, runner };
+}
+
+module.exports = { makeFlow, openRunner };
+
+if (require.main === module)
+  lib.main(async () => {
+    const store = process.argv[2];
+    const aa = require('agent-adapter');
+    const version = lib.version('agent-adapter');
+    const opened = await openRunner(aa, store);
+    const { runner } = opened;
+    const tag = `${process.pid}-${Date.now().toString(36)}`;
+    await lib.runPhases(
+      { system: 'ours', store, variant: `ours-${store}`, version },
+      (steps) => {
+        const flow = makeFlow(aa, steps);
+        return async (i) => {
+          const r = await runner.run(
+            flow,
+            { x: i },
+            { runId: `${tag}-${steps}-${i}` },
+          );
+          if (r.status !== 'done' || r.state[`r${steps - 1}`].v !== i + steps) {
+            throw new Error(`unexpected result ${JSON.stringify(r)}`);
+          }
+        };
+      },
+      opened.counters,
+    );
+    runner.close();
+    await opened.close();
+  });

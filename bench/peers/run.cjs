@@ -16,7 +16,6 @@ const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 const { createInterface } = require('node:readline');
-const pg = require('pg');
 const lib = require('./lib.cjs');
 const { render } = require('./summary.cjs');
 
@@ -56,26 +55,6 @@ function jobs() {
   return all;
 }
 
-async function admin(fn) {
-  const client = new pg.Client({ connectionString: lib.dbUrl('postgres') });
-  await client.connect();
-  try {
-    return await fn(client);
-  } finally {
-    await client.end();
-  }
-}
-
-/** Drops and makes again one of this benchmark's own databases (never any other). */
-function recreate(name) {
-  if (!/^peers_(ours|dbos|lg|floor)$/.test(name))
-    throw new Error(`not a peers database: ${name}`);
-  return admin(async (c) => {
-    await c.query(`drop database if exists ${name} with (force)`);
-    await c.query(`create database ${name}`);
-  });
-}
-
 function child(script, arg) {
   return new Promise((resolve, reject) => {
     const p = spawn(
@@ -105,7 +84,7 @@ async function meta() {
   const redis = new Redis(lib.settings.redisUrl);
   const info = await redis.info('server');
   await redis.quit();
-  const pgInfo = await admin(async (c) => {
+  const pgInfo = await lib.admin(async (c) => {
     const version = (await c.query('show server_version')).rows[0]
       .server_version;
     const preload = (await c.query('show shared_preload_libraries')).rows[0]
@@ -163,7 +142,7 @@ lib.main(async () => {
         `[peers] round ${round}/${ROUNDS}: ${script} ${arg}\n`,
       );
       try {
-        if (database) await recreate(database);
+        if (database) await lib.recreate(database);
         for (const line of await child(script, arg)) {
           lines.push({ round, ...line });
           fs.appendFileSync(raw, `${JSON.stringify({ round, ...line })}\n`);
@@ -177,7 +156,9 @@ lib.main(async () => {
     }
   }
   for (const name of ['peers_ours', 'peers_dbos', 'peers_lg', 'peers_floor']) {
-    await admin((c) => c.query(`drop database if exists ${name} with (force)`));
+    await lib.admin((c) =>
+      c.query(`drop database if exists ${name} with (force)`),
+    );
   }
   info.finished = new Date().toISOString();
   info.loadEnd = os
