@@ -30,6 +30,7 @@ import { verifyRun } from 'agent-adapter/cli/verify';
 import { KEY, runnerOn } from '../utils/specs';
 import { ChildHarness } from '../utils/child-process';
 import { CutProxy } from '../utils/cut-proxy';
+import { dropPrefix } from '../utils/redis-keys';
 import {
   DATABASE_URL,
   REDIS_URL,
@@ -306,15 +307,19 @@ describe('store faults: SQLite locked by another process', () => {
 describeWithService('redis', 'store faults: Redis', () => {
   const admin = new Redis(REDIS_URL);
   const clients: Redis[] = [];
+  /** The tests' key prefixes: their keys are deleted after the suite. */
+  const prefixes: string[] = [];
   let proxy: (CutProxy & { port: number }) | undefined;
   afterAll(async () => {
     for (const c of clients) c.disconnect();
+    for (const prefix of prefixes) await dropPrefix(admin, prefix);
     admin.disconnect();
     await proxy?.close();
   });
 
   it("the store's connection killed (CLIENT KILL ID) right before mail returns: ioredis reconnects, done, mail ran once", async () => {
     const name = suiteId('aa_sfault');
+    prefixes.push(name);
     const client = new Redis(REDIS_URL, { connectionName: name });
     clients.push(client);
     const redis = new RedisCheckpointStore(() => client, { prefix: name });
@@ -351,6 +356,7 @@ describeWithService('redis', 'store faults: Redis', () => {
         port: Number(url.port || 6379),
       });
       const prefix = suiteId('aa_sfault');
+      prefixes.push(prefix);
       const client = new Redis({
         host: '127.0.0.1',
         port: proxy.port,
