@@ -46,14 +46,17 @@ async function admin(fn) {
   }
 }
 
-/** Drops and makes again one of this benchmark's own databases (never any other). */
-function recreate(name) {
+/** Drops one of this benchmark's own databases (never any other), if it exists. */
+function dropDatabase(name) {
   if (!/^peers_(ours|dbos|lg|floor)$/.test(name))
     throw new Error(`not a peers database: ${name}`);
-  return admin(async (c) => {
-    await c.query(`drop database if exists ${name} with (force)`);
-    await c.query(`create database ${name}`);
-  });
+  return admin((c) => c.query(`drop database if exists ${name} with (force)`));
+}
+
+/** Drops and makes again one of this benchmark's own databases. */
+async function recreate(name) {
+  await dropDatabase(name);
+  await admin((c) => c.query(`create database ${name}`));
 }
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -336,8 +339,8 @@ async function runPhases(tags, make, counters = [], sizes = settings.steps) {
       ['conc', settings.conc],
     ];
     if (settings.steady > 0) phases.push(['steady', 1]);
-    for (const [mode, inFlight] of phases) {
-      const offset = settings.n * phases.findIndex(([m]) => m === mode);
+    for (const [k, [mode, inFlight]] of phases.entries()) {
+      const offset = settings.n * k;
       if (mode === 'steady')
         await timeRuns(settings.steady, 1, (i, k) =>
           once(offset + settings.n + i, k),
@@ -390,6 +393,7 @@ module.exports = {
   settings,
   dbUrl,
   admin,
+  dropDatabase,
   recreate,
   sleep,
   round3,

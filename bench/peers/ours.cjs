@@ -111,7 +111,21 @@ async function openRunner(aa, store) {
   return { ...opened, runner };
 }
 
-module.exports = { makeFlow, openRunner };
+/** `once(i)`: runs flow i of `flow` (of `steps` nodes) under run ids tagged `tag`, checks its result. */
+function flowOnce(runner, flow, steps, tag) {
+  return async (i) => {
+    const r = await runner.run(
+      flow,
+      { x: i },
+      { runId: `${tag}-${steps}-${i}` },
+    );
+    if (r.status !== 'done' || r.state[`r${steps - 1}`].v !== i + steps) {
+      throw new Error(`unexpected result ${JSON.stringify(r)}`);
+    }
+  };
+}
+
+module.exports = { makeFlow, openRunner, flowOnce };
 
 if (require.main === module)
   lib.main(async () => {
@@ -123,19 +137,7 @@ if (require.main === module)
     const tag = `${process.pid}-${Date.now().toString(36)}`;
     await lib.runPhases(
       { system: 'ours', store, variant: `ours-${store}`, version },
-      (steps) => {
-        const flow = makeFlow(aa, steps);
-        return async (i) => {
-          const r = await runner.run(
-            flow,
-            { x: i },
-            { runId: `${tag}-${steps}-${i}` },
-          );
-          if (r.status !== 'done' || r.state[`r${steps - 1}`].v !== i + steps) {
-            throw new Error(`unexpected result ${JSON.stringify(r)}`);
-          }
-        };
-      },
+      (steps) => flowOnce(runner, makeFlow(aa, steps), steps, tag),
       opened.counters,
     );
     runner.close();

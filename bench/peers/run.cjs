@@ -155,11 +155,8 @@ lib.main(async () => {
       }
     }
   }
-  for (const name of ['peers_ours', 'peers_dbos', 'peers_lg', 'peers_floor']) {
-    await lib.admin((c) =>
-      c.query(`drop database if exists ${name} with (force)`),
-    );
-  }
+  for (const name of ['peers_ours', 'peers_dbos', 'peers_lg', 'peers_floor'])
+    await lib.dropDatabase(name);
   info.finished = new Date().toISOString();
   info.loadEnd = os
     .loadavg()

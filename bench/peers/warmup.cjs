@@ -56,14 +56,14 @@ async function measure(store, kind) {
       .enable();
   const opened = await ours.openRunner(aa, store);
   const flow = ours.makeFlow(aa, STEPS);
-  const tag = `${process.pid}-${Date.now().toString(36)}`;
+  const run = ours.flowOnce(
+    opened.runner,
+    flow,
+    STEPS,
+    `${process.pid}-${Date.now().toString(36)}`,
+  );
   let next = 0;
-  const once = async () => {
-    const i = next++;
-    const r = await opened.runner.run(flow, { x: i }, { runId: `${tag}-${i}` });
-    if (r.status !== 'done' || r.state[`r${STEPS - 1}`].v !== i + STEPS)
-      throw new Error(`unexpected result ${JSON.stringify(r)}`);
-  };
+  const once = () => run(next++);
   const out = { store, kind, steps: STEPS };
   if (kind === 'counts') {
     for (let i = 0; i < 50; i++) await once();
@@ -76,17 +76,12 @@ async function measure(store, kind) {
   } else {
     out.blocks = [];
     for (let b = 0; b < FLOWS / BLOCK; b++) {
-      const times = [];
       const cpu = process.cpuUsage();
-      for (let i = 0; i < BLOCK; i++) {
-        const t = process.hrtime.bigint();
-        await once();
-        times.push(Number(process.hrtime.bigint() - t) / 1e6);
-      }
+      const { median_ms } = await lib.timeRuns(BLOCK, 1, once);
       out.blocks.push({
         from: b * BLOCK,
-        median_ms: Math.round(median(times) * 1000) / 1000,
-        cpu_ms_per_flow: Math.round((cpuMs(cpu) / BLOCK) * 1000) / 1000,
+        median_ms,
+        cpu_ms_per_flow: lib.round3(cpuMs(cpu) / BLOCK),
       });
     }
   }
@@ -178,10 +173,7 @@ async function main() {
       lines.push(await child(store, kind));
     }
   }
-  if (STORES.includes('postgres'))
-    await lib.admin((c) =>
-      c.query('drop database if exists peers_ours with (force)'),
-    );
+  if (STORES.includes('postgres')) await lib.dropDatabase('peers_ours');
   const text =
     `# Warm-up of a fresh process: ${STEPS}-step flows, ${started}\n\n` +
     `${render(lines)}\n`;
