@@ -17,6 +17,7 @@ import type {
 import { nodeStorage, type NodeScope } from './call-context';
 import { traced, type SpanLike } from '../observability/tracing';
 import { deriveIdempotencyKey } from './idempotency-key';
+import { promised } from './promised';
 import type { ToolDefinition, ToolRegistry } from './tool.registry';
 import {
   backoff,
@@ -59,7 +60,7 @@ export class Executor {
         'agent_adapter.node': scope.node,
         'agent_adapter.tool': tool,
       }),
-      (span) => this.run(scope, tool, args, span),
+      (span) => promised(() => this.run(scope, tool, args, span)),
       (error) => !(error instanceof RunPaused || error instanceof RunSleeping),
     );
     step.inflight.add(call);
@@ -68,12 +69,13 @@ export class Executor {
     return call;
   }
 
-  private async run(
+  /** The call's value, a promise of it, or a throw: `call` makes it one promise (`promised`). */
+  private run(
     scope: NodeScope,
     tool: string,
     args: unknown,
     span?: SpanLike,
-  ): Promise<unknown> {
+  ): unknown {
     const step = scope.step;
     const definition = this.registry.get(tool);
     if (!definition) {

@@ -88,6 +88,11 @@ export class StreamPublisher {
     return stored;
   }
 
+  /** Whether every entry published so far is stored or failed (nothing for `settled` to wait for). */
+  get idle(): boolean {
+    return this.flushing === undefined;
+  }
+
   /** Resolves once every entry published so far is stored or failed. */
   async settled(): Promise<void> {
     while (this.flushing) await this.flushing;

@@ -150,12 +150,15 @@ export function compileFlow<S extends object>(
   for (const def of flow.nodes) {
     const spec = def.spec;
     const run: NodeFn<S> = isCallNode<S>(spec)
-      ? async (state, ctx) => {
-          const result = await ctx.call(spec.tool, spec.args(state));
-          return spec.into === undefined
-            ? undefined
-            : ({ [spec.into]: result } as Partial<S>);
-        }
+      ? // Not async: the superstep runs nodes through `promised` (a throw of `args` rejects).
+        (state, ctx) =>
+          ctx
+            .call(spec.tool, spec.args(state))
+            .then((result) =>
+              spec.into === undefined
+                ? undefined
+                : ({ [spec.into]: result } as Partial<S>),
+            )
       : spec;
     nodes.set(def.name, {
       name: def.name,

@@ -19,6 +19,7 @@ import type {
 import type { Executor } from '../exec/executor';
 import { sleepFor, sleepInRun, sleepUntil } from '../exec/sleep';
 import { publishFrom } from '../exec/publish';
+import { promised } from '../exec/promised';
 import { END } from './call-node';
 import type { CompiledFlow } from './flow.graph';
 import type { NodeContext } from './flow.interfaces';
@@ -167,8 +168,8 @@ export async function runFrontier<S extends object>(
           sleepInRun(nodeScope, sleepUntil(name, at)),
         publish: (data: Json) => publishFrom(scope, name, undefined, data),
       };
-      return nodeStorage.run(nodeScope, async () =>
-        node.run(flow.state.view(state), ctx),
+      return nodeStorage.run(nodeScope, () =>
+        promised(() => node.run(flow.state.view(state), ctx)),
       );
     }),
   );
@@ -176,7 +177,7 @@ export async function runFrontier<S extends object>(
   while (scope.inflight.size) await Promise.allSettled([...scope.inflight]);
   scope.closed = true;
   // The superstep's stream entries are stored before its checkpoint: an ended run's stream is whole.
-  await scope.stream.settled();
+  if (!scope.stream.idle) await scope.stream.settled();
   if (scope.stream.failure !== undefined) throw scope.stream.failure;
   // A refused or lost call write means this worker lost the run, whatever a node made of it.
   if (scope.log.failure !== undefined) throw scope.log.failure;

@@ -76,13 +76,25 @@ export async function guarded<T>(
   try {
     return await operation();
   } catch (error) {
-    const why = transientReason(error);
-    if (why === undefined || error instanceof CheckpointStoreUnavailable)
-      throw error;
-    throw new CheckpointStoreUnavailable(
-      Messages.storeInterrupted(store, why, runId),
-      runId,
-      { cause: error, transient: true },
-    );
+    throw interrupted(store, runId, error);
   }
+}
+
+/**
+ * What `guarded` throws for `error`: for a write path that is one async function of its own (a
+ * wrapper's promise and await per write are most of what an unoptimized write costs the hooks).
+ */
+export function interrupted(
+  store: string,
+  runId: string | undefined,
+  error: unknown,
+): unknown {
+  const why = transientReason(error);
+  if (why === undefined || error instanceof CheckpointStoreUnavailable)
+    return error;
+  return new CheckpointStoreUnavailable(
+    Messages.storeInterrupted(store, why, runId),
+    runId,
+    { cause: error, transient: true },
+  );
 }

@@ -2,6 +2,7 @@ import { CheckpointStoreUnavailable } from '../../errors';
 import { Messages } from '../../errors/messages';
 import type { CheckpointStore } from '../checkpoints/checkpoint-store';
 import { transientReason } from '../checkpoints/transient-errors';
+import { promised } from '../promised';
 
 /** How long a writer keeps at a store that fails transiently: `attempts` failed operations at most. */
 export interface StoreRetry {
@@ -21,12 +22,28 @@ export const STORE_RETRY: StoreRetry = { attempts: 7, firstDelayMs: 50 };
  * means it did not land (or the run moved on): the write goes again and the store's
  * compare-and-set decides. When the store stays unavailable: `CheckpointStoreUnavailable`.
  */
-export async function writeConfirmed(
+export function writeConfirmed(
   store: CheckpointStore,
   runId: string,
   sealedHead: string,
   write: () => Promise<void>,
   retry: StoreRetry = STORE_RETRY,
+): Promise<void> {
+  // The write as it is, when it succeeds (every write but a few): the retry loop's async function
+  // would cost each write a promise and an await more, and this runs on every write.
+  return promised(write).catch((error: unknown) =>
+    confirmAfter(error, store, runId, sealedHead, write, retry),
+  );
+}
+
+/** After the first attempt failed with `error`: reads back, waits and writes again. */
+async function confirmAfter(
+  error: unknown,
+  store: CheckpointStore,
+  runId: string,
+  sealedHead: string,
+  write: () => Promise<void>,
+  retry: StoreRetry,
 ): Promise<void> {
   let budget = retry.attempts;
   let delay = retry.firstDelayMs;
@@ -43,13 +60,8 @@ export async function writeConfirmed(
       );
     }
   };
+  failed(error);
   for (;;) {
-    try {
-      await write();
-      return;
-    } catch (error) {
-      failed(error);
-    }
     for (;;) {
       await new Promise((resolve) => setTimeout(resolve, delay));
       delay *= 2;
@@ -59,6 +71,12 @@ export async function writeConfirmed(
       } catch (error) {
         failed(error);
       }
+    }
+    try {
+      await write();
+      return;
+    } catch (error) {
+      failed(error);
     }
   }
 }

@@ -66,6 +66,8 @@ export class SegmentWriter {
   private nextSeq = 1;
   private buffer: CallRecord[] = [];
   private chain: Promise<void> = Promise.resolve();
+  /** Writes queued on `chain` that have not settled: none and no `startedFlush` = quiet. */
+  private queued = 0;
   /** The flush `finished` scheduled; cancelled when another write takes the buffer first. */
   private resultFlush?: NodeJS.Immediate;
   private startedFlush?: Promise<void>;
@@ -117,10 +119,13 @@ export class SegmentWriter {
     return superstep === this.superstep ? this.nextSeq - 1 : 0;
   }
 
-  /** Logs `started` and resolves once it is stored; throws if refused (fenced) or lost. */
-  async started(superstep: number, content: CallDraft): Promise<void> {
+  /**
+   * Logs `started` and resolves once it is stored; rejects if refused (fenced) or lost. Throws a
+   * sealing error (nothing logged). Not async: the shared flush is this call's promise.
+   */
+  started(superstep: number, content: CallDraft): Promise<void> {
     this.add(superstep, content);
-    await this.flushStarted();
+    return this.flushStarted();
   }
 
   /** Logs a result; stored with the next write (see the class comment). */
@@ -172,7 +177,8 @@ export class SegmentWriter {
 
   /** Waits for every queued write, then hands over what is still buffered (for the checkpoint). */
   async drain(): Promise<CallRecord[]> {
-    await this.settled();
+    // Usually quiet by now (the superstep's last write was its `started`): no waiting to pay for.
+    if (this.queued > 0 || this.startedFlush) await this.settled();
     if (this.failure !== undefined) throw this.failure;
     return this.take();
   }
@@ -294,7 +300,9 @@ export class SegmentWriter {
       }
       checkpoint?.settle.resolve();
     });
-    this.chain = job.catch(() => undefined);
+    this.queued++;
+    const settle = () => void this.queued--;
+    this.chain = job.then(settle, settle);
     return job;
   }
 

@@ -228,11 +228,15 @@ export class SegmentDriver {
         'agent_adapter.reason': start.reason ?? '',
         'agent_adapter.worker': this.leases.workerId,
       }),
-      async (span) => {
-        const result = await this.driveSegment(flow, start, writer, taken);
-        span?.setAttribute('agent_adapter.status', result.status);
-        span?.setAttribute('agent_adapter.final_step', result.step);
-        return result;
+      (span) => {
+        const driving = this.driveSegment(flow, start, writer, taken);
+        // Untraced (the usual case), the segment's promise as it is: no layer to await.
+        if (!span) return driving;
+        return driving.then((result) => {
+          span.setAttribute('agent_adapter.status', result.status);
+          span.setAttribute('agent_adapter.final_step', result.step);
+          return result;
+        });
       },
     );
   }
@@ -265,11 +269,17 @@ export class SegmentDriver {
             'agent_adapter.superstep': cp.superstep,
             'agent_adapter.frontier': cp.frontier.join(','),
           }),
-          async (span) => {
-            const out = await runFrontier(flow, cp, scope, this.executor);
-            span?.setAttribute('agent_adapter.replayed', scope.replayed.length);
-            span?.setAttribute('agent_adapter.rerun', scope.rerun.length);
-            return out;
+          (span) => {
+            const running = runFrontier(flow, cp, scope, this.executor);
+            if (!span) return running;
+            return running.then((out) => {
+              span.setAttribute(
+                'agent_adapter.replayed',
+                scope.replayed.length,
+              );
+              span.setAttribute('agent_adapter.rerun', scope.rerun.length);
+              return out;
+            });
           },
         );
         const calls = await writer.drain(); // rethrows a refused or lost call write: this worker stops

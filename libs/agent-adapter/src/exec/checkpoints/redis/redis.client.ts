@@ -3,7 +3,8 @@
 import { Messages } from '../../../errors/messages';
 import type { Cluster, Redis } from 'ioredis';
 import type { RedisClientLike } from './redis.client-like';
-import { guarded } from '../transient-errors';
+import { interrupted } from '../transient-errors';
+import { promised } from '../../promised';
 import { REDIS_SCRIPTS } from './redis.scripts';
 
 export type RedisClient = Redis | Cluster;
@@ -45,14 +46,21 @@ export function runScript(
 /** The store's name in its errors. */
 export const STORE = 'RedisCheckpointStore';
 
-/** One of the store's scripts, its failures as the store's (`guarded`). */
+/**
+ * One of the store's scripts, its failures as the store's (as `guarded` maps them), in one promise
+ * more than the driver's: every run write goes through here.
+ */
 export function storeScript(
   client: RedisClient,
   name: keyof typeof REDIS_SCRIPTS,
   keys: readonly string[],
   args: Array<string | number>,
 ): Promise<unknown> {
-  return guarded(STORE, undefined, () => runScript(client, name, keys, args));
+  return promised(() => runScript(client, name, keys, args)).catch(
+    (error: unknown) => {
+      throw interrupted(STORE, undefined, error);
+    },
+  );
 }
 
 /**

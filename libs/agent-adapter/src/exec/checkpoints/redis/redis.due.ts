@@ -122,23 +122,32 @@ export class RedisDueIndex {
    * a sleep or a pause with a deadline sets it to that time, then reads the head again (see the
    * file's comment). Other saves leave the index alone.
    */
-  async saved(
+  saved(
     runId: string,
     step: number,
     status: RunHead['status'],
     lease: number | undefined,
     claimed: boolean,
-  ): Promise<void> {
+  ): Promise<void> | undefined {
     const at =
       status === 'sleeping'
         ? (lease ?? 0)
         : status === 'paused'
           ? lease
           : undefined;
-    if (at === undefined) {
-      if (claimed) await this.lower(lease ?? 0, runId);
-      return;
-    }
+    // A run still driven by the worker that saved it (nearly every save): nothing to index, no promise.
+    if (at === undefined)
+      return claimed ? this.lower(lease ?? 0, runId) : undefined;
+    return this.waits(runId, step, lease, at);
+  }
+
+  /** A sleeping or paused run: due at `at` (its wake time or its approval's deadline). */
+  private async waits(
+    runId: string,
+    step: number,
+    lease: number | undefined,
+    at: number,
+  ): Promise<void> {
     await guarded(STORE, runId, () =>
       this.client.zadd(this.keys.due, at, runId),
     );

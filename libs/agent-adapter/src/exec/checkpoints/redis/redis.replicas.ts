@@ -14,7 +14,12 @@ import { createHash, randomBytes } from 'node:crypto';
 import { CheckpointStoreUnavailable, DurableSetupError } from '../../../errors';
 import { Messages } from '../../../errors/messages';
 import { guarded } from '../transient-errors';
-import { runScript, STORE, type RedisClient } from './redis.client';
+import {
+  runScript,
+  STORE,
+  storeScript,
+  type RedisClient,
+} from './redis.client';
 import type { RedisReplicaAcks } from './redis.client-like';
 import { replicationMode } from './redis.failover';
 import type { PromotionLog } from './redis.promotions';
@@ -200,14 +205,30 @@ export class RunWrites {
     return reply[0] === 'failover' ? reply : undefined;
   }
 
-  private async placed(
+  /** Not async: a reply that needs nothing more (nearly every one) costs no await. */
+  private placed(
     name: keyof typeof MODE_ARG,
     runId: string,
     args: string[],
     send: () => Promise<Reply>,
   ): Promise<Reply> {
     const mode = args[MODE_ARG[name]]!;
-    let reply = await send();
+    return send().then((reply) =>
+      reply[0] === 'unfamiliar' || reply[0] === 'failover'
+        ? this.placeAgain(name, runId, args, send, mode, reply)
+        : reply,
+    );
+  }
+
+  private async placeAgain(
+    name: keyof typeof MODE_ARG,
+    runId: string,
+    args: string[],
+    send: () => Promise<Reply>,
+    mode: string,
+    first: Reply,
+  ): Promise<Reply> {
+    let reply = first;
     // Again only if another write restamped the run meanwhile (then its id is the one to place).
     for (let i = 0; i < 3 && reply[0] === 'unfamiliar'; i++) {
       const id = String(reply[1]);
@@ -226,7 +247,7 @@ export class RunWrites {
   }
 
   /** `keys`: the run's, then (a run's first or last save on one server) the tenant's index keys. */
-  private async send(
+  private send(
     name: 'aaSave' | 'aaRecord',
     runId: string,
     keys: readonly string[],
@@ -234,9 +255,17 @@ export class RunWrites {
   ): Promise<Reply> {
     const { acks } = this;
     if (!acks)
-      return (await guarded(STORE, undefined, () =>
-        runScript(this.client, name, keys, args),
-      )) as Reply;
+      return storeScript(this.client, name, keys, args) as Promise<Reply>;
+    return this.sendAcked(name, runId, keys, args, acks);
+  }
+
+  private async sendAcked(
+    name: 'aaSave' | 'aaRecord',
+    runId: string,
+    keys: readonly string[],
+    args: string[],
+    acks: RedisReplicaAcks,
+  ): Promise<Reply> {
     try {
       const reply = writeScriptAcked(
         this.client,

@@ -177,8 +177,10 @@ export class RedisCheckpointStore extends CheckpointStore {
       break;
     }
     // The due index after the script (redis.due.ts says why in that order); an ended run leaves it.
-    if (step > 0 && !ended)
-      await this.dueIndex.saved(runId, step, status, lease, claim);
+    if (step > 0 && !ended) {
+      const indexing = this.dueIndex.saved(runId, step, status, lease, claim);
+      if (indexing) await indexing;
+    }
     // A Cluster's drop (a queued run leaves its queue's counts too) is off the caller's path: a
     // crash before it leaves an entry that readers clean.
     if (ended && !within) this.index.ended(runId, flow);

@@ -16,11 +16,10 @@ import {
 
 /** The part of pg's Pool the engine uses. */
 interface PgPool {
-  query(q: {
-    name: string;
-    text: string;
-    values: unknown[];
-  }): Promise<{ rows: unknown[] }>;
+  query(
+    q: { name: string; text: string; values: unknown[] },
+    done: (error: Error | undefined, result: { rows: unknown[] }) => void,
+  ): void;
   connect(): Promise<{
     query(
       text: string,
@@ -137,16 +136,46 @@ export class PostgresEngine extends Engine {
     }
   }
 
-  override async all<T>(sql: string, params: unknown[]): Promise<T[]> {
-    if (!this.pool || !this.prepared)
-      return (await this.ds.query(sql, params)) as T[];
+  override all<T>(sql: string, params: unknown[]): Promise<T[]> {
+    const pool = this.prepared ? this.pool : undefined;
+    if (!pool) return this.ds.query(sql, params) as Promise<T[]>;
+    return this.named(pool, sql, params, (rows) => rows as T[]);
+  }
+
+  /** The write `sql` made; whether its head matched (the statement returns one row then). */
+  private wrote(sql: string, params: unknown[]): Promise<boolean> {
+    const pool = this.prepared ? this.pool : undefined;
+    if (!pool) return this.all(sql, params).then((rows) => rows.length === 1);
+    return this.named(pool, sql, params, (rows) => rows.length === 1);
+  }
+
+  /**
+   * `sql` as a prepared statement, `map` of its rows. pg's callback form, in one promise: its
+   * promise form makes two, and an async layer here two more (each paying the async hooks); this
+   * runs on every write. `map` must not throw (it runs in pg's callback).
+   */
+  private named<T>(
+    pool: PgPool,
+    sql: string,
+    params: unknown[],
+    map: (rows: unknown[]) => T,
+  ): Promise<T> {
+    const query = { name: this.nameOf(sql), text: sql, values: params };
+    return new Promise<T>((resolve, reject) =>
+      pool.query(query, (error, result) =>
+        error ? reject(error) : resolve(map(result.rows)),
+      ),
+    );
+  }
+
+  /** The prepared statement's name for `sql`. */
+  private nameOf(sql: string): string {
     let name = this.names.get(sql);
     if (!name) {
       name = `aa_${createHash('sha1').update(sql).digest('hex').slice(0, 20)}`;
       this.names.set(sql, name);
     }
-    return (await this.pool.query({ name, text: sql, values: params }))
-      .rows as T[];
+    return name;
   }
 
   override async change(sql: string, params: unknown[]): Promise<number> {
@@ -158,7 +187,7 @@ export class PostgresEngine extends Engine {
   }
 
   /** The shared head write, the checkpoint and the calls as one statement: all or nothing. */
-  protected override async writeSave(
+  protected override writeSave(
     cp: CheckpointRecord,
     calls: readonly CallRecord[],
     params: unknown[],
@@ -172,11 +201,11 @@ export class PostgresEngine extends Engine {
        SELECT 1 FROM head`;
     });
     bindCalls(calls, params, true);
-    return (await this.all(sql, params)).length === 1;
+    return this.wrote(sql, params);
   }
 
   /** The head write and the calls as one statement: all or nothing. */
-  protected override async writeAppend(
+  protected override writeAppend(
     calls: readonly CallRecord[],
     params: unknown[],
   ): Promise<boolean> {
@@ -188,7 +217,7 @@ export class PostgresEngine extends Engine {
        SELECT 1 FROM head`;
     });
     bindCalls(calls, params, false);
-    return (await this.all(sql, params)).length === 1;
+    return this.wrote(sql, params);
   }
 
   /**

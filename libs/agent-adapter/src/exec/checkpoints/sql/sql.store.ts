@@ -66,7 +66,7 @@ import {
   runHistory,
   unfinishedHeads,
 } from './sql.listings';
-import { guarded } from '../transient-errors';
+import { guarded, interrupted } from '../transient-errors';
 import { SqliteEngine } from './sqlite.engine';
 import { admission, enqueueRun } from './sql.queues';
 import { FOUND_RUNNING, streamParams } from './sql.writes';
@@ -109,6 +109,8 @@ export class SQLCheckpointStore extends CheckpointStore {
     names: SqlNames;
     dataSource: DataSourceLike;
   }>;
+  /** The engine once open: the writes take it without awaiting `open()` (a promise per write). */
+  private ready?: Engine;
   private closed = false;
 
   constructor(
@@ -182,6 +184,7 @@ export class SQLCheckpointStore extends CheckpointStore {
         dialect,
         this.options.createTables ?? true,
       );
+      this.ready = engine;
       return { engine, names, dataSource };
     } catch (error) {
       // A DataSource this store made is not left open by a failed start (a later call retries).
@@ -194,34 +197,29 @@ export class SQLCheckpointStore extends CheckpointStore {
   save(checkpoint: CheckpointRecord, options: SaveOptions = {}): Promise<void> {
     const calls = options.calls ?? [];
     checkBatch(checkpoint.runId, calls);
-    return guarded(STORE, checkpoint.runId, () =>
-      this.saveChecked(checkpoint, options, calls),
-    );
+    return this.saveChecked(checkpoint, options, calls);
   }
 
+  /** `guarded`'s mapping inline (see `interrupted`): this runs on every checkpoint. */
   private async saveChecked(
     checkpoint: CheckpointRecord,
     options: SaveOptions,
     calls: CallRecord[],
   ): Promise<void> {
-    const { engine } = await this.open();
-    // Whole milliseconds: the column is a BIGINT.
-    const lease = options.leaseExpiresAt;
-    const saving =
-      lease === undefined
-        ? options
-        : { ...options, leaseExpiresAt: Math.floor(lease) };
-    let matched: boolean;
+    const { runId } = checkpoint;
     try {
-      matched = await engine.save(checkpoint, saving, Date.now());
+      const engine = (!this.closed && this.ready) || (await this.open()).engine;
+      let matched: boolean;
+      try {
+        matched = await engine.save(checkpoint, options, Date.now());
+      } catch (error) {
+        throw duplicateOr(error, runId, calls);
+      }
+      if (!matched)
+        throw await this.whyRefused(runId, { save: checkpoint, options });
     } catch (error) {
-      throw duplicateOr(error, checkpoint.runId, calls);
+      throw interrupted(STORE, runId, error);
     }
-    if (!matched)
-      throw await this.whyRefused(checkpoint.runId, {
-        save: checkpoint,
-        options,
-      });
   }
 
   enqueue(
@@ -250,8 +248,8 @@ export class SQLCheckpointStore extends CheckpointStore {
   ): Promise<void> {
     if (records.length === 0) return;
     checkBatch(runId, records, segment);
-    return guarded(STORE, runId, async () => {
-      const { engine } = await this.open();
+    try {
+      const engine = (!this.closed && this.ready) || (await this.open()).engine;
       let matched: boolean;
       try {
         matched = await engine.recordCall(runId, segment, records, head);
@@ -259,7 +257,9 @@ export class SQLCheckpointStore extends CheckpointStore {
         throw duplicateOr(error, runId, records);
       }
       if (!matched) throw await this.whyRefused(runId, { segment });
-    });
+    } catch (error) {
+      throw interrupted(STORE, runId, error);
+    }
   }
 
   async appendStream(

@@ -26,9 +26,12 @@ export function saveParams(
   now: number,
 ): unknown[] {
   const calls = o.calls ?? [];
+  // Whole milliseconds: the column is a BIGINT.
+  const lease =
+    o.leaseExpiresAt === undefined ? null : Math.floor(o.leaseExpiresAt);
   // prettier-ignore
   const params: unknown[] = [
-    cp.runId, cp.step, cp.status, cp.segment, o.owner ?? null, o.leaseExpiresAt ?? null, now,
+    cp.runId, cp.step, cp.status, cp.segment, o.owner ?? null, lease, now,
     cp.flow, calls.length, cp.sealed, o.head ?? '',
   ];
   // Step 0 binds no more: Postgres refuses parameters a statement does not use.
