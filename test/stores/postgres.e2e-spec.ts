@@ -186,6 +186,48 @@ describeWithService('postgres', 'SQLCheckpointStore on Postgres', () => {
       }
     });
 
+    it('a pool whose query takes no callback (not pg-pool) still runs the prepared writes', async () => {
+      // The engine uses pg-pool's callback form (one promise a write); a promise-only pool would
+      // never call a callback back, so every write would hang.
+      const store = fresh();
+      const pool = (
+        ds.driver as unknown as {
+          master: { query: (...args: unknown[]) => unknown };
+        }
+      ).master;
+      const query = pool.query;
+      let asked = 0;
+      pool.query = function (this: unknown, q: unknown) {
+        asked++;
+        return query.call(this, q);
+      };
+      const call = (seq: number) => ({
+        runId: 'n',
+        segment: 1,
+        superstep: 0,
+        seq,
+        sealed: `c${seq}`,
+      });
+      try {
+        await store.save(
+          {
+            runId: 'n',
+            step: 0,
+            flow: 'f',
+            status: 'running',
+            segment: 1,
+            sealed: 's0',
+          },
+          { owner: 'w', calls: [call(1)] },
+        );
+        await store.recordCall('n', 1, [call(2)], 'h');
+        expect((await store.head('n'))?.calls).toBe(2);
+      } finally {
+        pool.query = query;
+      }
+      expect(asked).toBeGreaterThanOrEqual(3);
+    });
+
     it('tables come from the shipped TypeORM migration; the store then only checks them', async () => {
       const schema = suiteId('aa_mig');
       schemas.push(schema);

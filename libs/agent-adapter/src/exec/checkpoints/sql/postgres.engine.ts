@@ -14,11 +14,16 @@ import {
   type StreamParams,
 } from './sql.writes';
 
+type NamedQuery = { name: string; text: string; values: unknown[] };
+type PgResult = { rows: unknown[] };
+
 /** The part of pg's Pool the engine uses. */
 interface PgPool {
+  /** pg-pool's: with a callback it returns nothing (see `named`). */
+  query(q: NamedQuery): Promise<PgResult>;
   query(
-    q: { name: string; text: string; values: unknown[] },
-    done: (error: Error | undefined, result: { rows: unknown[] }) => void,
+    q: NamedQuery,
+    done: (error: Error | undefined, result: PgResult) => void,
   ): void;
   connect(): Promise<{
     query(
@@ -161,11 +166,14 @@ export class PostgresEngine extends Engine {
     map: (rows: unknown[]) => T,
   ): Promise<T> {
     const query = { name: this.nameOf(sql), text: sql, values: params };
-    return new Promise<T>((resolve, reject) =>
+    // A pool whose `query` declares no callback (not pg-pool's) would never call one back.
+    if (pool.query.length < 2)
+      return pool.query(query).then((r) => map(r.rows));
+    return new Promise<T>((resolve, reject) => {
       pool.query(query, (error, result) =>
         error ? reject(error) : resolve(map(result.rows)),
-      ),
-    );
+      );
+    });
   }
 
   /** The prepared statement's name for `sql`. */
