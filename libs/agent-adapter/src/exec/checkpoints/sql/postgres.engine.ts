@@ -19,7 +19,7 @@ type PgResult = { rows: unknown[] };
 
 /** The part of pg's Pool the engine uses. */
 interface PgPool {
-  /** pg-pool's: with a callback it returns nothing (see `named`). */
+  /** pg-pool's: with a callback it returns nothing (see `rows`). */
   query(q: NamedQuery): Promise<PgResult>;
   query(
     q: NamedQuery,
@@ -142,31 +142,31 @@ export class PostgresEngine extends Engine {
   }
 
   override all<T>(sql: string, params: unknown[]): Promise<T[]> {
-    const pool = this.prepared ? this.pool : undefined;
-    if (!pool) return this.ds.query(sql, params) as Promise<T[]>;
-    return this.named(pool, sql, params, (rows) => rows as T[]);
+    return this.rows(sql, params, (rows) => rows as T[]);
   }
 
   /** The write `sql` made; whether its head matched (the statement returns one row then). */
   private wrote(sql: string, params: unknown[]): Promise<boolean> {
-    const pool = this.prepared ? this.pool : undefined;
-    if (!pool) return this.all(sql, params).then((rows) => rows.length === 1);
-    return this.named(pool, sql, params, (rows) => rows.length === 1);
+    return this.rows(sql, params, (rows) => rows.length === 1);
   }
 
   /**
-   * `sql` as a prepared statement, `map` of its rows. pg's callback form, in one promise: its
-   * promise form makes two, and an async layer here two more (each paying the async hooks); this
-   * runs on every write. `map` must not throw (it runs in pg's callback).
+   * `map` of the rows of `sql`: a prepared statement on the pool, in pg's callback form (one
+   * promise: its promise form makes two, and an async layer here two more, each paying the async
+   * hooks; this runs on every write), else TypeORM's query. `map` must not throw (it runs in pg's
+   * callback).
    */
-  private named<T>(
-    pool: PgPool,
+  private rows<T>(
     sql: string,
     params: unknown[],
     map: (rows: unknown[]) => T,
   ): Promise<T> {
+    const pool = this.prepared ? this.pool : undefined;
+    if (!pool)
+      return (this.ds.query(sql, params) as Promise<unknown[]>).then(map);
     const query = { name: this.nameOf(sql), text: sql, values: params };
-    // A pool whose `query` declares no callback (not pg-pool's) would never call one back.
+    // A pool whose `query` declares no callback (not pg-pool's, or one wrapped by instrumentation)
+    // would never call one back. Read on each call: instrumentation may wrap it at any time.
     if (pool.query.length < 2)
       return pool.query(query).then((r) => map(r.rows));
     return new Promise<T>((resolve, reject) => {
