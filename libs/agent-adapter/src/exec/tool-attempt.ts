@@ -24,50 +24,70 @@ import { isDelay, type ToolDefinition } from './tool.registry';
 
 export type Base = CallIdentity & { argsHash: string };
 
-/** One attempt: the handler, with the tool's timeout if it has one. */
-export async function invokeTool(
+/**
+ * One attempt: the handler, with the tool's timeout if it has one. Never rejects: a handler that
+ * throws or rejects is the attempt's failed outcome. Not async: a synchronous handler's outcome
+ * comes back as it is, an asynchronous one's with one `then` (this runs on every call).
+ */
+export function invokeTool(
   definition: ToolDefinition,
   scope: NodeScope,
   identity: CallIdentity,
   argsText: CanonicalText,
-): Promise<Invoked> {
+): Invoked | Promise<Invoked> {
   const toolScope = toolScopeFor(scope.step, definition.name, identity);
-  try {
-    // The tool gets its own copy of exactly the logged arguments, and runs outside the node's
-    // scope: tools it calls itself are plain calls, so replaying it cannot shift call indexes.
-    // A handler that throws synchronously fails the attempt like one that rejects.
-    const handle = () =>
-      nodeStorage.exit(() =>
-        toolStorage.run(toolScope, () => definition.handler(argsText.value())),
-      );
-    const ms = definition.timeoutMs;
-    let value: unknown;
-    if (ms === undefined) {
-      // A synchronous handler's value is used as it is: no promise to wrap and await.
-      const returned = handle();
-      value = isThenable(returned) ? await returned : returned;
-    } else {
-      value = await within(new Promise((resolve) => resolve(handle())), ms);
-    }
-    if (value === TIMED_OUT) return timedOut(definition, ms!);
-    try {
-      // Encoded here, once: the `done` record seals this text, whatever the node does with the
-      // value it gets.
-      if (value === undefined) return { sealed: { ok: true }, value };
-      const text = canonical(value, `${definition.name}(result)`);
-      return { sealed: { ok: true, value: value as Json }, value, text };
-    } catch (error) {
-      const reason =
-        error instanceof UnsealableValue ? error.message : String(error);
-      return { sealed: { ok: true }, value, unrecordable: reason };
-    }
-  } catch (error) {
-    const e = asError(error);
-    return {
-      sealed: { ok: false, error: { name: e.name, message: e.message } },
-      cause: error,
-    };
+  // The tool gets its own copy of exactly the logged arguments, and runs outside the node's
+  // scope: tools it calls itself are plain calls, so replaying it cannot shift call indexes.
+  // A handler that throws synchronously fails the attempt like one that rejects.
+  const handle = () =>
+    nodeStorage.exit(() =>
+      toolStorage.run(toolScope, () => definition.handler(argsText.value())),
+    );
+  const ms = definition.timeoutMs;
+  const outcome = (value: unknown) => settleValue(definition, value, ms);
+  if (ms !== undefined) {
+    return within(new Promise((resolve) => resolve(handle())), ms).then(
+      outcome,
+      failedAttempt,
+    );
   }
+  let returned: unknown;
+  try {
+    returned = handle();
+  } catch (error) {
+    return failedAttempt(error);
+  }
+  return isThenable(returned)
+    ? Promise.resolve(returned).then(outcome, failedAttempt)
+    : outcome(returned);
+}
+
+/** What the attempt's value makes of the call: its sealed result, or why it cannot be sealed. */
+function settleValue(
+  definition: ToolDefinition,
+  value: unknown,
+  ms: number | undefined,
+): Invoked {
+  if (value === TIMED_OUT) return timedOut(definition, ms!);
+  try {
+    // Encoded here, once: the `done` record seals this text, whatever the node does with the
+    // value it gets.
+    if (value === undefined) return { sealed: { ok: true }, value };
+    const text = canonical(value, `${definition.name}(result)`);
+    return { sealed: { ok: true, value: value as Json }, value, text };
+  } catch (error) {
+    const reason =
+      error instanceof UnsealableValue ? error.message : String(error);
+    return { sealed: { ok: true }, value, unrecordable: reason };
+  }
+}
+
+function failedAttempt(error: unknown): Invoked {
+  const e = asError(error);
+  return {
+    sealed: { ok: false, error: { name: e.name, message: e.message } },
+    cause: error,
+  };
 }
 
 export interface Invoked {

@@ -114,6 +114,15 @@ export function nextFrontier<S>(
   return flow.order.filter((n) => next.has(n));
 }
 
+const fulfilled = <T>(value: T): PromiseSettledResult<T> => ({
+  status: 'fulfilled',
+  value,
+});
+const rejected = (reason: unknown): PromiseSettledResult<never> => ({
+  status: 'rejected',
+  reason,
+});
+
 /**
  * Runs the frontier's nodes concurrently on one snapshot of the state and merges what they return:
  * the next state, frontier and visits; the run's error; the approval a call waits for (the run
@@ -148,31 +157,34 @@ export async function runFrontier<S extends object>(
     }
   }
   const state = flow.state.encode(cp.state);
-  const settled = await Promise.allSettled(
-    cp.frontier.map((name) => {
-      const node = flow.nodes.get(name)!;
-      const nodeScope: NodeScope = { step: scope, node: name, nextIndex: 0 };
-      const ctx: NodeContext = {
-        runId: cp.runId,
-        flow: cp.flow,
-        node: name,
-        superstep: cp.superstep,
-        identity: cp.identity,
-        call: <R>(tool: string, args?: unknown) =>
-          executor.call(nodeScope, tool, args) as Promise<R>,
-        skipCall: () => {
-          nodeScope.nextIndex++;
-        },
-        sleep: (ms: number) => sleepInRun(nodeScope, sleepFor(name, ms)),
-        sleepUntil: (at: Date | number) =>
-          sleepInRun(nodeScope, sleepUntil(name, at)),
-        publish: (data: Json) => publishFrom(scope, name, undefined, data),
-      };
-      return nodeStorage.run(nodeScope, () =>
-        promised(() => node.run(flow.state.view(state), ctx)),
-      );
-    }),
-  );
+  const runs = cp.frontier.map((name) => {
+    const node = flow.nodes.get(name)!;
+    const nodeScope: NodeScope = { step: scope, node: name, nextIndex: 0 };
+    const ctx: NodeContext = {
+      runId: cp.runId,
+      flow: cp.flow,
+      node: name,
+      superstep: cp.superstep,
+      identity: cp.identity,
+      call: <R>(tool: string, args?: unknown) =>
+        executor.call(nodeScope, tool, args) as Promise<R>,
+      skipCall: () => {
+        nodeScope.nextIndex++;
+      },
+      sleep: (ms: number) => sleepInRun(nodeScope, sleepFor(name, ms)),
+      sleepUntil: (at: Date | number) =>
+        sleepInRun(nodeScope, sleepUntil(name, at)),
+      publish: (data: Json) => publishFrom(scope, name, undefined, data),
+    };
+    return nodeStorage.run(nodeScope, () =>
+      promised(() => node.run(flow.state.view(state), ctx)),
+    );
+  });
+  // One node (most supersteps): its own settlement, without allSettled's promise per node.
+  const settled =
+    runs.length === 1
+      ? [await runs[0]!.then(fulfilled, rejected)]
+      : await Promise.allSettled(runs);
   // Calls a node left running (not awaited) finish before the checkpoint; later ones are refused.
   while (scope.inflight.size) await Promise.allSettled([...scope.inflight]);
   scope.closed = true;

@@ -3,8 +3,9 @@ import {
   InterceptingStore,
   type StoreWrite,
 } from '../../testing/intercepting-store';
+import type { CheckpointStore } from '../checkpoints/checkpoint-store';
 import { MemoryCheckpointStore } from '../checkpoints/memory.store';
-import { writeConfirmed } from './confirmed-write';
+import { writeConfirmed, type StoreRetry } from './confirmed-write';
 import { openHead } from './head-seal';
 import { KeyRing } from './key-ring';
 import { sealCheckpoint, type Checkpoint } from './records';
@@ -81,6 +82,18 @@ function faulty(
   return { store, inner, seen };
 }
 
+/** `writeConfirmed` as a promise: settled by the callback it calls. */
+const confirmed = (
+  store: CheckpointStore,
+  runId: string,
+  sealedHead: string,
+  write: () => Promise<void>,
+  retry?: StoreRetry,
+) =>
+  new Promise<void>((resolve, reject) =>
+    writeConfirmed(store, runId, sealedHead, write, resolve, reject, retry),
+  );
+
 describe('writeConfirmed (a write whose outcome a transient store failure left unknown)', () => {
   it('a write that failed before it landed goes again and lands once', async () => {
     const { store, inner, seen } = faulty((w, n) =>
@@ -115,7 +128,7 @@ describe('writeConfirmed (a write whose outcome a transient store failure left u
   it('a store that stays unavailable is CheckpointStoreUnavailable after the attempts (failures) it is given', async () => {
     const inner = new MemoryCheckpointStore();
     let writes = 0;
-    const err = await writeConfirmed(
+    const err = await confirmed(
       inner,
       RUN,
       'seal',
@@ -137,7 +150,7 @@ describe('writeConfirmed (a write whose outcome a transient store failure left u
     let writes = 0;
     const refused = new CheckpointConflict('refused', RUN);
     await expect(
-      writeConfirmed(new MemoryCheckpointStore(), RUN, 'seal', () => {
+      confirmed(new MemoryCheckpointStore(), RUN, 'seal', () => {
         writes++;
         return Promise.reject(refused);
       }),
@@ -148,7 +161,7 @@ describe('writeConfirmed (a write whose outcome a transient store failure left u
   it('a write that did not land while another worker took the run goes again and is refused by the compare-and-set', async () => {
     const { inner, store } = await claimedMeanwhile();
     const sealed = sealCheckpoint(ring, checkpoint(1));
-    const err = await writeConfirmed(store, RUN, 'not-the-head', () =>
+    const err = await confirmed(store, RUN, 'not-the-head', () =>
       store.save(sealed, { head: 'not-the-head' }),
     ).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(CheckpointConflict);

@@ -27,12 +27,17 @@ export function writeConfirmed(
   runId: string,
   sealedHead: string,
   write: () => Promise<void>,
+  landed: () => void,
+  lost: (error: unknown) => void,
   retry: StoreRetry = STORE_RETRY,
-): Promise<void> {
-  // The write as it is, when it succeeds (every write but a few): the retry loop's async function
-  // would cost each write a promise and an await more, and this runs on every write.
-  return promised(write).catch((error: unknown) =>
-    confirmAfter(error, store, runId, sealedHead, write, retry),
+): void {
+  // Callbacks, not a promise of its own: this runs on every write, and the retry loop's async
+  // function runs only after a failure (every write but a few succeeds at once).
+  promised(write).then(landed, (error: unknown) =>
+    confirmAfter(error, store, runId, sealedHead, write, retry).then(
+      landed,
+      lost,
+    ),
   );
 }
 

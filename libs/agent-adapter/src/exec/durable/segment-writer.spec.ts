@@ -218,6 +218,46 @@ describe('SegmentWriter', () => {
     expect(await stored(store, 0)).toHaveLength(1);
   });
 
+  it('queues what is logged while a write is in flight into one next write, settled in order', async () => {
+    const { store, log } = await storeWithRun();
+    const releases: Array<() => void> = [];
+    const real = store.recordCall.bind(store);
+    const write = jest
+      .spyOn(store, 'recordCall')
+      .mockImplementation(async (...args) => {
+        await new Promise<void>((resolve) => releases.push(resolve));
+        return real(...args);
+      });
+    const settledOrder: string[] = [];
+    const first = log
+      .started(0, content('started', 0))
+      .then(() => settledOrder.push('first'));
+    await tick(); // the first write is in flight, held
+    expect(write).toHaveBeenCalledTimes(1);
+    log.finished(0, content('done', 0));
+    const second = log
+      .started(0, content('started', 1))
+      .then(() => settledOrder.push('second'));
+    const third = log
+      .started(0, content('started', 2))
+      .then(() => settledOrder.push('third'));
+    let quiet = false;
+    const settled = log.settled().then(() => (quiet = true));
+    await tick();
+    expect(write).toHaveBeenCalledTimes(1); // nothing overtakes the write in flight
+    releases.shift()!();
+    await first;
+    await tick();
+    expect(write).toHaveBeenCalledTimes(2); // the rest in one write
+    expect(write.mock.calls[1]![2].map((r) => r.seq)).toEqual([2, 3, 4]);
+    expect(quiet).toBe(false);
+    expect(settledOrder).toEqual(['first']);
+    releases.shift()!();
+    await Promise.all([second, third, settled]);
+    expect(settledOrder).toEqual(['first', 'second', 'third']);
+    expect((await stored(store, 0)).map((r) => r.seq)).toEqual([1, 2, 3, 4]);
+  });
+
   it('keeps numbering across flushes with no gap', async () => {
     const { store, log } = await storeWithRun();
     for (let i = 0; i < 4; i++) {

@@ -1,15 +1,22 @@
 import { randomBytes } from 'node:crypto';
 import { asError } from '../../errors';
-import { Messages } from '../../errors/messages';
 import type {
   CallRecord,
-  CheckpointRecord,
   CheckpointStore,
-  SaveOptions,
 } from '../checkpoints/checkpoint-store';
 import { writeConfirmed } from './confirmed-write';
+import { promised } from '../promised';
 import { sealHead } from './head-seal';
-import { leaseEnd } from './lease-end';
+import {
+  headAfter,
+  saveOptions,
+  waiters,
+  waitsUntil,
+  type PendingCheckpoint,
+  type SegmentHead,
+  type SegmentOwner,
+  type Waiters,
+} from './segment-write';
 import type { KeyRing } from './key-ring';
 import {
   sealCallAt,
@@ -20,16 +27,6 @@ import {
 
 const PROCESS_TOKEN = randomBytes(9).toString('base64url');
 let writersMade = 0;
-
-/** Who writes a segment, and what its checkpoints say about ownership. */
-export interface SegmentOwner {
-  /** Written as the head's owner with every checkpoint. */
-  owner: string;
-  /** With every checkpoint the lease is set to about this long from the write (`leaseEnd`); none without it. */
-  leaseMs?: number;
-  /** Instead of `leaseMs`: the lease ends at this time (epoch ms; a schedule's next tick). */
-  leaseUntil?: number;
-}
 
 /** How one checkpoint goes out (see `SegmentWriter.checkpoint`). */
 export interface CheckpointWriteOptions {
@@ -46,7 +43,7 @@ export interface CheckpointWriteOptions {
 /**
  * The one ordered write channel of one segment of a run (a worker's tenure): every call record
  * and every checkpoint the segment writes goes through it, sealed here, in the order they were
- * made (writes are chained), so a crash can cut the log short but never leave a gap.
+ * made (one write in flight at a time), so a crash can cut the log short but never leave a gap.
  *
  * `started` is written before the tool runs and awaited. A result (`done`, `unrecordable`) is
  * buffered and goes out with the next write: another call's `started`, the superstep's checkpoint
@@ -65,12 +62,20 @@ export class SegmentWriter {
   private superstep = -1;
   private nextSeq = 1;
   private buffer: CallRecord[] = [];
-  private chain: Promise<void> = Promise.resolve();
-  /** Writes queued on `chain` that have not settled: none and no `startedFlush` = quiet. */
-  private queued = 0;
+  /**
+   * The write queue, as state and callbacks rather than a chain of promises (this runs several
+   * times per superstep, and each promise pays Node's async hooks): one write in flight at most;
+   * `due` asks for the next once it lands; `ticking` is a `started` batch waiting for its tick.
+   */
+  private inFlight = false;
+  private due = false;
+  private ticking = false;
+  /** The `started` callers whose records are buffered: settled by the write that takes them. */
+  private waiters?: Waiters;
+  /** `settled()` callers, resolved once no write is in flight, due or waiting for its tick. */
+  private idle: Array<() => void> = [];
   /** The flush `finished` scheduled; cancelled when another write takes the buffer first. */
   private resultFlush?: NodeJS.Immediate;
-  private startedFlush?: Promise<void>;
   /** A checkpoint waiting for the next write. */
   private pending?: PendingCheckpoint;
   /** The first write this segment had refused or lost; every later write fails with it. */
@@ -79,9 +84,7 @@ export class SegmentWriter {
    * The head as this segment's last stored write left it: its latest checkpoint's columns and the
    * run's call count, sealed anew with every write (see head-seal.ts).
    */
-  private head?: Pick<CheckpointRecord, 'flow' | 'step' | 'status'> & {
-    calls: number;
-  };
+  private head?: SegmentHead;
 
   constructor(
     private readonly store: CheckpointStore,
@@ -121,11 +124,16 @@ export class SegmentWriter {
 
   /**
    * Logs `started` and resolves once it is stored; rejects if refused (fenced) or lost. Throws a
-   * sealing error (nothing logged). Not async: the shared flush is this call's promise.
+   * sealing error (nothing logged).
+   *
+   * Calls started together (a node's `Promise.all`, a model's parallel tool calls) log their
+   * `started` records a few microtasks apart. The write goes out once the microtask queue is
+   * empty (a `nextTick` scheduled from a microtask runs only then), so they share one round trip.
    */
   started(superstep: number, content: CallDraft): Promise<void> {
     this.add(superstep, content);
-    return this.flushStarted();
+    this.onTick();
+    return (this.waiters ??= waiters()).promise;
   }
 
   /** Logs a result; stored with the next write (see the class comment). */
@@ -134,7 +142,7 @@ export class SegmentWriter {
     this.resultFlush ??= setImmediate(() => {
       this.resultFlush = undefined;
       // A failure here is kept in `failure`; the superstep rethrows it before saving.
-      this.flush().catch(() => undefined);
+      this.flushNow();
     });
   }
 
@@ -142,7 +150,9 @@ export class SegmentWriter {
    * Seals a checkpoint of this segment and writes it with the store's compare-and-set, after every
    * record made before it. Resolves once it is stored. A refused or lost write is kept in
    * `failure`, like a call write's: the segment's later calls and its `drain` fail with it, so
-   * nothing runs on an unsaved checkpoint. Sealing errors throw here, before anything is queued.
+   * nothing runs on an unsaved checkpoint. The caller handles the rejection (every caller awaits
+   * it, or ignores it where `failure` is read later). Sealing errors throw here, before anything
+   * is queued.
    */
   checkpoint(
     cp: Checkpoint,
@@ -153,7 +163,6 @@ export class SegmentWriter {
     const stored = new Promise<void>(
       (resolve, reject) => (settle = { resolve, reject }),
     );
-    stored.catch(() => undefined); // a deferred write's failure is read from `failure`
     this.pending = {
       record,
       expectCalls: options.expectCalls,
@@ -162,8 +171,8 @@ export class SegmentWriter {
       settle,
     };
     if (options.calls?.length) this.buffer = [...options.calls, ...this.buffer];
-    if (options.deferred) this.flushStarted().catch(() => undefined);
-    else this.flush().catch(() => undefined);
+    if (options.deferred) this.onTick();
+    else this.flushNow();
     return stored;
   }
 
@@ -176,11 +185,10 @@ export class SegmentWriter {
   }
 
   /** Waits for every queued write, then hands over what is still buffered (for the checkpoint). */
-  async drain(): Promise<CallRecord[]> {
+  drain(): Promise<CallRecord[]> {
     // Usually quiet by now (the superstep's last write was its `started`): no waiting to pay for.
-    if (this.queued > 0 || this.startedFlush) await this.settled();
-    if (this.failure !== undefined) throw this.failure;
-    return this.take();
+    if (!this.quiet) return this.settled().then(() => this.handOver());
+    return promised(() => this.handOver());
   }
 
   /**
@@ -188,37 +196,53 @@ export class SegmentWriter {
    * so far is stored: what follows (a stream entry published after a call returned) is stored
    * after the call's result. A failure is kept in `failure`, as for any write.
    */
-  async flushed(): Promise<void> {
-    if (this.buffer.length) await this.flush().catch(() => undefined);
-    await this.settled();
+  flushed(): Promise<void> {
+    if (this.buffer.length) this.flushNow();
+    return this.settled();
   }
 
-  /** Resolves once no write is pending or in flight (a scheduled flush may queue one meanwhile). */
-  async settled(): Promise<void> {
-    for (;;) {
-      const pending = this.startedFlush;
-      const seen = this.chain;
-      await pending?.catch(() => undefined);
-      await seen;
-      if (pending === this.startedFlush && seen === this.chain) return;
-    }
+  /** Resolves once no write is pending or in flight (a scheduled result flush may queue one later). */
+  settled(): Promise<void> {
+    if (this.quiet) return Promise.resolve();
+    return new Promise((resolve) => this.idle.push(resolve));
   }
 
-  /**
-   * Calls started together (a node's `Promise.all`, a model's parallel tool calls) log their
-   * `started` records a few microtasks apart. The write goes out once the microtask queue is
-   * empty (a `nextTick` scheduled from a microtask runs only then), so they share one round trip;
-   * a lone call waits for nothing but its own promise chain. A caller that finds a write pending
-   * has added its record before that write reads the buffer, so the write carries it.
-   */
-  private flushStarted(): Promise<void> {
-    this.startedFlush ??= new Promise<void>((resolve) =>
-      process.nextTick(resolve),
-    ).then(() => {
-      this.startedFlush = undefined;
-      return this.flush();
+  private get quiet(): boolean {
+    return !this.inFlight && !this.due && !this.ticking;
+  }
+
+  private handOver(): CallRecord[] {
+    if (this.failure !== undefined) throw this.failure;
+    return this.take();
+  }
+
+  /** Asks for a write of what is buffered once the microtask queue is empty (see `started`). */
+  private onTick(): void {
+    if (this.ticking) return;
+    this.ticking = true;
+    process.nextTick(() => {
+      this.ticking = false;
+      this.flushNow();
     });
-    return this.startedFlush;
+  }
+
+  /** Asks for a write of what is buffered: now, or once the write in flight lands. */
+  private flushNow(): void {
+    this.due = true;
+    this.pump();
+  }
+
+  /** Starts the write that is due unless one is in flight; tells `settled()` callers once quiet. */
+  private pump(): void {
+    while (this.due && !this.inFlight) {
+      this.due = false;
+      this.write();
+    }
+    if (this.quiet && this.idle.length) {
+      const idle = this.idle;
+      this.idle = [];
+      for (const resolve of idle) resolve();
+    }
   }
 
   /**
@@ -257,60 +281,78 @@ export class SegmentWriter {
     this.buffer.push(record);
   }
 
-  private flush(): Promise<void> {
-    const job = this.chain.then(async () => {
-      const checkpoint = this.pending;
-      this.pending = undefined;
-      if (this.failure !== undefined) {
-        checkpoint?.settle.reject(this.failure);
-        throw this.failure;
-      }
-      if (this.buffer.length === 0 && !checkpoint) return;
-      const records = this.take();
-      try {
-        const head = this.headAfter(checkpoint, records);
-        const sealed = sealHead(
-          this.ring,
-          {
-            runId: this.runId,
-            segment: this.segment,
-            incarnation: this.incarnation,
-            flow: head.flow,
-            step: head.step,
-            status: head.status,
-            calls: head.calls,
-          },
-          this.writeToken(),
-        );
-        // A store that fails transiently is read back and written again (confirmed-write.ts),
-        // so a finished call's record is not lost to a dropped connection.
-        const options = checkpoint
-          ? this.saveOptions(checkpoint, records, sealed)
-          : undefined;
-        await writeConfirmed(this.store, this.runId, sealed, () =>
-          checkpoint
-            ? this.store.save(checkpoint.record, options)
-            : this.store.recordCall(this.runId, this.segment, records, sealed),
-        );
+  /**
+   * One write: the pending checkpoint (if any) with every buffered record, settling the callers
+   * waiting on them. Never throws: a failure is kept in `failure` and rejects those callers.
+   */
+  private write(): void {
+    const checkpoint = this.pending;
+    this.pending = undefined;
+    const waiting = this.waiters;
+    this.waiters = undefined;
+    const fail = (error: unknown): void => {
+      this.failure = asError(error);
+      checkpoint?.settle.reject(this.failure);
+      waiting?.reject(this.failure);
+    };
+    if (this.failure !== undefined) return fail(this.failure);
+    if (this.buffer.length === 0 && !checkpoint) return waiting?.resolve();
+    const records = this.take();
+    let head: SegmentHead;
+    let sealed: string;
+    try {
+      head = headAfter(
+        this.runId,
+        this.segment,
+        this.head,
+        checkpoint,
+        records,
+      );
+      sealed = sealHead(
+        this.ring,
+        {
+          runId: this.runId,
+          segment: this.segment,
+          incarnation: this.incarnation,
+          flow: head.flow,
+          step: head.step,
+          status: head.status,
+          calls: head.calls,
+        },
+        this.writeToken(),
+      );
+    } catch (error) {
+      return fail(error);
+    }
+    // A store that fails transiently is read back and written again (confirmed-write.ts), so a
+    // finished call's record is not lost to a dropped connection.
+    const options = checkpoint
+      ? saveOptions(this.writer, checkpoint, records, sealed)
+      : undefined;
+    this.inFlight = true;
+    writeConfirmed(
+      this.store,
+      this.runId,
+      sealed,
+      () =>
+        checkpoint
+          ? this.store.save(checkpoint.record, options)
+          : this.store.recordCall(this.runId, this.segment, records, sealed),
+      () => {
         this.head = head;
-      } catch (error) {
-        this.failure = asError(error);
-        checkpoint?.settle.reject(this.failure);
-        throw this.failure;
-      }
-      checkpoint?.settle.resolve();
-    });
-    this.queued++;
-    const settle = () => void this.queued--;
-    this.chain = job.then(settle, settle);
-    return job;
+        this.inFlight = false;
+        checkpoint?.settle.resolve();
+        waiting?.resolve();
+        this.pump();
+      },
+      (error) => {
+        this.inFlight = false;
+        fail(error);
+        this.pump();
+      },
+    );
   }
 
-  /**
-   * The head a write leaves: the checkpoint's columns (or the last one's) and the call count. A
-   * segment's count starts from its first checkpoint: a new run's (0) or the one a claim insists
-   * on (`expectCalls`, the head's count), and then counts what this segment appends.
-   */
   /**
    * A token no other write carries: 72 random bits per process, the writer's number in the
    * process, then its write count (random bytes per writer cost more than a run's sealing).
@@ -318,63 +360,4 @@ export class SegmentWriter {
   private writeToken(): string {
     return this.tokenBase + (++this.writes).toString(36);
   }
-
-  private headAfter(
-    checkpoint: PendingCheckpoint | undefined,
-    records: CallRecord[],
-  ): NonNullable<SegmentWriter['head']> {
-    const base = checkpoint
-      ? (checkpoint.expectCalls ??
-        (checkpoint.record.step === 0 ? 0 : this.head?.calls))
-      : this.head?.calls;
-    const columns = checkpoint?.record ?? this.head;
-    if (base === undefined || columns === undefined) {
-      // A programming error: a segment opens with a checkpoint that knows the run's count.
-      throw new Error(Messages.segmentWithoutCount(this.runId, this.segment));
-    }
-    const { flow, step, status } = columns;
-    return { flow, step, status, calls: base + records.length };
-  }
-
-  /** Read when the write is made: the lease counts from then. */
-  private saveOptions(
-    checkpoint: PendingCheckpoint,
-    records: CallRecord[],
-    head: string,
-  ): SaveOptions {
-    const { owner, leaseMs, leaseUntil } = this.writer;
-    // Assigned, not spread from conditional objects: this runs on every checkpoint.
-    const options: SaveOptions = { head, owner };
-    if (records.length) options.calls = records;
-    const { expectCalls, waitsUntil } = checkpoint;
-    if (expectCalls !== undefined) options.expectCalls = expectCalls;
-    if (checkpoint.acceptLostWrites) options.acceptLostWrites = true;
-    // A run that waits is due at its time (never, for null); one driven here, at its lease's end.
-    const due =
-      waitsUntil !== undefined
-        ? waitsUntil
-        : (leaseUntil ??
-          (leaseMs !== undefined ? leaseEnd(Date.now(), leaseMs) : null));
-    if (due !== null) options.leaseExpiresAt = due;
-    return options;
-  }
-}
-
-/**
- * When a run that waits falls due, as the store indexes it: a sleeping run at its wake time, a
- * paused one at its approval's deadline, or never (null: it waits for a person). Undefined for a
- * run that does not wait: its due time is the writer's lease.
- */
-function waitsUntil(cp: Checkpoint): number | null | undefined {
-  if (cp.status === 'sleeping') return cp.wakeAt ?? null;
-  if (cp.status === 'paused') return cp.pending?.deadline ?? null;
-  return undefined;
-}
-
-interface PendingCheckpoint {
-  record: CheckpointRecord;
-  expectCalls: number | undefined;
-  acceptLostWrites: boolean;
-  waitsUntil: number | null | undefined;
-  settle: { resolve: () => void; reject: (error: Error) => void };
 }

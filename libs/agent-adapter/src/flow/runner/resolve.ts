@@ -4,10 +4,8 @@ import type { CheckpointStore } from '../../exec/checkpoints/checkpoint-store';
 import { assertJson, type Json } from '../../exec/durable/canonical-json';
 import type { KeyRing } from '../../exec/durable/key-ring';
 import type { Checkpoint, Resolution } from '../../exec/durable/records';
-import {
-  SegmentWriter,
-  type SegmentOwner,
-} from '../../exec/durable/segment-writer';
+import type { SegmentOwner } from '../../exec/durable/segment-write';
+import { SegmentWriter } from '../../exec/durable/segment-writer';
 import { callIdOf } from './in-doubt';
 import { readCutSuperstep, readVerified } from './run-reader';
 import { resolveCheckpoint } from './run-transitions';
