@@ -4,6 +4,7 @@ import { UnsealableValue } from '../../errors';
 import {
   assertJson,
   canonical,
+  canonicalFlat,
   canonicalJson,
   canonicalObject,
   CanonicalText,
@@ -202,6 +203,52 @@ describe('canonicalJson', () => {
       ),
       { numRuns: 100 },
     );
+  });
+});
+
+describe('canonicalFlat (coordinates: flat objects of strings and numbers)', () => {
+  const anyString = fc.string({ unit: 'binary', maxLength: 12 });
+  it('writes exactly what canonicalize writes', () => {
+    fc.assert(
+      fc.property(
+        fc.dictionary(
+          anyString,
+          fc.oneof(
+            anyString,
+            fc.integer(),
+            fc.double({ noNaN: true, noDefaultInfinity: true }),
+          ),
+          { maxKeys: 8 },
+        ),
+        (flat) => {
+          expect(canonicalFlat(flat)).toBe(canonicalize(flat));
+        },
+      ),
+      { numRuns: 1000 },
+    );
+  });
+
+  it('hands anything else to canonicalJson: the same text, or the same error', () => {
+    const odd = fc.oneof(
+      fc.jsonValue({ maxDepth: 2 }),
+      fc.constantFrom<unknown>(undefined, NaN, Infinity, () => 0, 1n),
+    );
+    fc.assert(
+      fc.property(fc.dictionary(anyString, odd, { maxKeys: 6 }), (value) => {
+        let expected: string | Error;
+        try {
+          expected = canonicalJson(value);
+        } catch (error) {
+          expected = error as Error;
+        }
+        if (typeof expected === 'string')
+          expect(canonicalFlat(value)).toBe(expected);
+        else expect(() => canonicalFlat(value)).toThrow(expected.message);
+      }),
+      { numRuns: 1000 },
+    );
+    const instance = new Date(0) as unknown as Record<string, unknown>;
+    expect(() => canonicalFlat(instance)).toThrow(UnsealableValue);
   });
 });
 

@@ -41,6 +41,31 @@ export function canonicalJsonWithout(
   return encode(value, [], [], '$', omit);
 }
 
+/**
+ * `canonicalJson` of a flat object of strings and numbers (a sealed record's coordinates, made
+ * for every MAC): the same text, written without the general walk's bookkeeping. Anything else in
+ * it (a nested value, `undefined`, a number JSON cannot hold) goes to `canonicalJson`, which
+ * encodes it or names what is wrong.
+ */
+export function canonicalFlat(
+  value: Readonly<Record<string, unknown>>,
+): string {
+  if (Object.getPrototypeOf(value) !== Object.prototype)
+    return canonicalJson(value);
+  let s = '{';
+  for (const key of inOrder(Object.keys(value))) {
+    const v = value[key];
+    let text: string;
+    if (typeof v === 'string')
+      text = ESCAPED.test(v) ? JSON.stringify(v) : `"${v}"`;
+    else if (typeof v === 'number' && Number.isFinite(v)) text = String(v);
+    else return canonicalJson(value);
+    if (s.length > 1) s += ',';
+    s += memberPrefix(key) + text;
+  }
+  return s + '}';
+}
+
 /** Throws `UnsealableValue` unless `value` is plain JSON data (see `canonicalJson`). */
 export function assertJson(value: unknown, path = '$'): asserts value is Json {
   canonicalJson(value, path);

@@ -1,5 +1,6 @@
 import { timingSafeEqual } from 'node:crypto';
 import {
+  canonicalFlat,
   canonicalJson,
   canonicalJsonWithout,
   type Encodable,
@@ -105,5 +106,5 @@ export function open(
 }
 
 function mac(key: HmacSha256, coords: Coordinates, body: string): string {
-  return key.digest(`${VERSION}\n${canonicalJson(coords)}\n`, body);
+  return key.digest(`${VERSION}\n${canonicalFlat(coords)}\n`, body);
 }
