@@ -190,11 +190,17 @@ function encode(
     s = '[';
     for (let i = 0; i < v.length; i++) {
       if (i > 0) s += ',';
+      const item: unknown = v[i];
+      // Leaves inline (most of what records hold): no recursion, no path to keep.
+      if (typeof item === 'string' && i in v) {
+        s += ESCAPED.test(item) ? JSON.stringify(item) : `"${item}"`;
+        continue;
+      }
       at.push(i);
-      if (!(i in v) || v[i] === undefined) {
+      if (!(i in v) || item === undefined) {
         fail(root, at, Messages.unsealableHole());
       }
-      s += encode(v[i], at, ancestors, root);
+      s += encode(item, at, ancestors, root);
       at.pop();
     }
     s += ']';
@@ -218,6 +224,17 @@ function encode(
       if (item === undefined || omit?.has(key)) continue;
       if (!first) s += ',';
       first = false;
+      // Leaves inline (most members of records and states): no recursion, no path to keep.
+      if (typeof item === 'string') {
+        s +=
+          memberPrefix(key) +
+          (ESCAPED.test(item) ? JSON.stringify(item) : `"${item}"`);
+        continue;
+      }
+      if (typeof item === 'number' && Number.isFinite(item)) {
+        s += memberPrefix(key) + String(item);
+        continue;
+      }
       at.push(key);
       s += memberPrefix(key) + encode(item, at, ancestors, root);
       at.pop();
