@@ -44,22 +44,29 @@ export function invokeTool(
       toolStorage.run(toolScope, () => definition.handler(argsText.value())),
     );
   const ms = definition.timeoutMs;
-  const outcome = (value: unknown) => settleValue(definition, value, ms);
+  // Whatever throws on the way (the handler, a `then` getter, a value that cannot be described)
+  // is the attempt's failure, never the call's rejection: the call is always recorded.
+  const outcome = (value: unknown): Invoked => {
+    try {
+      return settleValue(definition, value, ms);
+    } catch (error) {
+      return failedAttempt(error);
+    }
+  };
   if (ms !== undefined) {
     return within(new Promise((resolve) => resolve(handle())), ms).then(
       outcome,
       failedAttempt,
     );
   }
-  let returned: unknown;
   try {
-    returned = handle();
+    const returned = handle();
+    return isThenable(returned)
+      ? Promise.resolve(returned).then(outcome, failedAttempt)
+      : outcome(returned);
   } catch (error) {
     return failedAttempt(error);
   }
-  return isThenable(returned)
-    ? Promise.resolve(returned).then(outcome, failedAttempt)
-    : outcome(returned);
 }
 
 /** What the attempt's value makes of the call: its sealed result, or why it cannot be sealed. */

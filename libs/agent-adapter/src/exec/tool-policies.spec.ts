@@ -95,6 +95,41 @@ async function crashedAfterThenRecovered(
   ).recover(flowCalling(tool), runId);
 }
 
+describe('A tool attempt that fails in an odd way is a failed call, recorded `done`', () => {
+  it.each([
+    [
+      'a result whose `then` getter throws',
+      () => ({
+        get then(): unknown {
+          throw new Error('then getter');
+        },
+      }),
+      { name: 'Error', message: 'then getter' },
+    ],
+    [
+      'a thrown object with no prototype (no text of its own)',
+      () => {
+        throw Object.create(null);
+      },
+      { name: 'Error', message: '[object Object]' },
+    ],
+  ])('%s', async (_what, handler, error) => {
+    const store = new MemoryCheckpointStore();
+    const r = await runnerOn(store, registryWith('odd', handler, {})).run(
+      flowCalling('odd'),
+      {},
+      { runId: 'odd' },
+    );
+    expect(r).toMatchObject({
+      status: 'done',
+      state: { r: { error: { failed: true, errorName: error.name } } },
+    });
+    const log = (await logOf(store, 'odd')).filter((b) => b.tool === 'odd');
+    expect(log.map((b) => b.phase)).toEqual(['started', 'done']);
+    expect(log[1]).toMatchObject({ outcome: { ok: false, error } });
+  });
+});
+
 describe('Tool policies: retry', () => {
   it('retries a tool that throws: every attempt logged `started` (attempt, previous error), one `done`, the same idempotency key', async () => {
     const keys: string[] = [];

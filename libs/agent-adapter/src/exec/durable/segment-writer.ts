@@ -330,6 +330,7 @@ export class SegmentWriter {
       ? saveOptions(this.writer, checkpoint, records, sealed)
       : undefined;
     this.inFlight = true;
+    // The callbacks below must not throw: nothing would catch it, and the queue would stall.
     writeConfirmed(
       this.store,
       this.runId,
