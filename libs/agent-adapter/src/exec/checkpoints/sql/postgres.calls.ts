@@ -25,7 +25,7 @@ function fields(own: boolean): readonly Column[] {
   return own ? WITH_SEGMENT : WITHOUT_SEGMENT;
 }
 
-/** Pushes the parameters of `calls` after `params`, as `insertCallsCte` numbers them. */
+/** Pushes the parameters of `calls` after `params`, as `insertCallsSql` numbers them. */
 export function bindCalls(
   calls: readonly CallRecord[],
   params: unknown[],
@@ -40,17 +40,16 @@ export function bindCalls(
 }
 
 /**
- * The CTE inserting `size` calls for the head the write matched (none for none), their parameters
+ * The INSERT of `size` (at least one) calls for the head the write matched, their parameters
  * numbered from `at + 1`. `segment` is the segment column's source: each call's own (undefined) or
  * one the write binds once (an append's `$2`).
  */
-export function insertCallsCte(
+export function insertCallsSql(
   n: SqlNames,
   size: number,
   at: number,
   segment?: string,
 ): string {
-  if (size === 0) return '';
   const columns = fields(segment === undefined);
   const names = columns.map(([key]) => key).join(', ');
   let source: string;
@@ -68,6 +67,6 @@ export function insertCallsCte(
     });
     source = `(VALUES ${rows.join(', ')})`;
   }
-  return `, calls AS (INSERT INTO ${n.calls} (${CALL_COLUMNS})
-    SELECT head.run_id, c.superstep, ${segment ?? 'c.segment'}, c.seq, c.sealed FROM head, ${source} AS c(${names}))`;
+  return `INSERT INTO ${n.calls} (${CALL_COLUMNS})
+    SELECT head.run_id, c.superstep, ${segment ?? 'c.segment'}, c.seq, c.sealed FROM head, ${source} AS c(${names})`;
 }

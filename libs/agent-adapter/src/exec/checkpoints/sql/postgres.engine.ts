@@ -5,7 +5,7 @@ import { Engine, foreignTables, type SqlStep } from './sql.engine';
 import { CheckpointStoreUnavailable } from '../../../errors';
 import { Messages } from '../../../errors/messages';
 import { STREAM_COLUMNS } from './sql.rows';
-import { bindCalls, insertCallsCte, VALUES_ROWS } from './postgres.calls';
+import { bindCalls, insertCallsSql, VALUES_ROWS } from './postgres.calls';
 import type { SqlNames } from './sql.schema';
 import {
   dropOldSql,
@@ -15,7 +15,7 @@ import {
 } from './sql.writes';
 
 type NamedQuery = { name: string; text: string; values: unknown[] };
-type PgResult = { rows: unknown[] };
+type PgResult = { rows: unknown[]; rowCount: number | null };
 
 /** The part of pg's Pool the engine uses. */
 interface PgPool {
@@ -145,35 +145,47 @@ export class PostgresEngine extends Engine {
     return this.rows(sql, params, (rows) => rows as T[]);
   }
 
-  /** The write `sql` made; whether its head matched (the statement returns one row then). */
+  /**
+   * Whether the write `sql` made matched its head. Its outermost statement is the INSERT or
+   * UPDATE that writes only when the head matched, so on the pool its row count says: no rows
+   * come back to describe and parse (pg spends more on a result's fields than on its bind). Through
+   * TypeORM, which keeps an INSERT's count to itself, the text ends in `RETURNING 1`.
+   */
   private wrote(sql: string, params: unknown[]): Promise<boolean> {
-    return this.rows(sql, params, (rows) => rows.length === 1);
+    return this.rows(sql, params, (rows, count) => (count ?? rows.length) > 0);
   }
 
   /**
-   * `map` of the rows of `sql`: a prepared statement on the pool, in pg's callback form (one
-   * promise: its promise form makes two, and an async layer here two more, each paying the async
-   * hooks; this runs on every write), else TypeORM's query. `map` must not throw (it runs in pg's
-   * callback).
+   * `map` of the rows of `sql` (and its row count on the pool): a prepared statement on the pool,
+   * in pg's callback form (one promise: its promise form makes two, and an async layer here two
+   * more, each paying the async hooks; this runs on every write), else TypeORM's query. `map` must
+   * not throw (it runs in pg's callback).
    */
   private rows<T>(
     sql: string,
     params: unknown[],
-    map: (rows: unknown[]) => T,
+    map: (rows: unknown[], count?: number) => T,
   ): Promise<T> {
     const pool = this.prepared ? this.pool : undefined;
     if (!pool)
-      return (this.ds.query(sql, params) as Promise<unknown[]>).then(map);
+      return (this.ds.query(sql, params) as Promise<unknown[]>).then((rows) =>
+        map(rows),
+      );
     const query = { name: this.nameOf(sql), text: sql, values: params };
     // A pool whose `query` declares no callback (not pg-pool's, or one wrapped by instrumentation)
     // would never call one back. Read on each call: instrumentation may wrap it at any time.
     if (pool.query.length < 2)
-      return pool.query(query).then((r) => map(r.rows));
+      return pool.query(query).then((r) => map(r.rows, r.rowCount ?? 0));
     return new Promise<T>((resolve, reject) => {
       pool.query(query, (error, result) =>
-        error ? reject(error) : resolve(map(result.rows)),
+        error ? reject(error) : resolve(map(result.rows, result.rowCount ?? 0)),
       );
     });
+  }
+
+  /** What ends a write's text: rows to count where the row count does not come back. */
+  private get counted(): string {
+    return this.prepared && this.pool ? '' : ' RETURNING 1';
   }
 
   /** The prepared statement's name for `sql`. */
@@ -194,7 +206,10 @@ export class PostgresEngine extends Engine {
     return row?.n ?? 0;
   }
 
-  /** The shared head write, the checkpoint and the calls as one statement: all or nothing. */
+  /**
+   * The shared head write, the calls and the checkpoint as one statement: all or nothing. The
+   * checkpoint's INSERT is outermost: it inserts one row exactly when the head matched.
+   */
   protected override writeSave(
     cp: CheckpointRecord,
     calls: readonly CallRecord[],
@@ -204,26 +219,32 @@ export class PostgresEngine extends Engine {
     const at = params.length;
     const sql = this.writeText(headSql, at, calls.length, () => {
       const n = this.tables;
-      return `WITH head AS (${headSql} RETURNING run_id),
-       cp AS (${insertCheckpointSql(n)} SELECT run_id, $2, $8, $3, $4, $10 FROM head)${insertCallsCte(n, calls.length, at)}
-       SELECT 1 FROM head`;
+      const insertCalls = calls.length
+        ? `, calls AS (${insertCallsSql(n, calls.length, at)})`
+        : '';
+      return `WITH head AS (${headSql} RETURNING run_id)${insertCalls}
+       ${insertCheckpointSql(n)} SELECT run_id, $2, $8, $3, $4, $10 FROM head${this.counted}`;
     });
     bindCalls(calls, params, true);
     return this.wrote(sql, params);
   }
 
-  /** The head write and the calls as one statement: all or nothing. */
+  /**
+   * The head write and the calls as one statement: all or nothing. The calls' INSERT is
+   * outermost (the head's UPDATE when there are none): it writes rows exactly when the head matched.
+   */
   protected override writeAppend(
     calls: readonly CallRecord[],
     params: unknown[],
   ): Promise<boolean> {
     const head = this.headText('append');
     const at = params.length;
-    const sql = this.writeText(head, at, calls.length, () => {
-      const n = this.tables;
-      return `WITH head AS (${head} RETURNING run_id)${insertCallsCte(n, calls.length, at, '$2')}
-       SELECT 1 FROM head`;
-    });
+    const sql = this.writeText(head, at, calls.length, () =>
+      calls.length
+        ? `WITH head AS (${head} RETURNING run_id)
+       ${insertCallsSql(this.tables, calls.length, at, '$2')}${this.counted}`
+        : `${head}${this.counted}`,
+    );
     bindCalls(calls, params, false);
     return this.wrote(sql, params);
   }
