@@ -1,3 +1,4 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
 import { CheckpointConflict, CheckpointStoreCorrupt } from '../../errors';
 import { MemoryCheckpointStore } from '../checkpoints/memory.store';
 import { assertNoGaps } from '../../flow/runner/run-reader';
@@ -256,6 +257,33 @@ describe('SegmentWriter', () => {
     await Promise.all([second, third, settled]);
     expect(settledOrder).toEqual(['first', 'second', 'third']);
     expect((await stored(store, 0)).map((r) => r.seq)).toEqual([1, 2, 3, 4]);
+  });
+
+  it('issues a write queued behind one in flight in the async context of the caller that queued it', async () => {
+    const { store, log } = await storeWithRun();
+    const context = new AsyncLocalStorage<string>();
+    const releases: Array<() => void> = [];
+    const seen: Array<string | undefined> = [];
+    const real = store.recordCall.bind(store);
+    jest.spyOn(store, 'recordCall').mockImplementation(async (...args) => {
+      seen.push(context.getStore()); // what a driver's instrumentation would read
+      await new Promise<void>((resolve) => releases.push(resolve));
+      return real(...args);
+    });
+    const first = context.run('first', () =>
+      log.started(0, content('started', 0)),
+    );
+    await tick();
+    const second = context.run('second', () =>
+      log.started(0, content('started', 1)),
+    );
+    await tick();
+    context.run('releaser', () => releases.shift()!());
+    await first;
+    await tick();
+    releases.shift()!();
+    await second;
+    expect(seen).toEqual(['first', 'second']);
   });
 
   it('keeps numbering across flushes with no gap', async () => {

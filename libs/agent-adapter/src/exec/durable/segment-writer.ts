@@ -1,3 +1,4 @@
+import { AsyncResource } from 'node:async_hooks';
 import { randomBytes } from 'node:crypto';
 import { asError } from '../../errors';
 import type {
@@ -70,6 +71,12 @@ export class SegmentWriter {
   private inFlight = false;
   private due = false;
   private ticking = false;
+  /**
+   * The async context of the caller that made a write due while another was in flight: that
+   * write is issued from the earlier one's callback, and runs in this scope instead, so what the
+   * store does (a driver's span, a context it reads) belongs to the caller, not the earlier write.
+   */
+  private dueScope?: AsyncResource;
   /** The `started` callers whose records are buffered: settled by the write that takes them. */
   private waiters?: Waiters;
   /** `settled()` callers, resolved once no write is in flight, due or waiting for its tick. */
@@ -229,6 +236,8 @@ export class SegmentWriter {
   /** Asks for a write of what is buffered: now, or once the write in flight lands. */
   private flushNow(): void {
     this.due = true;
+    if (this.inFlight)
+      this.dueScope ??= new AsyncResource('agent-adapter.write');
     this.pump();
   }
 
@@ -236,7 +245,10 @@ export class SegmentWriter {
   private pump(): void {
     while (this.due && !this.inFlight) {
       this.due = false;
-      this.write();
+      const scope = this.dueScope;
+      this.dueScope = undefined;
+      if (scope) scope.runInAsyncScope(() => this.write());
+      else this.write();
     }
     if (this.quiet && this.idle.length) {
       const idle = this.idle;
