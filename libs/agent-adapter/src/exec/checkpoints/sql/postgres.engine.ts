@@ -230,8 +230,8 @@ export class PostgresEngine extends Engine {
   }
 
   /**
-   * The head write and the calls as one statement: all or nothing. The calls' INSERT is
-   * outermost (the head's UPDATE when there are none): it writes rows exactly when the head matched.
+   * The head write and the calls (at least one: the store sends no empty batch) as one statement:
+   * all or nothing. The calls' INSERT is outermost: it writes rows exactly when the head matched.
    */
   protected override writeAppend(
     calls: readonly CallRecord[],
@@ -239,11 +239,12 @@ export class PostgresEngine extends Engine {
   ): Promise<boolean> {
     const head = this.headText('append');
     const at = params.length;
-    const sql = this.writeText(head, at, calls.length, () =>
-      calls.length
-        ? `WITH head AS (${head} RETURNING run_id)
-       ${insertCallsSql(this.tables, calls.length, at, '$2')}${this.counted}`
-        : `${head}${this.counted}`,
+    const sql = this.writeText(
+      head,
+      at,
+      calls.length,
+      () => `WITH head AS (${head} RETURNING run_id)
+       ${insertCallsSql(this.tables, calls.length, at, '$2')}${this.counted}`,
     );
     bindCalls(calls, params, false);
     return this.wrote(sql, params);

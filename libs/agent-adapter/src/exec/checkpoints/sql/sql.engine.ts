@@ -112,7 +112,7 @@ export abstract class Engine {
     headSql: string,
   ): Promise<boolean>;
 
-  /** The head write over `appendParams` and `calls`: all or nothing. */
+  /** The head write over `appendParams` and `calls` (never empty): all or nothing. */
   protected abstract writeAppend(
     calls: readonly CallRecord[],
     params: unknown[],
