@@ -146,10 +146,11 @@ export class PostgresEngine extends Engine {
   }
 
   /**
-   * Whether the write `sql` made matched its head. Its outermost statement is the INSERT or
-   * UPDATE that writes only when the head matched, so on the pool its row count says: no rows
-   * come back to describe and parse (pg spends more on a result's fields than on its bind). Through
-   * TypeORM, which keeps an INSERT's count to itself, the text ends in `RETURNING 1`.
+   * Whether the write `sql` made matched its head. Its outermost statement is an INSERT that
+   * writes only when the head matched, so on the pool its row count says: no rows come back to
+   * describe and parse (pg spends more on a result's fields than on its bind). Through TypeORM,
+   * which keeps an INSERT's count to itself, the text ends in `RETURNING 1` (an INSERT, not an
+   * UPDATE: TypeORM answers an UPDATE with `[rows, count]`, whose length is always 2).
    */
   private wrote(sql: string, params: unknown[]): Promise<boolean> {
     return this.rows(sql, params, (rows, count) => (count ?? rows.length) > 0);
