@@ -48,7 +48,7 @@ async function admin(fn) {
 
 /** Drops one of this benchmark's own databases (never any other), if it exists. */
 function dropDatabase(name) {
-  if (!/^peers_(ours|dbos|lg|floor)$/.test(name))
+  if (!/^peers_(ours|dbos|lg|floor|stmts)$/.test(name))
     throw new Error(`not a peers database: ${name}`);
   return admin((c) => c.query(`drop database if exists ${name} with (force)`));
 }
