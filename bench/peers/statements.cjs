@@ -18,6 +18,8 @@
  *      the runs table's secondary indexes: what they cost (they serve recovery, due work and
  *      the operators' listings, so they are not optional);
  *    - `head + checkpoint`: the writes without their call rows;
+ *    - `calls in the checkpoint row`: the same, with the call records' bytes added to the
+ *      checkpoint row (what keeping a write's calls in its checkpoint row would cost);
  *    - `head`: the head write alone (the INSERT at step 0, the UPDATE after);
  *    - `floor`: four raw single-row INSERTs of ~500 B (bench:peers' Postgres floor);
  *    - `floor (update)`: four version-checked UPDATEs of a ~500 B row by its key: the rawest
@@ -95,6 +97,21 @@ function parts(text) {
       text,
     );
   return m && { headCte: m[1], head: m[2], calls: m[3], outer: m[4] };
+}
+
+/**
+ * The write's values with its call records' sealed texts appended to its checkpoint's: the bytes
+ * one row would hold if a write's calls were kept in its checkpoint row (a layout question).
+ */
+function merged(write, p) {
+  const values = [...write.values];
+  const sealed = /, \$(\d+) FROM head/.exec(p.outer);
+  // Every fourth value of the call rows (superstep, segment, seq, sealed) is a record.
+  const calls = [...p.calls.matchAll(/\$(\d+)/g)].map((m) => Number(m[1]));
+  const records = calls.filter((_, i) => i % 4 === 3);
+  if (sealed)
+    values[Number(sealed[1]) - 1] += records.map((n) => values[n - 1]).join('');
+  return values;
 }
 
 function pgbench(script, clients, seconds) {
@@ -222,6 +239,12 @@ lib.main(async () => {
           'head + checkpoint',
           each((w, p) =>
             scripted(`${p.headCte} ${p.outer}`, w.values, from, from),
+          ),
+        ),
+        script(
+          'calls in the checkpoint row',
+          each((w, p) =>
+            scripted(`${p.headCte} ${p.outer}`, merged(w, p), from, from),
           ),
         ),
         script(
