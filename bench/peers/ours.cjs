@@ -98,17 +98,21 @@ async function openStore(aa, store) {
   throw new Error(`unknown store ${store}`);
 }
 
-/** A runner of the flows on `store`, as the phases below and warmup.cjs use it. */
-async function openRunner(aa, store) {
+/** The flows' runner (the `step` tool, the bench's key) on a checkpoint store already open. */
+function runnerOn(aa, checkpoints) {
   const tools = new aa.ToolRegistry().register('step', async (a) => ({
     v: a.x + 1,
   }));
-  const opened = await openStore(aa, store);
-  const runner = new aa.FlowRunner(new aa.Executor(tools), {
-    checkpoints: opened.store,
+  return new aa.FlowRunner(new aa.Executor(tools), {
+    checkpoints,
     checkpointKey: KEY,
   });
-  return { ...opened, runner };
+}
+
+/** A runner of the flows on `store`, as the phases below and warmup.cjs use it. */
+async function openRunner(aa, store) {
+  const opened = await openStore(aa, store);
+  return { ...opened, runner: runnerOn(aa, opened.store) };
 }
 
 /** `once(i)`: runs flow i of `flow` (of `steps` nodes) under run ids tagged `tag`, checks its result. */
@@ -125,7 +129,7 @@ function flowOnce(runner, flow, steps, tag) {
   };
 }
 
-module.exports = { makeFlow, openRunner, flowOnce };
+module.exports = { makeFlow, runnerOn, openRunner, flowOnce };
 
 if (require.main === module)
   lib.main(async () => {

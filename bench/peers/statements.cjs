@@ -181,13 +181,7 @@ lib.main(async () => {
     );
     for (const { name } of secondary) await ds.query(`DROP INDEX ${name}`);
 
-    const tools = new aa.ToolRegistry().register('step', async (a) => ({
-      v: a.x + 1,
-    }));
-    const runner = new aa.FlowRunner(new aa.Executor(tools), {
-      checkpoints: store,
-      checkpointKey: 'peers-bench-checkpoint-key-0123456789abcdef',
-    });
+    const runner = ours.runnerOn(aa, store);
     const run = ours.flowOnce(runner, ours.makeFlow(aa, 3), 3, 'capture');
     const capture = captureWrites(pg, 'capture-3-0');
     await run(0);
