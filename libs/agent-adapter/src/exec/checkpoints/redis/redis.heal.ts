@@ -18,16 +18,29 @@
  * took it, its hash keeps the placement), its dedupe key with it; an enqueue with a dedupe key
  * waits for the healing (its script refuses while the stamp is not the master's id), so no second
  * run starts for a lost key. A run past its first step that its queue no longer counts (its
- * admission lost) is counted again, as admitted at the healing; an admission to a queue with
- * limits waits for the healing the same way, so none goes past a limit it lost. The `replicas`
- * option confirms the tenant slot's writes on replicas before a caller acts on them: nothing to
- * heal.
+ * admission lost) is counted again, as admitted at the healing; every admission waits for the
+ * healing the same way, so none goes past a limit it lost or admits again a run that is driven.
+ *
+ * An admitted run its worker has not claimed yet is at step 0, as a waiting one: its admitter
+ * keeps the admission in its hash (`admission`, redis.queues.ts) and drives it only if that landed
+ * within ADMISSION_TRACE_MS of sending the admission. A step-0 run with one is counted as admitted
+ * (due when its admitter's lease ends); the runs found waiting are read again once that long has
+ * passed since the change was seen, so every lost admission whose run is driven is counted. The
+ * `replicas` option confirms the tenant slot's writes on replicas before a caller acts on them:
+ * nothing to heal.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import { UNFINISHED, type RunHead } from '../checkpoint-store';
 import { guarded } from '../transient-errors';
 import { masters, STORE, storeScript, type RedisClient } from './redis.client';
 import { dueScore } from './redis.due';
-import { HEAD_FIELDS, PLACEMENT_FIELD, type RedisKeys } from './redis.layout';
+import {
+  ADMISSION_FIELD,
+  ADMISSION_TRACE_MS,
+  HEAD_FIELDS,
+  PLACEMENT_FIELD,
+  type RedisKeys,
+} from './redis.layout';
 import { sortableTime, type Placement } from './redis.placement';
 import { toHead } from './redis.rows';
 
@@ -62,16 +75,28 @@ export class TenantIndexHealer {
       [],
     )) as [string, string | null];
     if (known === current) return;
-    await this.rebuild();
+    // The change came before this reply: an admission it lost was sent before now.
+    const noticed = performance.now();
+    const waiting = await this.rebuild();
+    if (waiting.length) {
+      // Its admitter, if it drives the run, kept the admission in the hash by now + this.
+      await sleep(
+        Math.max(0, noticed + ADMISSION_TRACE_MS - performance.now()),
+      );
+      for (let i = 0; i < waiting.length; i += BATCH)
+        await this.restore(waiting.slice(i, i + BATCH));
+    }
     await storeScript(this.client, 'aaIndexStampSet', stamp, [current]);
   }
 
   /**
    * Puts every run of the tenant back in the list, every unfinished one past its queue back in its
    * flow's unfinished set and the due set, and every queued one that lost its place on its queue.
+   * Resolves with the hash keys of the queued runs it found waiting (at step 0, no admission kept).
    */
-  async rebuild(): Promise<void> {
+  private async rebuild(): Promise<string[]> {
     const pattern = `${escapeGlob(`{${this.keys.prefix}:`)}*}:run`;
+    const waiting: string[] = [];
     for (const node of masters(this.client)) {
       let cursor = '0';
       do {
@@ -80,18 +105,26 @@ export class TenantIndexHealer {
         );
         cursor = next;
         for (let i = 0; i < found.length; i += BATCH)
-          await this.restore(found.slice(i, i + BATCH));
+          waiting.push(...(await this.restore(found.slice(i, i + BATCH))));
       } while (cursor !== '0');
     }
+    return waiting;
   }
 
-  private async restore(hashKeys: string[]): Promise<void> {
+  /** One batch of `rebuild`: resolves with the hash keys of the queued runs found waiting. */
+  private async restore(hashKeys: string[]): Promise<string[]> {
     const from = `{${this.keys.prefix}:`.length;
     const ids = hashKeys.map((key) => key.slice(from, -'}:run'.length));
     const values = await guarded(STORE, undefined, () =>
       Promise.all(
         hashKeys.map((key) =>
-          this.client.hmget(key, 'created', PLACEMENT_FIELD, ...HEAD_FIELDS),
+          this.client.hmget(
+            key,
+            'created',
+            PLACEMENT_FIELD,
+            ADMISSION_FIELD,
+            ...HEAD_FIELDS,
+          ),
         ),
       ),
     );
@@ -101,17 +134,23 @@ export class TenantIndexHealer {
     const args: string[] = [];
     const queued: Array<[RunHead, string | null]> = [];
     const admitted: Array<[RunHead, string]> = [];
-    values.forEach(([created, placement, ...fields], i) => {
+    const waiting: string[] = [];
+    values.forEach(([created, placement, admission, ...fields], i) => {
       const run = toHead(ids[i]!, fields);
       if (!run) return;
       top = Math.max(top, Number(created ?? 0));
       if (!UNFINISHED.includes(run.status))
         return void args.push(run.runId, created ?? '', '', '');
-      // A queued run's place is in `{P}`: one past its first step was admitted; one at step 0 may
+      // A queued run's place is in `{P}`: one past its first step was admitted, and one at step 0
+      // whose admitter kept its admission (due when that lease ends); any other one at step 0 may
       // still be waiting, and only its queue may start it.
-      if (run.queue && run.step === 0)
+      if (run.queue && run.step === 0 && admission == null) {
+        waiting.push(hashKeys[i]!);
         return void queued.push([run, placement ?? null]);
+      }
       if (run.queue) admitted.push([run, placement ?? '']);
+      if (run.step === 0 && admission != null)
+        run.leaseExpiresAt = Number(admission.split('|', 1)[0]) || 0;
       const set = this.keys.unfinished(run.flow);
       if (!sets.has(set)) sets.set(set, keys.push(set));
       const due = dueScore(run);
@@ -126,6 +165,7 @@ export class TenantIndexHealer {
       await storeScript(this.client, 'aaIndexRestore', keys, [top, ...args]);
     await this.requeue(queued);
     await this.recount(admitted);
+    return waiting;
   }
 
   /** Runs past their queue (admitted, driven): counted in their queue's limits if it lost them. */

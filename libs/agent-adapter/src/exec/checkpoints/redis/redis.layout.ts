@@ -6,7 +6,7 @@
  * - A run's keys, tagged `{P:runId}` (one slot per run, so every write is one Lua script):
  *   - `{P:runId}:run` hash: the head's fields (`HEAD_FIELDS`, among them `sealed`, the head seal;
  *     plus `w`, the last write's token, `created`, the run's place in `{P}:runs`, and a queued
- *     run's `placement`: redis.heal.ts), every checkpoint (`cp:<step>` → sealed,
+ *     run's `placement` and `admission`: redis.heal.ts), every checkpoint (`cp:<step>` → sealed,
  *     `cols:<step>` → its columns) and every call record (`call:<superstep>:<segment>:<seq>` →
  *     sealed). A save reads what it checks with one HMGET and writes with one HSET.
  *   - `{P:runId}:index` sorted set: those `<superstep>:<segment>:<seq>` by superstep, so one
@@ -40,10 +40,24 @@
 import { DurableSetupError } from '../../../errors';
 import { Messages } from '../../../errors/messages';
 
-/** The head's fields of the run hash, in the order the store reads them (HMGET). */
 /** A queued run's placement as its enqueue gave it (JSON), kept in its hash (redis.heal.ts). */
 export const PLACEMENT_FIELD = 'placement';
 
+/**
+ * A queued run's admission, kept in its hash by its admitter before it drives the run
+ * (`<lease expiry ms>|<owner>`): the healing counts a run at step 0 that has one as admitted, not
+ * as waiting (redis.heal.ts). The admission itself is in `{P}`, which a failover can lose.
+ */
+export const ADMISSION_FIELD = 'admission';
+
+/**
+ * An admitter drives only the runs whose admission it kept in their hashes within this long of
+ * sending the admission; a healing reads the hashes of the runs it found waiting this long after
+ * it saw the `{P}` master change. So every lost admission whose run is driven is seen by then.
+ */
+export const ADMISSION_TRACE_MS = 1_000;
+
+/** The head's fields of the run hash, in the order the store reads them (HMGET). */
 export const HEAD_FIELDS = [
   'step',
   'flow',

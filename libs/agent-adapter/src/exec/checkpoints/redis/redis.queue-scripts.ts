@@ -98,13 +98,13 @@ const ID_AT = 35;
  * 6 concurrency, 7 perKey, 8 rate limit ('' = none), 9 rate window start (exclusive), 10 drop
  * admissions at or before this, 11 when the admitted runs fall due (the admitter's lease, or 0),
  * 12.. admitted runs found ended (repaired first).
- * Returns {runId, placement JSON, ...} of the runs admitted, in order; 'heal' for a queue with
- * limits while the tenant's master is not the one its index was last known whole under (its
- * counts may have lost admissions: redis.heal.ts), so no admission goes past a limit.
+ * Returns {runId, placement JSON, ...} of the runs admitted, in order; 'heal' while the tenant's
+ * master is not the one its index was last known whole under (it may have lost admissions:
+ * redis.heal.ts), so no admission goes past a limit, or admits again a run that is driven.
  */
 export const ADMIT_LUA = `${LEAVE_QUEUE_LUA}
 ${REPLICATION_IDS}
-if (ARGV[6] ~= '' or ARGV[7] ~= '' or ARGV[8] ~= '') and redis.call('GET', KEYS[11]) ~= (replication_ids()) then
+if redis.call('GET', KEYS[11]) ~= (replication_ids()) then
   return 'heal'
 end
 for i = 12, #ARGV do leave_queue(KEYS[8], ARGV[1], ARGV[i], false) end

@@ -20,10 +20,11 @@ import {
 import { guarded } from '../transient-errors';
 import { STORE, storeScript, type RedisClient } from './redis.client';
 import type { RedisRunIndex } from './redis.index';
-import type { RedisKeys } from './redis.layout';
+import { ADMISSION_TRACE_MS, type RedisKeys } from './redis.layout';
 import { withOwnerLeases } from './redis.leases';
 import { placementOf, sortableTime, toQueueState } from './redis.placement';
 import type { Reply } from './redis.args';
+import { toHead } from './redis.rows';
 
 /** Attempts of an enqueue whose dedupe key changed hands (its holders ending) meanwhile. */
 const ATTEMPTS = 5;
@@ -131,8 +132,10 @@ export class RedisRunQueues {
   /**
    * Repairs first: the oldest admitted runs whose end their queue missed (a crash between the end
    * write and its index drop) leave it in the same script, before it counts. Then one script
-   * admits; the admitted runs' heads are read back (one round trip), and any that had ended (the
-   * same crash, while it waited) leaves its queue and is not returned.
+   * admits; each admitted run's admission is kept in its hash and its head read back (one round
+   * trip: `keepAdmissions`). One that had ended (the same crash, while it waited) leaves its queue;
+   * one this admitter may not drive stays counted and falls due when the lease ends. Neither is
+   * returned.
    */
   async admit(query: AdmitQuery): Promise<RunHead[]> {
     const { queue, now, concurrency, perKey, rate } = query;
@@ -149,9 +152,11 @@ export class RedisRunQueues {
       rate ? String(rate.limit) : '', String(since), String(since),
       String(Math.floor(query.leaseExpiresAt ?? 0)), ...ended,
     ]);
+    let sent = performance.now();
     let reply = await admit();
     // The tenant slot's master changed since its index was known whole: its counts may have lost
-    // admissions, so none is made past a limit before the healing counts them again.
+    // admissions, so none is made (past a limit, or of a run driven already) before the healing
+    // counts them again.
     for (let heals = 0; reply === 'heal'; heals++) {
       if (heals === ATTEMPTS)
         throw new CheckpointStoreUnavailable(
@@ -160,16 +165,20 @@ export class RedisRunQueues {
           { transient: true },
         );
       await this.heal();
+      sent = performance.now();
       reply = await admit();
     }
     const pairs = reply as string[];
     const ids = pairs.filter((_, i) => i % 2 === 0);
-    const heads = await this.index.readHeadFields(ids);
+    const traced = await this.keepAdmissions(ids, query);
+    // Kept too late for a healing to be sure to see them: driven by no one until the lease ends.
+    const late = performance.now() - sent > ADMISSION_TRACE_MS;
     const admitted: RunHead[] = [];
     const gone: string[] = [];
     const flows = new Set<string>();
-    heads.forEach((head, i) => {
+    traced.forEach(([kept, head], i) => {
       if (head && UNFINISHED.includes(head.status)) {
+        if (!kept || late) return;
         head.queue = toQueueState(queue, pairs[2 * i + 1]);
         admitted.push(head);
       } else {
@@ -181,6 +190,30 @@ export class RedisRunQueues {
     await this.index.drop([this.keys.due, ...unfinished], 'ended', gone);
     // Their placements came with the reply: only leases are left to read (owned runs only).
     return withOwnerLeases(this.client, this.keys, admitted);
+  }
+
+  /**
+   * Each admitted run's admission, kept in its hash (redis.heal.ts), and its head: whether this
+   * admitter may drive it (not if it was claimed already, or another admitter holds it), sent
+   * together. A run whose admission is not kept stays counted, and falls due when the lease ends.
+   */
+  private async keepAdmissions(
+    ids: readonly string[],
+    query: AdmitQuery,
+  ): Promise<Array<[boolean, RunHead | undefined]>> {
+    const args = [
+      query.owner ?? '',
+      String(Math.floor(query.leaseExpiresAt ?? 0)),
+    ];
+    const replies = await Promise.all(
+      ids.map((id) =>
+        storeScript(this.client, 'aaAdmission', [this.keys.runHash(id)], args),
+      ),
+    );
+    return replies.map((reply, i) => {
+      const [kept, ...fields] = reply as Array<string | number | null>;
+      return [kept === 1, toHead(ids[i]!, fields as Array<string | null>)];
+    });
   }
 
   /**

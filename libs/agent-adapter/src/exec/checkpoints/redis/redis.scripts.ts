@@ -20,9 +20,11 @@ import {
   REPLICATION_LUA,
 } from './redis.failover';
 import {
+  ADMISSION_FIELD,
   CALL_FIELD,
   CHECKPOINT_FIELD,
   COLUMNS_FIELD,
+  HEAD_FIELDS,
   PLACEMENT_FIELD,
 } from './redis.layout';
 import {
@@ -297,6 +299,34 @@ redis.call('HSET', KEYS[1], '${PLACEMENT_FIELD}', ARGV[1])
 return 1
 `;
 
+/**
+ * An admission kept in the admitted run's hash (redis.heal.ts), and its head read back: only at
+ * step 0 (an admitted run not yet claimed: one past it is driven already) of a running run, and
+ * not over another admitter's live lease (two admissions of one run: the run lost its admission
+ * with `{P}` and was admitted again; the first one's admitter drives it). ARGV: the admitter
+ * ('' none), its lease expiry ms ('0' none). Returns {1 if kept, then the head's fields}.
+ */
+export const ADMISSION_LUA = `${NOW}
+local h = redis.call('HMGET', KEYS[1], ${HEAD_FIELDS.map((f) => `'${f}'`).join(', ')}, '${ADMISSION_FIELD}')
+local n = ${HEAD_FIELDS.length}
+local kept = 0
+if h[${HEAD_FIELDS.indexOf('step') + 1}] == '0' and h[${HEAD_FIELDS.indexOf('status') + 1}] == 'running' then
+  local trace, free = h[n + 1], true
+  if trace then
+    local sep = string.find(trace, '|', 1, true) or 0
+    local owner = string.sub(trace, sep + 1)
+    free = owner == ARGV[1] or (tonumber(string.sub(trace, 1, sep - 1)) or 0) <= now_ms()
+  end
+  if free then
+    redis.call('HSET', KEYS[1], '${ADMISSION_FIELD}', ARGV[2] .. '|' .. ARGV[1])
+    kept = 1
+  end
+end
+local out = {kept}
+for i = 1, n do out[i + 1] = h[i] end
+return out
+`;
+
 /** Every field of the run hash: the head, every checkpoint and every call record. */
 export const HISTORY_LUA = `
 return redis.call('HGETALL', KEYS[1])
@@ -319,6 +349,7 @@ export const REDIS_SCRIPTS = {
   aaTouch: TOUCH_LUA,
   aaRelease: RELEASE_LUA,
   aaPlace: PLACE_LUA,
+  aaAdmission: ADMISSION_LUA,
   aaIndexCreate: INDEX_CREATE_LUA,
   aaScanUnfinished: SCAN_UNFINISHED_LUA,
   aaScanRuns: SCAN_RUNS_LUA,
