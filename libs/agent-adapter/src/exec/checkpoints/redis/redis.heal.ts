@@ -23,9 +23,11 @@
  *
  * An admitted run its worker has not claimed yet is at step 0, as a waiting one: its admitter
  * keeps the admission in its hash (`admission`, redis.queues.ts) and drives it only if that landed
- * within ADMISSION_TRACE_MS of sending the admission. A step-0 run with one is counted as admitted
- * (due when its admitter's lease ends); the runs found waiting are read again once that long has
- * passed since the change was seen, so every lost admission whose run is driven is counted. The
+ * within ADMISSION_TRACE_MS of sending the admission. A step-0 run with one under a live lease is
+ * counted as admitted (due when that lease ends); the runs found waiting are read again once that
+ * long has passed since the change was seen, so every lost admission whose run is driven is
+ * counted. This needs the run's hash to outlive the admission: one on the same master (a Cluster
+ * slot there, one server restarted) lost its claim too, a loss redis.failover.ts speaks to. The
  * `replicas` option confirms the tenant slot's writes on replicas before a caller acts on them:
  * nothing to heal.
  */
@@ -46,6 +48,8 @@ import { toHead } from './redis.rows';
 
 /** Run hashes read per round trip while rebuilding. */
 const BATCH = 200;
+/** Beyond ADMISSION_TRACE_MS before the second look: timers fire early, clocks tick apart. */
+const MARGIN_MS = 100;
 
 export class TenantIndexHealer {
   #inFlight?: Promise<void>;
@@ -80,9 +84,8 @@ export class TenantIndexHealer {
     const waiting = await this.rebuild();
     if (waiting.length) {
       // Its admitter, if it drives the run, kept the admission in the hash by now + this.
-      await sleep(
-        Math.max(0, noticed + ADMISSION_TRACE_MS - performance.now()),
-      );
+      const until = noticed + ADMISSION_TRACE_MS + MARGIN_MS;
+      await sleep(Math.max(0, until - performance.now()));
       for (let i = 0; i < waiting.length; i += BATCH)
         await this.restore(waiting.slice(i, i + BATCH));
     }
@@ -142,15 +145,16 @@ export class TenantIndexHealer {
       if (!UNFINISHED.includes(run.status))
         return void args.push(run.runId, created ?? '', '', '');
       // A queued run's place is in `{P}`: one past its first step was admitted, and one at step 0
-      // whose admitter kept its admission (due when that lease ends); any other one at step 0 may
-      // still be waiting, and only its queue may start it.
-      if (run.queue && run.step === 0 && admission == null) {
+      // whose admitter kept its admission under a live lease (due when it ends); any other one at
+      // step 0 may still be waiting (an admitter that let its lease lapse unclaimed is gone), and
+      // only its queue may start it.
+      const lease = Number(admission?.split('|', 1)[0]);
+      if (run.queue && run.step === 0 && !(lease > Date.now())) {
         waiting.push(hashKeys[i]!);
         return void queued.push([run, placement ?? null]);
       }
       if (run.queue) admitted.push([run, placement ?? '']);
-      if (run.step === 0 && admission != null)
-        run.leaseExpiresAt = Number(admission.split('|', 1)[0]) || 0;
+      if (run.step === 0 && run.queue) run.leaseExpiresAt = lease;
       const set = this.keys.unfinished(run.flow);
       if (!sets.has(set)) sets.set(set, keys.push(set));
       const due = dueScore(run);

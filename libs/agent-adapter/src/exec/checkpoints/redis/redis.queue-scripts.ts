@@ -163,8 +163,9 @@ for _, m in ipairs(redis.call('ZRANGE', KEYS[2], 0, walk - 1)) do
       redis.call('HSET', KEYS[6], id, placed)
       redis.call('ZADD', KEYS[3], at, id)
       redis.call('ZADD', KEYS[5], at, id)
-      -- Due once the admitter's lease expires (at once without one), and unfinished for recovery.
-      redis.call('ZADD', KEYS[9], ARGV[11], id)
+      -- Due once the admitter's lease expires (at once without one), and unfinished for recovery;
+      -- NX: a run driven already (admitted again, its admission lost) keeps its own due time.
+      redis.call('ZADD', KEYS[9], 'NX', ARGV[11], id)
       redis.call('ZADD', ARGV[3] .. p.f, 0, id)
       out[#out + 1] = id
       out[#out + 1] = placed

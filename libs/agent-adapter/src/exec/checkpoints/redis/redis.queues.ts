@@ -43,8 +43,12 @@ export class RedisRunQueues {
     private readonly client: RedisClient,
     private readonly keys: RedisKeys,
     private readonly index: RedisRunIndex,
-    /** Heals the tenant's indexes (redis.heal.ts), when an enqueue's or admission's script asks. */
-    private readonly heal: () => Promise<void>,
+    private readonly hooks: {
+      /** Heals the tenant's indexes (redis.heal.ts), when an enqueue's or admission's script asks. */
+      heal: () => Promise<void>;
+      /** Releases the owner's lease on the runs (due at once): `renewLeases` with 0. */
+      release: (owner: string, runIds: string[]) => Promise<unknown>;
+    },
   ) {}
 
   /**
@@ -96,7 +100,7 @@ export class RedisRunQueues {
             runId,
           );
         }
-        await this.heal();
+        await this.hooks.heal();
         attempt--;
         continue;
       }
@@ -134,8 +138,7 @@ export class RedisRunQueues {
    * write and its index drop) leave it in the same script, before it counts. Then one script
    * admits; each admitted run's admission is kept in its hash and its head read back (one round
    * trip: `keepAdmissions`). One that had ended (the same crash, while it waited) leaves its queue;
-   * one this admitter may not drive stays counted and falls due when the lease ends. Neither is
-   * returned.
+   * one this admitter may not drive (kept by another, or late) stays counted. Neither is returned.
    */
   async admit(query: AdmitQuery): Promise<RunHead[]> {
     const { queue, now, concurrency, perKey, rate } = query;
@@ -164,21 +167,24 @@ export class RedisRunQueues {
           undefined,
           { transient: true },
         );
-      await this.heal();
+      await this.hooks.heal();
       sent = performance.now();
       reply = await admit();
     }
     const pairs = reply as string[];
     const ids = pairs.filter((_, i) => i % 2 === 0);
     const traced = await this.keepAdmissions(ids, query);
-    // Kept too late for a healing to be sure to see them: driven by no one until the lease ends.
+    // Kept too late for a healing to be sure to see them: not driven here, but released, so the
+    // next look of any worker takes them (a run found due is one its queue counts).
     const late = performance.now() - sent > ADMISSION_TRACE_MS;
     const admitted: RunHead[] = [];
+    const released: string[] = [];
     const gone: string[] = [];
     const flows = new Set<string>();
     traced.forEach(([kept, head], i) => {
       if (head && UNFINISHED.includes(head.status)) {
-        if (!kept || late) return;
+        if (!kept) return;
+        if (late) return void released.push(ids[i]!);
         head.queue = toQueueState(queue, pairs[2 * i + 1]);
         admitted.push(head);
       } else {
@@ -188,6 +194,8 @@ export class RedisRunQueues {
     });
     const unfinished = [...flows].map((f) => this.keys.unfinished(f));
     await this.index.drop([this.keys.due, ...unfinished], 'ended', gone);
+    if (released.length && query.owner !== undefined)
+      await this.hooks.release(query.owner, released);
     // Their placements came with the reply: only leases are left to read (owned runs only).
     return withOwnerLeases(this.client, this.keys, admitted);
   }
@@ -195,7 +203,7 @@ export class RedisRunQueues {
   /**
    * Each admitted run's admission, kept in its hash (redis.heal.ts), and its head: whether this
    * admitter may drive it (not if it was claimed already, or another admitter holds it), sent
-   * together. A run whose admission is not kept stays counted, and falls due when the lease ends.
+   * together. A run whose admission is not kept stays counted: another admitter's, or claimed.
    */
   private async keepAdmissions(
     ids: readonly string[],

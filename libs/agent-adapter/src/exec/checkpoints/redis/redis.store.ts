@@ -117,9 +117,10 @@ export class RedisCheckpointStore extends CheckpointStore {
     this.index = new RedisRunIndex(this.client, this.keys);
     this.dueIndex = new RedisDueIndex(this.client, this.keys, this.index);
     this.healer = new TenantIndexHealer(this.client, this.keys);
-    this.queues = new RedisRunQueues(this.client, this.keys, this.index, () =>
-      this.healer.check(),
-    );
+    this.queues = new RedisRunQueues(this.client, this.keys, this.index, {
+      heal: () => this.healer.check(),
+      release: (owner, runIds) => this.renewLeases(owner, 0, runIds),
+    });
   }
 
   async save(
