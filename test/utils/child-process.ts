@@ -8,6 +8,11 @@
  * (test/compat), `runTs` (test/utils/ts-child.ts) and the throughput bench's workers.
  */
 import type { ChildProcess } from 'node:child_process';
+import type { Readable } from 'node:stream';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+/** How long after its exit a child's pipes are read on for what it printed last. */
+const DRAIN_MS = 2_000;
 
 export interface Exit {
   code: number | null;
@@ -44,6 +49,7 @@ export class ChildHarness {
   private readonly watchers = new Set<() => void>();
   private readonly lineTimeoutMs: number;
   private readonly label: string | undefined;
+  private ended: Exit | undefined;
 
   constructor(
     readonly child: ChildProcess,
@@ -65,9 +71,16 @@ export class ChildHarness {
     });
     this.exited = new Promise<Exit>((resolve) => {
       child.on('exit', (code, signal) => {
-        live.delete(this);
-        resolve({ code, signal });
-        this.wake();
+        // 'exit' can come before the last of its output is read (Node says its stdio may still be
+        // open): a child that printed a line and exited at once would look as if it never printed
+        // it. So it counts as exited once its pipes end (bounded: a grandchild may hold them).
+        const drained = Promise.all([ended(child.stdout), ended(child.stderr)]);
+        void Promise.race([drained, sleep(DRAIN_MS)]).then(() => {
+          this.ended = { code, signal };
+          live.delete(this);
+          resolve(this.ended);
+          this.wake();
+        });
       });
     });
   }
@@ -76,9 +89,9 @@ export class ChildHarness {
     return this.child.pid!;
   }
 
-  /** Whether it has not exited yet. */
+  /** Whether it has not exited yet (or exited, and what it printed is still being read). */
   get running(): boolean {
-    return this.child.exitCode === null && this.child.signalCode === null;
+    return this.ended === undefined;
   }
 
   /** Its stdout lines so far, empty ones left out (an unterminated last one only once it exited). */
@@ -100,7 +113,10 @@ export class ChildHarness {
   describe(what: string): string {
     const out =
       this.out && !this.out.endsWith('\n') ? `${this.out}\n` : this.out;
-    return `${this.label ?? 'process'} (pid ${this.child.pid}) ${what}\n--- stdout\n${out}--- stderr\n${this.err}`;
+    const exit = this.ended
+      ? `, exited (${this.ended.signal ?? `code ${this.ended.code}`})`
+      : '';
+    return `${this.label ?? 'process'} (pid ${this.child.pid}${exit}) ${what}\n--- stdout\n${out}--- stderr\n${this.err}`;
   }
 
   /**
@@ -168,4 +184,14 @@ export class ChildHarness {
   private wake(): void {
     for (const w of [...this.watchers]) w();
   }
+}
+
+/** Resolves once `stream` has ended or closed (at once without one, or if it did already). */
+function ended(stream: Readable | null): Promise<void> {
+  if (!stream || stream.readableEnded || stream.destroyed)
+    return Promise.resolve();
+  return new Promise<void>((resolve) => {
+    stream.once('end', resolve);
+    stream.once('close', resolve);
+  });
 }
