@@ -24,7 +24,7 @@ import { dropPrefix } from '../utils/redis-keys';
 import { REDIS_URL, describeWithService, suiteId } from '../utils/services';
 
 /** ADMISSION_TRACE_MS in redis.layout.ts. */
-const TRACE_MS = 1_000;
+const TRACE_MS = 250;
 const LEASE_MS = 60_000;
 
 describeWithService('redis', 'Redis: an admission the tenant slot lost', () => {
@@ -135,7 +135,7 @@ describeWithService('redis', 'Redis: an admission the tenant slot lost', () => {
     await admin.hdel(hash, 'admission');
     const started = performance.now();
     const second = admit('worker-b', Date.now() + 1010);
-    await sleep(TRACE_MS / 3);
+    await sleep(TRACE_MS / 2);
     await admin.hset(hash, 'admission', kept!);
     expect(await second).toEqual([]);
     // The healing waited out the bound before it looked again at the run it found waiting.

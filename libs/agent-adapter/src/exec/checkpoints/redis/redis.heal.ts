@@ -49,7 +49,7 @@ import { toHead } from './redis.rows';
 /** Run hashes read per round trip while rebuilding. */
 const BATCH = 200;
 /** Beyond ADMISSION_TRACE_MS before the second look: timers fire early, clocks tick apart. */
-const MARGIN_MS = 100;
+const MARGIN_MS = 50;
 
 export class TenantIndexHealer {
   #inFlight?: Promise<void>;

@@ -54,8 +54,10 @@ export const ADMISSION_FIELD = 'admission';
  * An admitter drives only the runs whose admission it kept in their hashes within this long of
  * sending the admission; a healing reads the hashes of the runs it found waiting this long after
  * it saw the `{P}` master change. So every lost admission whose run is driven is seen by then.
+ * Short, as a healing that finds runs waiting waits it out; a round trip or two is far less, and
+ * a late admitter only hands its runs to the next look.
  */
-export const ADMISSION_TRACE_MS = 1_000;
+export const ADMISSION_TRACE_MS = 250;
 
 /** The head's fields of the run hash, in the order the store reads them (HMGET). */
 export const HEAD_FIELDS = [
