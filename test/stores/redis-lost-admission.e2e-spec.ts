@@ -59,23 +59,33 @@ describeWithService('redis', 'Redis: an admission the tenant slot lost', () => {
     return { store, client: () => made!, P: `{${prefix}}` };
   }
 
+  /** `open`, with one run enqueued as `place` says, and the tenant slot stamped whole. */
+  async function openWithRun(place: {
+    queue: string;
+    runId: string;
+    key?: string;
+  }) {
+    const opened = open();
+    const w = new FlowRunner(executorFor([], 'w'), {
+      checkpoints: opened.store,
+      checkpointKey: KEY,
+    });
+    await w.enqueue(ticketsFlow(), { show: place.runId, seats: 1 }, place);
+    w.close();
+    await opened.store.listDue({ now: Date.now() });
+    return opened;
+  }
+
   /**
    * x-1 enqueued on `lq` with key k; worker-a admitted it (its admission kept in x-1's hash);
    * then the failover: `{P}` as before the admission, under a new master id.
    */
   async function admittedThenLost(limits: Partial<AdmitQuery>) {
-    const { store, client, P } = open();
-    const w = new FlowRunner(executorFor([], 'w'), {
-      checkpoints: store,
-      checkpointKey: KEY,
+    const { store, client, P } = await openWithRun({
+      queue: 'lq',
+      runId: 'x-1',
+      key: 'k',
     });
-    await w.enqueue(
-      ticketsFlow(),
-      { show: 'X', seats: 1 },
-      { queue: 'lq', runId: 'x-1', key: 'k' },
-    );
-    w.close();
-    await store.listDue({ now: Date.now() }); // the tenant slot is stamped whole
     const before = new Map<string, Buffer>();
     for (const k of await admin.keys(`${P}*`))
       before.set(k, await admin.dumpBuffer(k));
@@ -100,14 +110,20 @@ describeWithService('redis', 'Redis: an admission the tenant slot lost', () => {
     for (const [k, dump] of before) await admin.restore(k, 0, dump, 'REPLACE');
     await admin.set(`${P}:indexed`, 'f'.repeat(40));
     const hash = `{${P.slice(1, -1)}:x-1}:run`;
-    /** What `{P}` counts of x-1: its admission (and when), its key's count, its due time. */
-    const counted = async () => ({
-      active: await admin.zscore(`${P}:q:lq:active`, 'x-1'),
-      key: await admin.hget(`${P}:q:lq:keys`, 'k'),
-      due: await admin.zscore(`${P}:due`, 'x-1'),
-      ready: await admin.zcard(`${P}:q:lq:ready`),
-    });
-    return { store, client, P, hash, kept, lease, admit, counted };
+    /** `{P}` counts x-1 as admitted (once, its key full, out of the ready set), due at `due`. */
+    const expectCounted = async (due: number) =>
+      expect({
+        active: await admin.zscore(`${P}:q:lq:active`, 'x-1'),
+        key: await admin.hget(`${P}:q:lq:keys`, 'k'),
+        due: await admin.zscore(`${P}:due`, 'x-1'),
+        ready: await admin.zcard(`${P}:q:lq:ready`),
+      }).toEqual({
+        active: expect.any(String),
+        key: '1',
+        due: String(due),
+        ready: 0,
+      });
+    return { store, client, P, hash, kept, lease, admit, expectCounted };
   }
 
   it.each([
@@ -116,19 +132,14 @@ describeWithService('redis', 'Redis: an admission the tenant slot lost', () => {
   ])(
     'a run admitted but not yet claimed is not admitted again after a failover lost its admission (%s): it is counted as admitted, due when its admitter’s lease ends',
     async (_, limits) => {
-      const { admit, counted, lease } = await admittedThenLost(limits);
+      const { admit, expectCounted, lease } = await admittedThenLost(limits);
       expect(await admit('worker-b', Date.now() + 1010)).toEqual([]);
-      expect(await counted()).toEqual({
-        active: expect.any(String),
-        key: '1',
-        due: String(lease),
-        ready: 0,
-      });
+      await expectCounted(lease);
     },
   );
 
   it('an admission kept while the healing runs, before its bound, is seen by its second look', async () => {
-    const { admit, counted, hash, kept, lease } = await admittedThenLost({
+    const { admit, expectCounted, hash, kept, lease } = await admittedThenLost({
       perKey: 1,
     });
     // worker-a's write of its admission into the hash has not landed yet when the healing starts.
@@ -141,16 +152,11 @@ describeWithService('redis', 'Redis: an admission the tenant slot lost', () => {
     // The healing waited out the bound before it looked again at the run it found waiting.
     expect(performance.now() - started).toBeGreaterThanOrEqual(TRACE_MS);
     // Counted by the healing (due when worker-a's lease ends), not by worker-b's admission.
-    expect(await counted()).toEqual({
-      active: expect.any(String),
-      key: '1',
-      due: String(lease),
-      ready: 0,
-    });
+    await expectCounted(lease);
   });
 
   it('an admission kept under a lease that lapsed unclaimed (its admitter is gone) is not counted: the run waits, and is admitted again under its limits', async () => {
-    const { admit, counted, hash, lease } = await admittedThenLost({
+    const { admit, expectCounted, hash, lease } = await admittedThenLost({
       perKey: 1,
     });
     await admin.hset(hash, 'admission', `${Date.now() - 1}|worker-a`);
@@ -159,16 +165,11 @@ describeWithService('redis', 'Redis: an admission the tenant slot lost', () => {
     expect(await admin.hget(hash, 'admission')).toBe(
       `${lease + 5_000}|worker-b`,
     );
-    expect(await counted()).toEqual({
-      active: expect.any(String),
-      key: '1',
-      due: String(lease + 5_000),
-      ready: 0,
-    });
+    await expectCounted(lease + 5_000);
   });
 
   it('an admission kept after the healing missed it: the second admitter does not drive the run over the first one’s live lease, and the run stays counted', async () => {
-    const { store, admit, counted, hash, kept, lease, P } =
+    const { store, admit, expectCounted, hash, kept, lease, P } =
       await admittedThenLost({ perKey: 1 });
     await admin.hdel(hash, 'admission');
     await store.listDue({ now: Date.now() }); // heals: x-1 is waiting, as far as it can tell
@@ -178,27 +179,14 @@ describeWithService('redis', 'Redis: an admission the tenant slot lost', () => {
     expect(await admit('worker-b', Date.now() + 1010)).toEqual([]);
     expect(await admin.hget(hash, 'admission')).toBe(kept);
     // Counted by worker-b's admission, which leaves the due time of the run that is driven.
-    expect(await counted()).toEqual({
-      active: expect.any(String),
-      key: '1',
-      due: String(lease),
-      ready: 0,
-    });
+    await expectCounted(lease);
   });
 
   it('an admitter whose admission is kept later than the bound does not drive the run: it stays counted, and is released for the next look of any worker', async () => {
-    const { store, client, P } = open();
-    const w = new FlowRunner(executorFor([], 'w'), {
-      checkpoints: store,
-      checkpointKey: KEY,
+    const { store, client, P } = await openWithRun({
+      queue: 'sq',
+      runId: 'y-1',
     });
-    await w.enqueue(
-      ticketsFlow(),
-      { show: 'Y', seats: 1 },
-      { queue: 'sq', runId: 'y-1' },
-    );
-    w.close();
-    await store.listDue({ now: Date.now() });
     // The write that keeps the admission in the run's hash is slow.
     type Command = (...args: unknown[]) => Promise<unknown>;
     const slow = client() as unknown as Record<string, Command>;
