@@ -8,7 +8,7 @@
  * (test/compat), `runTs` (test/utils/ts-child.ts) and the throughput bench's workers.
  */
 import type { ChildProcess } from 'node:child_process';
-import type { Readable } from 'node:stream';
+import { once } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 /** How long after its exit a child's pipes are read on for what it printed last. */
@@ -73,9 +73,11 @@ export class ChildHarness {
       child.on('exit', (code, signal) => {
         // 'exit' can come before the last of its output is read (Node says its stdio may still be
         // open): a child that printed a line and exited at once would look as if it never printed
-        // it. So it counts as exited once its pipes end (bounded: a grandchild may hold them).
-        const drained = Promise.all([ended(child.stdout), ended(child.stderr)]);
-        void Promise.race([drained, sleep(DRAIN_MS)]).then(() => {
+        // it. So it counts as exited at 'close', once its pipes end (bounded: a grandchild may hold
+        // them; the timer keeps no process alive).
+        const closed = once(child, 'close');
+        const bound = sleep(DRAIN_MS, undefined, { ref: false });
+        void Promise.race([closed, bound]).then(() => {
           this.ended = { code, signal };
           live.delete(this);
           resolve(this.ended);
@@ -184,14 +186,4 @@ export class ChildHarness {
   private wake(): void {
     for (const w of [...this.watchers]) w();
   }
-}
-
-/** Resolves once `stream` has ended or closed (at once without one, or if it did already). */
-function ended(stream: Readable | null): Promise<void> {
-  if (!stream || stream.readableEnded || stream.destroyed)
-    return Promise.resolve();
-  return new Promise<void>((resolve) => {
-    stream.once('end', resolve);
-    stream.once('close', resolve);
-  });
 }
