@@ -146,8 +146,7 @@ export async function chaos(options: ChaosOptions): Promise<ChaosReport> {
   /** When the cluster had a master for every slot again after the failover. */
   let healedAt: number | undefined;
   try {
-    for (let i = 0; i < options.workers; i++)
-      fleet.push(t.start(workerArgs, env));
+    for (let i = 0; i < options.workers; i++) fleet.push(start());
     for (const w of fleet) await w!.waitForLine(/^STARTED$/, 60_000);
     const enqueued = await t
       .start([
@@ -193,7 +192,12 @@ export async function chaos(options: ChaosOptions): Promise<ChaosReport> {
               : { call: call.callId, ran: false },
           );
         }
-        if (await operator.decide(runId, calls)) decided.set(runId, Date.now());
+        if (await operator.decide(runId, calls)) {
+          decided.set(runId, Date.now());
+          log(
+            `decided ${runId}: ${calls.map((c) => `${c.call} ${c.ran ? 'ran' : 'did not run'}`).join(', ')}`,
+          );
+        }
       }
       return unfinished;
     };
@@ -230,6 +234,9 @@ export async function chaos(options: ChaosOptions): Promise<ChaosReport> {
       ) {
         const masters = await cluster.masters();
         const master = masters[0]!;
+        log(
+          `failover: prefix ${t.env.REDIS_PREFIX}; ${await cluster.describe()}`,
+        );
         failoverAt = Date.now();
         await cluster.kill(master);
         log(`failover: SIGKILLed master ${master}`);
@@ -264,7 +271,7 @@ export async function chaos(options: ChaosOptions): Promise<ChaosReport> {
         const m = /^TOOK (\S+) (.*)$/.exec(line);
         if (!m) return [];
         const { at } = JSON.parse(m[2]!) as { at: number };
-        return [{ run: m[1]!, pid: w.child.pid!, at }];
+        return [{ run: m[1]!, pid: w.child.pid!, at, outcome: m[2]! }];
       }),
     );
     const outage =
@@ -279,6 +286,7 @@ export async function chaos(options: ChaosOptions): Promise<ChaosReport> {
       kills,
       { decided, took, outage },
       opened.store,
+      log,
     );
     report.wallMs = Date.now() - started;
     if (outage) {
@@ -362,11 +370,12 @@ async function analyse(
   seen: {
     decided: Map<string, number>;
     /** Each worker's settled takeovers (a run finished, or found needing a decision). */
-    took: Array<{ run: string; pid: number; at: number }>;
+    took: Array<{ run: string; pid: number; at: number; outcome: string }>;
     /** The failover: the store could not be written in between, so no one could take a run. */
     outage?: { from: number; to: number };
   },
   store: CheckpointStore,
+  log: (line: string) => void,
 ): Promise<ChaosReport> {
   const { decided, took, outage } = seen;
   const violations: string[] = [];
@@ -401,6 +410,8 @@ async function analyse(
       );
       return {
         run: runOf(l),
+        pid: l.pid,
+        tool: l.tool,
         from: l.at!,
         to: end?.at ?? killedAt.get(l.pid) ?? Infinity,
       };
@@ -415,10 +426,34 @@ async function analyse(
     return max;
   };
   const mostAtOnce = most(spans);
-  if (mostAtOnce > options.concurrency)
+  if (mostAtOnce > options.concurrency) {
     violations.push(
       `V3 ${mostAtOnce} runs in a call at once (limit ${options.concurrency})`,
     );
+    // The calls in progress when the limit was passed, to find out why.
+    const over = spans.find(
+      (s) =>
+        spans.filter((o) => o.from <= s.from && o.to > s.from).length >
+        options.concurrency,
+    );
+    for (const s of spans.filter(
+      (o) => over && o.from <= over.from && o.to > over.from,
+    ))
+      log(
+        `V3: ${s.run} (${keyOf.get(s.run)}) by ${s.pid} ${s.tool} ${s.from}-${s.to}`,
+      );
+    const involved = new Set(
+      spans
+        .filter((o) => over && o.from <= over.from && o.to > over.from)
+        .map((o) => o.run),
+    );
+    for (const l of ledger.filter((l) => involved.has(runOf(l))))
+      log(`V3 ledger: ${runOf(l)} ${l.pid} ${l.tool} ${l.phase} ${l.at}`);
+    for (const x of took.filter((x) => involved.has(x.run)))
+      log(`V3 took: ${x.run} by ${x.pid} ${x.outcome}`);
+    for (const k of kills) log(`V3 kill: ${k.pid} at ${k.at}`);
+    if (outage) log(`V3 outage: ${outage.from}-${outage.to}`);
+  }
   let mostPerKey = 0;
   for (const key of new Set(keyOf.values())) {
     const n = most(spans.filter((s) => keyOf.get(s.run) === key));
