@@ -13,8 +13,10 @@
  */
 import Redis from 'ioredis';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { markRestored } from 'agent-adapter/cli/restore';
 import {
   FlowRunner,
+  KeyRing,
   RedisCheckpointStore,
   type AdmitQuery,
   type RunHead,
@@ -180,6 +182,69 @@ describeWithService('redis', 'Redis: an admission the tenant slot lost', () => {
     expect(await admin.hget(hash, 'admission')).toBe(kept);
     // Counted by worker-b's admission, which leaves the due time of the run that is driven.
     await expectCounted(lease);
+  });
+
+  it('waiting runs an operator marked restored (past step 0, never admitted) are not counted by a healing: their queue admits them under its limits, and one it admitted stays counted when `{P}` loses that admission', async () => {
+    const { store, P } = open();
+    const w = new FlowRunner(executorFor([], 'w'), {
+      checkpoints: store,
+      checkpointKey: KEY,
+    });
+    for (const id of ['m-1', 'm-2'])
+      await w.enqueue(
+        ticketsFlow(),
+        { show: id, seats: 1 },
+        { queue: 'mq', runId: id, key: 'k' },
+      );
+    w.close();
+    await store.listDue({ now: Date.now() }); // stamped whole
+    // After a failover, `runs restored --failover` marks every run the lost master wrote: waiting
+    // runs too (each is at step 1 now, and has made no call).
+    const { marked } = await markRestored(store, KeyRing.from(KEY), {
+      by: 'op',
+    });
+    expect(marked.sort()).toEqual(['m-1', 'm-2']);
+    const snapshot = new Map<string, Buffer>();
+    for (const k of await admin.keys(`${P}*`))
+      snapshot.set(k, await admin.dumpBuffer(k));
+    await admin.set(`${P}:indexed`, 'f'.repeat(40)); // the next look heals
+    const admit = () =>
+      store.admit({
+        queue: 'mq',
+        now: Date.now() + 1000,
+        limit: 10,
+        perKey: 1,
+        owner: 'worker-a',
+        leaseExpiresAt: Date.now() + LEASE_MS,
+      });
+    /** Due runs (a look, which heals first), then what `{P}` counts. */
+    const counts = async () => {
+      const due = await store.listDue({ now: Date.now() + 1000 });
+      return {
+        due: due.map((h) => h.runId),
+        key: await admin.hget(`${P}:q:mq:keys`, 'k'),
+        active: await admin.zrange(`${P}:q:mq:active`, '0', '-1'),
+        waiting:
+          (await admin.zcard(`${P}:q:mq:ready`)) +
+          (await admin.zcard(`${P}:q:mq:delayed`)),
+      };
+    };
+    // Past step 0, an admitted run is not its admitter's to drive: it is due, for any worker.
+    expect(await admit()).toEqual([]);
+    const after = await counts();
+    expect(after).toEqual({
+      key: '1',
+      active: [expect.stringMatching(/^m-[12]$/)],
+      waiting: 1,
+      due: after.active,
+    });
+    // `{P}` loses that admission; the run's hash keeps it, so the healing counts it again.
+    for (const k of await admin.keys(`${P}*`))
+      if (!snapshot.has(k)) await admin.del(k);
+    for (const [k, dump] of snapshot)
+      await admin.restore(k, 0, dump, 'REPLACE');
+    await admin.set(`${P}:indexed`, 'e'.repeat(40));
+    expect(await counts()).toEqual(after);
   });
 
   it('an admitter whose admission is kept later than the bound does not drive the run: it stays counted, and is released for the next look of any worker', async () => {

@@ -18,8 +18,10 @@
  * took it, its hash keeps the placement), its dedupe key with it; an enqueue with a dedupe key
  * waits for the healing (its script refuses while the stamp is not the master's id), so no second
  * run starts for a lost key. A run past its first step that its queue no longer counts (its
- * admission lost) is counted again, as admitted at the healing; every admission waits for the
- * healing the same way, so none goes past a limit it lost or admits again a run that is driven.
+ * admission lost) is counted again, as admitted at the healing, if its hash keeps an admission:
+ * an operator's mark (`runs restored`, after a failover) moves a waiting run past step 0 too, and
+ * counting that one would let it run past its limits. Every admission waits for the healing the
+ * same way, so none goes past a limit it lost or admits again a run that is driven.
  *
  * An admitted run its worker has not claimed yet is at step 0, as a waiting one: its admitter
  * keeps the admission in its hash (`admission`, redis.queues.ts) and drives it only if that landed
@@ -136,7 +138,7 @@ export class TenantIndexHealer {
     let top = 0;
     const args: string[] = [];
     const queued: Array<[RunHead, string | null]> = [];
-    const admitted: Array<[RunHead, string]> = [];
+    const counted: Array<[RunHead, string]> = [];
     const waiting: string[] = [];
     values.forEach(([created, placement, admission, ...fields], i) => {
       const run = toHead(ids[i]!, fields);
@@ -144,16 +146,18 @@ export class TenantIndexHealer {
       top = Math.max(top, Number(created ?? 0));
       if (!UNFINISHED.includes(run.status))
         return void args.push(run.runId, created ?? '', '', '');
-      // A queued run's place is in `{P}`: one past its first step was admitted, and one at step 0
-      // whose admitter kept its admission under a live lease (due when it ends); any other one at
-      // step 0 may still be waiting (an admitter that let its lease lapse unclaimed is gone), and
+      // A queued run's place is in `{P}`: one past its first step whose hash keeps an admission
+      // was admitted, and so was one at step 0 whose admitter kept its admission under a live
+      // lease (due when it ends). Any other one may still be waiting (an admitter that let its
+      // lease lapse unclaimed is gone; an operator's mark moves a waiting run past step 0), and
       // only its queue may start it.
       const lease = Number(admission?.split('|', 1)[0]);
-      if (run.queue && run.step === 0 && !(lease > Date.now())) {
+      const admitted = run.step === 0 ? lease > Date.now() : admission != null;
+      if (run.queue && !admitted) {
         waiting.push(hashKeys[i]!);
         return void queued.push([run, placement ?? null]);
       }
-      if (run.queue) admitted.push([run, placement ?? '']);
+      if (run.queue) counted.push([run, placement ?? '']);
       if (run.step === 0 && run.queue) run.leaseExpiresAt = lease;
       const set = this.keys.unfinished(run.flow);
       if (!sets.has(set)) sets.set(set, keys.push(set));
@@ -168,7 +172,7 @@ export class TenantIndexHealer {
     if (args.length)
       await storeScript(this.client, 'aaIndexRestore', keys, [top, ...args]);
     await this.requeue(queued);
-    await this.recount(admitted);
+    await this.recount(counted);
     return waiting;
   }
 

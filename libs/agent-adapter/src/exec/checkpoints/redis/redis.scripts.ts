@@ -300,18 +300,21 @@ return 1
 `;
 
 /**
- * An admission kept in the admitted run's hash (redis.heal.ts), and its head read back: only at
- * step 0 (an admitted run not yet claimed: one past it is driven already) of a running run, and
- * not over another admitter's live lease (two admissions of one run: the run lost its admission
- * with `{P}` and was admitted again; the first one's admitter drives it). ARGV: the admitter
- * ('' none), its lease expiry ms ('0' none). Returns {1 if kept, then the head's fields}.
+ * An admission kept in the admitted run's hash (redis.heal.ts), and its head read back: at step 0
+ * (an admitted run not yet claimed) of a running run, not over another admitter's live lease (two
+ * admissions of one run: the run lost its admission with `{P}` and was admitted again; the first
+ * one's admitter drives it), for the admitter to drive. Past step 0 only where the hash has none:
+ * an operator's mark (`runs restored`) moved the run on while it waited, and the field is what
+ * tells a healing it was admitted since; whoever finds it due drives it. ARGV: the admitter ('' none),
+ * its lease expiry ms ('0' none). Returns {1 if kept for the admitter to drive, then the head's fields}.
  */
 export const ADMISSION_LUA = `${NOW}
 local h = redis.call('HMGET', KEYS[1], ${HEAD_FIELDS.map((f) => `'${f}'`).join(', ')}, '${ADMISSION_FIELD}')
 local n = ${HEAD_FIELDS.length}
 local kept = 0
-if h[${HEAD_FIELDS.indexOf('step') + 1}] == '0' and h[${HEAD_FIELDS.indexOf('status') + 1}] == 'running' then
-  local trace, free = h[n + 1], true
+local step, status, trace = h[${HEAD_FIELDS.indexOf('step') + 1}], h[${HEAD_FIELDS.indexOf('status') + 1}], h[n + 1]
+if step == '0' and status == 'running' then
+  local free = true
   if trace then
     local sep = string.find(trace, '|', 1, true) or 0
     local owner = string.sub(trace, sep + 1)
@@ -321,6 +324,8 @@ if h[${HEAD_FIELDS.indexOf('step') + 1}] == '0' and h[${HEAD_FIELDS.indexOf('sta
     redis.call('HSET', KEYS[1], '${ADMISSION_FIELD}', ARGV[2] .. '|' .. ARGV[1])
     kept = 1
   end
+elseif step and not trace and (status == 'running' or status == 'paused' or status == 'sleeping') then
+  redis.call('HSET', KEYS[1], '${ADMISSION_FIELD}', ARGV[2] .. '|' .. ARGV[1])
 end
 local out = {kept}
 for i = 1, n do out[i + 1] = h[i] end
