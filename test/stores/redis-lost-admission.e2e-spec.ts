@@ -198,8 +198,8 @@ describeWithService('redis', 'Redis: an admission the tenant slot lost', () => {
       );
     w.close();
     await store.listDue({ now: Date.now() }); // stamped whole
-    // After a failover, `runs restored --failover` marks every run the lost master wrote: waiting
-    // runs too (each is at step 1 now, and has made no call).
+    // After a failover, `runs restored --failover` marks every run the lost master wrote, waiting
+    // runs too (here: `runs restored`, every run). Each is at step 1 now, and has made no call.
     const { marked } = await markRestored(store, KeyRing.from(KEY), {
       by: 'op',
     });
@@ -207,7 +207,6 @@ describeWithService('redis', 'Redis: an admission the tenant slot lost', () => {
     const snapshot = new Map<string, Buffer>();
     for (const k of await admin.keys(`${P}*`))
       snapshot.set(k, await admin.dumpBuffer(k));
-    await admin.set(`${P}:indexed`, 'f'.repeat(40)); // the next look heals
     const admit = () =>
       store.admit({
         queue: 'mq',
@@ -229,7 +228,25 @@ describeWithService('redis', 'Redis: an admission the tenant slot lost', () => {
           (await admin.zcard(`${P}:q:mq:delayed`)),
       };
     };
-    // Past step 0, an admitted run is not its admitter's to drive: it is due, for any worker.
+    // A healing leaves both waiting (nothing due, nothing counted), and puts back their index
+    // entries: the marks' due entries were lost too.
+    await admin.zrem(`${P}:due`, 'm-1', 'm-2');
+    await admin.set(`${P}:indexed`, 'f'.repeat(40));
+    expect(await counts()).toEqual({
+      due: [],
+      key: null,
+      active: [],
+      waiting: 2,
+    });
+    expect(await admin.zrange(`${P}:due`, '0', '-1', 'WITHSCORES')).toEqual([
+      'm-1',
+      '0',
+      'm-2',
+      '0',
+    ]);
+    // Past step 0, an admitted run is not its admitter's to drive: it is due at once, for any
+    // worker, even where the mark's own due entry is gone.
+    await admin.zrem(`${P}:due`, 'm-1', 'm-2');
     expect(await admit()).toEqual([]);
     const after = await counts();
     expect(after).toEqual({
@@ -245,6 +262,62 @@ describeWithService('redis', 'Redis: an admission the tenant slot lost', () => {
       await admin.restore(k, 0, dump, 'REPLACE');
     await admin.set(`${P}:indexed`, 'e'.repeat(40));
     expect(await counts()).toEqual(after);
+  });
+
+  it('a run a worker took over before its admitter kept the admission (it died in between) stays counted when `{P}` loses that admission: the worker holds it', async () => {
+    const { store, P } = await openWithRun({
+      queue: 'cq',
+      runId: 'c-1',
+      key: 'k',
+    });
+    const snapshot = new Map<string, Buffer>();
+    for (const k of await admin.keys(`${P}*`))
+      snapshot.set(k, await admin.dumpBuffer(k));
+    const hash = `{${P.slice(1, -1)}:c-1}:run`;
+    await store.admit({
+      queue: 'cq',
+      now: Date.now() + 1000,
+      limit: 10,
+      perKey: 1,
+      owner: 'worker-a',
+      leaseExpiresAt: Date.now() - 1,
+    });
+    await admin.hdel(hash, 'admission'); // worker-a died before keeping it
+    // worker-b takes the run over and is in its first call.
+    let entered!: () => void;
+    let release!: () => void;
+    const inCall = new Promise<void>((r) => (entered = r));
+    const held = new Promise<void>((r) => (release = r));
+    const b = new FlowRunner(
+      executorFor([], 'b', {
+        onTool: async () => {
+          entered();
+          await held;
+        },
+      }),
+      { checkpoints: store, checkpointKey: KEY, workerId: 'worker-b' },
+    );
+    const driving = b.recover(ticketsFlow(), 'c-1');
+    await inCall;
+    expect(await admin.hmget(hash, 'step', 'owner', 'admission')).toEqual([
+      '1',
+      'worker-b',
+      null,
+    ]);
+    // `{P}` loses the admission.
+    for (const k of await admin.keys(`${P}*`))
+      if (!snapshot.has(k)) await admin.del(k);
+    for (const [k, dump] of snapshot)
+      await admin.restore(k, 0, dump, 'REPLACE');
+    await admin.set(`${P}:indexed`, 'f'.repeat(40));
+    await store.listDue({ now: Date.now() });
+    expect({
+      active: await admin.zrange(`${P}:q:cq:active`, '0', '-1'),
+      key: await admin.hget(`${P}:q:cq:keys`, 'k'),
+    }).toEqual({ active: ['c-1'], key: '1' });
+    release();
+    expect((await driving).status).toBe('done');
+    b.close();
   });
 
   it('an admitter whose admission is kept later than the bound does not drive the run: it stays counted, and is released for the next look of any worker', async () => {

@@ -18,9 +18,10 @@
  * took it, its hash keeps the placement), its dedupe key with it; an enqueue with a dedupe key
  * waits for the healing (its script refuses while the stamp is not the master's id), so no second
  * run starts for a lost key. A run past its first step that its queue no longer counts (its
- * admission lost) is counted again, as admitted at the healing, if its hash keeps an admission:
- * an operator's mark (`runs restored`, after a failover) moves a waiting run past step 0 too, and
- * counting that one would let it run past its limits. Every admission waits for the healing the
+ * admission lost) is counted again, as admitted at the healing, if its hash keeps an admission,
+ * a worker holds its lease or it slept or paused since: an operator's mark (`runs restored`, after
+ * a failover) moves a waiting run past step 0 too, and counting that one would let it run past its
+ * limits. Every admission waits for the healing the
  * same way, so none goes past a limit it lost or admits again a run that is driven.
  *
  * An admitted run its worker has not claimed yet is at step 0, as a waiting one: its admitter
@@ -38,6 +39,7 @@ import { UNFINISHED, type RunHead } from '../checkpoint-store';
 import { guarded } from '../transient-errors';
 import { masters, STORE, storeScript, type RedisClient } from './redis.client';
 import { dueScore } from './redis.due';
+import { withOwnerLeases } from './redis.leases';
 import {
   ADMISSION_FIELD,
   ADMISSION_TRACE_MS,
@@ -97,7 +99,7 @@ export class TenantIndexHealer {
   /**
    * Puts every run of the tenant back in the list, every unfinished one past its queue back in its
    * flow's unfinished set and the due set, and every queued one that lost its place on its queue.
-   * Resolves with the hash keys of the queued runs it found waiting (at step 0, no admission kept).
+   * Resolves with the hash keys of the queued runs it found waiting (see `restore`).
    */
   private async rebuild(): Promise<string[]> {
     const pattern = `${escapeGlob(`{${this.keys.prefix}:`)}*}:run`;
@@ -140,31 +142,53 @@ export class TenantIndexHealer {
     const queued: Array<[RunHead, string | null]> = [];
     const counted: Array<[RunHead, string]> = [];
     const waiting: string[] = [];
-    values.forEach(([created, placement, admission, ...fields], i) => {
-      const run = toHead(ids[i]!, fields);
+    const runs = values.map(
+      ([created, placement, admission, ...fields], i) => ({
+        run: toHead(ids[i]!, fields),
+        created: created ?? '',
+        placement: placement ?? null,
+        admission,
+      }),
+    );
+    // Past step 0 with no admission kept: a waiting run an operator marked (no lease), or one a
+    // worker took over from an admitter that died before keeping its admission (its lease).
+    const unkept = runs.flatMap(({ run, admission }) =>
+      run?.queue && run.step > 0 && admission == null ? [run] : [],
+    );
+    await guarded(STORE, undefined, () =>
+      withOwnerLeases(this.client, this.keys, unkept),
+    );
+    const now = Date.now();
+    runs.forEach(({ run, created, placement, admission }, i) => {
       if (!run) return;
-      top = Math.max(top, Number(created ?? 0));
+      top = Math.max(top, Number(created || 0));
       if (!UNFINISHED.includes(run.status))
-        return void args.push(run.runId, created ?? '', '', '');
-      // A queued run's place is in `{P}`: one past its first step whose hash keeps an admission
-      // was admitted, and so was one at step 0 whose admitter kept its admission under a live
-      // lease (due when it ends). Any other one may still be waiting (an admitter that let its
-      // lease lapse unclaimed is gone; an operator's mark moves a waiting run past step 0), and
-      // only its queue may start it.
+        return void args.push(run.runId, created, '', '');
+      // A queued run's place is in `{P}`. One at step 0 was admitted if its admitter kept its
+      // admission under a live lease (due when it ends); an admitter that let it lapse unclaimed
+      // is gone. One past step 0 was if its hash keeps an admission, or a worker holds it, or it
+      // slept or paused since: an operator's mark moves a waiting run past step 0 too. Any other
+      // one may still be waiting, and only its queue may start it.
       const lease = Number(admission?.split('|', 1)[0]);
-      const admitted = run.step === 0 ? lease > Date.now() : admission != null;
+      const admitted =
+        run.step === 0
+          ? lease > now
+          : admission != null ||
+            run.status !== 'running' ||
+            (run.leaseExpiresAt ?? 0) > now;
       if (run.queue && !admitted) {
         waiting.push(hashKeys[i]!);
-        return void queued.push([run, placement ?? null]);
-      }
-      if (run.queue) counted.push([run, placement ?? '']);
+        queued.push([run, placement]);
+        // Its index entries, past step 0, are its own: looks skip it while it waits.
+        if (run.step === 0) return;
+      } else if (run.queue) counted.push([run, placement ?? '']);
       if (run.step === 0 && run.queue) run.leaseExpiresAt = lease;
       const set = this.keys.unfinished(run.flow);
       if (!sets.has(set)) sets.set(set, keys.push(set));
       const due = dueScore(run);
       args.push(
         run.runId,
-        created ?? '',
+        created,
         due === undefined ? '' : String(due),
         String(sets.get(set)),
       );
@@ -193,7 +217,7 @@ export class TenantIndexHealer {
   }
 
   /**
-   * Queued runs at step 0 that their queue took (their hash keeps the placement it took) and no
+   * Queued runs found waiting that their queue took (their hash keeps the placement it took) and no
    * longer holds: back on it as they were placed, their dedupe key taken again unless another run
    * holds it (then that run is the one for the key). An admitted run admitted again is fenced by
    * its claim as any takeover is.

@@ -180,9 +180,13 @@ export class RedisRunQueues {
     const admitted: RunHead[] = [];
     const released: string[] = [];
     const gone: string[] = [];
+    const early: Array<string | number> = [];
     const flows = new Set<string>();
     traced.forEach(([kept, head], i) => {
       if (head && UNFINISHED.includes(head.status)) {
+        // Past step 0 (an operator marked it while it waited): due at once for any worker, not
+        // at this admitter's lease if the mark's own due entry is gone (an early score is safe).
+        if (!kept && head.step > 0) early.push(0, ids[i]!);
         if (!kept) return;
         if (late) return void released.push(ids[i]!);
         head.queue = toQueueState(queue, pairs[2 * i + 1]);
@@ -196,6 +200,10 @@ export class RedisRunQueues {
     await this.index.drop([this.keys.due, ...unfinished], 'ended', gone);
     if (released.length && query.owner !== undefined)
       await this.hooks.release(query.owner, released);
+    if (early.length)
+      await guarded(STORE, undefined, () =>
+        this.client.zadd(this.keys.due, 'LT', ...early),
+      );
     // Their placements came with the reply: only leases are left to read (owned runs only).
     return withOwnerLeases(this.client, this.keys, admitted);
   }
