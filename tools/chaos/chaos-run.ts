@@ -425,43 +425,43 @@ async function analyse(
     for (const [, step] of edges) max = Math.max(max, (now += step));
     return max;
   };
-  const mostAtOnce = most(spans);
-  if (mostAtOnce > options.concurrency) {
-    violations.push(
-      `V3 ${mostAtOnce} runs in a call at once (limit ${options.concurrency})`,
+  /** The calls in progress when `of` passed `limit`, with their runs' history: why it did. */
+  const trace = (of: typeof spans, limit: number) => {
+    const over = of.find(
+      (s) => of.filter((o) => o.from <= s.from && o.to > s.from).length > limit,
     );
-    // The calls in progress when the limit was passed, to find out why.
-    const over = spans.find(
-      (s) =>
-        spans.filter((o) => o.from <= s.from && o.to > s.from).length >
-        options.concurrency,
-    );
-    for (const s of spans.filter(
-      (o) => over && o.from <= over.from && o.to > over.from,
-    ))
+    if (!over) return;
+    const at = of.filter((o) => o.from <= over.from && o.to > over.from);
+    for (const s of at)
       log(
         `V3: ${s.run} (${keyOf.get(s.run)}) by ${s.pid} ${s.tool} ${s.from}-${s.to}`,
       );
-    const involved = new Set(
-      spans
-        .filter((o) => over && o.from <= over.from && o.to > over.from)
-        .map((o) => o.run),
-    );
+    const involved = new Set(at.map((o) => o.run));
     for (const l of ledger.filter((l) => involved.has(runOf(l))))
       log(`V3 ledger: ${runOf(l)} ${l.pid} ${l.tool} ${l.phase} ${l.at}`);
     for (const x of took.filter((x) => involved.has(x.run)))
       log(`V3 took: ${x.run} by ${x.pid} ${x.outcome}`);
     for (const k of kills) log(`V3 kill: ${k.pid} at ${k.at}`);
     if (outage) log(`V3 outage: ${outage.from}-${outage.to}`);
+  };
+  const mostAtOnce = most(spans);
+  if (mostAtOnce > options.concurrency) {
+    violations.push(
+      `V3 ${mostAtOnce} runs in a call at once (limit ${options.concurrency})`,
+    );
+    trace(spans, options.concurrency);
   }
   let mostPerKey = 0;
   for (const key of new Set(keyOf.values())) {
-    const n = most(spans.filter((s) => keyOf.get(s.run) === key));
+    const ofKey = spans.filter((s) => keyOf.get(s.run) === key);
+    const n = most(ofKey);
     mostPerKey = Math.max(mostPerKey, n);
-    if (n > options.perKey)
+    if (n > options.perKey) {
       violations.push(
         `V3 ${n} runs of key ${key} in a call at once (limit ${options.perKey})`,
       );
+      trace(ofKey, options.perKey);
+    }
   }
   // V4: each run a killed worker drove, taken over by another within the lease + 2 s.
   const takeoverMs: number[] = [];
