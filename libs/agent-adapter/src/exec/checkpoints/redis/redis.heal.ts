@@ -40,6 +40,7 @@ import { guarded } from '../transient-errors';
 import { masters, STORE, storeScript, type RedisClient } from './redis.client';
 import { dueScore } from './redis.due';
 import { withOwnerLeases } from './redis.leases';
+import { unfinishedRun } from './redis.queues';
 import {
   ADMISSION_FIELD,
   ADMISSION_TRACE_MS,
@@ -218,8 +219,8 @@ export class TenantIndexHealer {
 
   /**
    * Queued runs found waiting that their queue took (their hash keeps the placement it took) and no
-   * longer holds: back on it as they were placed, their dedupe key taken again unless another run
-   * holds it (then that run is the one for the key). An admitted run admitted again is fenced by
+   * longer holds: back on it as they were placed, their dedupe key taken again unless another
+   * unfinished run holds it (then that run is the one for the key). An admitted run admitted again is fenced by
    * its claim as any takeover is.
    */
   private async requeue(runs: Array<[RunHead, string | null]>): Promise<void> {
@@ -234,15 +235,31 @@ export class TenantIndexHealer {
       if (placed[i] || stored === null) continue;
       const queue = run.queue!.name;
       const placement = JSON.parse(stored) as Placement;
-      await storeScript(this.client, 'aaEnqueue', this.keys.enqueue(queue), [
-        run.runId,
-        queue,
-        placement.d ?? '',
-        '',
-        JSON.stringify(placement),
-        sortableTime(Number(placement.a ?? 0)),
-        '1',
-      ]);
+      // The key may still name a run that ended, its release lost with this run's enqueue: that
+      // holder is passed as the one seen, so the key comes back to this run (a live one keeps it).
+      for (let expected = '', tries = 0; tries < 2; tries++) {
+        const [code, holder] = (await storeScript(
+          this.client,
+          'aaEnqueue',
+          this.keys.enqueue(queue),
+          [
+            run.runId,
+            queue,
+            placement.d ?? '',
+            expected,
+            JSON.stringify(placement),
+            sortableTime(Number(placement.a ?? 0)),
+            '1',
+          ],
+        )) as [string, string | undefined];
+        if (
+          code !== 'held' ||
+          !holder ||
+          (await unfinishedRun(this.client, this.keys, holder))
+        )
+          break;
+        expected = holder;
+      }
     }
   }
 }
