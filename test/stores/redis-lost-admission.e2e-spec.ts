@@ -320,64 +320,72 @@ describeWithService('redis', 'Redis: an admission the tenant slot lost', () => {
     b.close();
   });
 
-  it('a run whose enqueue `{P}` lost, its dedupe key still naming a run that ended meanwhile (that release lost too), is queued again with its key', async () => {
-    const { store, P } = open();
-    const w = new FlowRunner(executorFor([], 'w'), {
-      checkpoints: store,
-      checkpointKey: KEY,
-      workerId: 'w',
-    });
-    const place = { queue: 'dq', dedupeKey: 'order-7' };
-    await w.enqueue(
-      ticketsFlow(),
-      { show: 'd-1', seats: 1 },
-      {
-        ...place,
-        runId: 'd-1',
-      },
-    );
-    await store.listDue({ now: Date.now() }); // stamped whole
-    const admitted = await store.admit({
-      queue: 'dq',
-      now: Date.now() + 1000,
-      limit: 10,
-      owner: 'w',
-      leaseExpiresAt: Date.now() + LEASE_MS,
-    });
-    expect(admitted.map((h) => h.runId)).toEqual(['d-1']);
-    const snapshot = new Map<string, Buffer>();
-    for (const k of await admin.keys(`${P}*`))
-      snapshot.set(k, await admin.dumpBuffer(k));
-    // d-1 ends, which frees the key; d-2 takes it.
-    expect((await w.recover(ticketsFlow(), 'd-1')).status).toBe('done');
-    const second = await w.enqueue(
-      ticketsFlow(),
-      { show: 'd-2', seats: 1 },
-      {
-        ...place,
-        runId: 'd-2',
-      },
-    );
-    expect(second).toMatchObject({ runId: 'd-2', created: true });
-    await sleep(50); // the unawaited write that keeps d-2's placement in its hash
-    w.close();
-    // `{P}` loses all of it: the key names d-1 again, and d-2 is on no queue.
-    for (const k of await admin.keys(`${P}*`))
-      if (!snapshot.has(k)) await admin.del(k);
-    for (const [k, dump] of snapshot)
-      await admin.restore(k, 0, dump, 'REPLACE');
-    await admin.set(`${P}:indexed`, 'f'.repeat(40));
-    await store.listDue({ now: Date.now() }); // heals
-    expect(await admin.hget(`${P}:q:dq:dedupe`, 'order-7')).toBe('d-2');
-    const again = await store.admit({
-      queue: 'dq',
-      now: Date.now() + 1000,
-      limit: 10,
-      owner: 'w',
-      leaseExpiresAt: Date.now() + LEASE_MS,
-    });
-    expect(again.map((h) => h.runId)).toEqual(['d-2']);
-  });
+  it.each([
+    ['that ended meanwhile (its release lost too)', false],
+    ['whose end was lost too (its hash on the failed master)', true],
+  ])(
+    'a run whose enqueue `{P}` lost, its dedupe key still naming a run %s, is queued again with its key',
+    async (_, rolledBack) => {
+      const { store, P } = open();
+      const w = new FlowRunner(executorFor([], 'w'), {
+        checkpoints: store,
+        checkpointKey: KEY,
+        workerId: 'w',
+      });
+      const place = { queue: 'dq', dedupeKey: 'order-7' };
+      await w.enqueue(
+        ticketsFlow(),
+        { show: 'd-1', seats: 1 },
+        {
+          ...place,
+          runId: 'd-1',
+        },
+      );
+      await store.listDue({ now: Date.now() }); // stamped whole
+      const admitted = await store.admit({
+        queue: 'dq',
+        now: Date.now() + 1000,
+        limit: 10,
+        owner: 'w',
+        leaseExpiresAt: Date.now() + LEASE_MS,
+      });
+      expect(admitted.map((h) => h.runId)).toEqual(['d-1']);
+      const snapshot = new Map<string, Buffer>();
+      for (const k of await admin.keys(`${P}*`))
+        snapshot.set(k, await admin.dumpBuffer(k));
+      // d-1 ends, which frees the key; d-2 takes it.
+      expect((await w.recover(ticketsFlow(), 'd-1')).status).toBe('done');
+      const second = await w.enqueue(
+        ticketsFlow(),
+        { show: 'd-2', seats: 1 },
+        {
+          ...place,
+          runId: 'd-2',
+        },
+      );
+      expect(second).toMatchObject({ runId: 'd-2', created: true });
+      await sleep(50); // the unawaited write that keeps d-2's placement in its hash
+      w.close();
+      // `{P}` loses all of it: the key names d-1 again, and d-2 is on no queue.
+      for (const k of await admin.keys(`${P}*`))
+        if (!snapshot.has(k)) await admin.del(k);
+      for (const [k, dump] of snapshot)
+        await admin.restore(k, 0, dump, 'REPLACE');
+      if (rolledBack)
+        await admin.hset(`{${P.slice(1, -1)}:d-1}:run`, 'status', 'running');
+      await admin.set(`${P}:indexed`, 'f'.repeat(40));
+      await store.listDue({ now: Date.now() }); // heals
+      expect(await admin.hget(`${P}:q:dq:dedupe`, 'order-7')).toBe('d-2');
+      const again = await store.admit({
+        queue: 'dq',
+        now: Date.now() + 1000,
+        limit: 10,
+        owner: 'w',
+        leaseExpiresAt: Date.now() + LEASE_MS,
+      });
+      expect(again.map((h) => h.runId)).toEqual(['d-2']);
+    },
+  );
 
   it('an admitter whose admission is kept later than the bound does not drive the run: it stays counted, and is released for the next look of any worker', async () => {
     const { store, client, P } = await openWithRun({

@@ -40,7 +40,6 @@ import { guarded } from '../transient-errors';
 import { masters, STORE, storeScript, type RedisClient } from './redis.client';
 import { dueScore } from './redis.due';
 import { withOwnerLeases } from './redis.leases';
-import { unfinishedRun } from './redis.queues';
 import {
   ADMISSION_FIELD,
   ADMISSION_TRACE_MS,
@@ -219,9 +218,10 @@ export class TenantIndexHealer {
 
   /**
    * Queued runs found waiting that their queue took (their hash keeps the placement it took) and no
-   * longer holds: back on it as they were placed, their dedupe key taken again unless another
-   * unfinished run holds it (then that run is the one for the key). An admitted run admitted again is fenced by
-   * its claim as any takeover is.
+   * longer holds: back on it as they were placed, their dedupe key with them, from whatever run
+   * the state `{P}` fell back to names (an enqueue takes a key only from a run that ended, and the
+   * kept placement says this run's enqueue took it; a run's end releases only a key it holds). An
+   * admitted run admitted again is fenced by its claim as any takeover is.
    */
   private async requeue(runs: Array<[RunHead, string | null]>): Promise<void> {
     const placed = await guarded(STORE, undefined, () =>
@@ -235,8 +235,8 @@ export class TenantIndexHealer {
       if (placed[i] || stored === null) continue;
       const queue = run.queue!.name;
       const placement = JSON.parse(stored) as Placement;
-      // The key may still name a run that ended, its release lost with this run's enqueue: that
-      // holder is passed as the one seen, so the key comes back to this run (a live one keeps it).
+      // The key may name an older holder (a run that ended, its release lost with this enqueue):
+      // passed as the one seen, it gives the key back.
       for (let expected = '', tries = 0; tries < 2; tries++) {
         const [code, holder] = (await storeScript(
           this.client,
@@ -252,12 +252,7 @@ export class TenantIndexHealer {
             '1',
           ],
         )) as [string, string | undefined];
-        if (
-          code !== 'held' ||
-          !holder ||
-          (await unfinishedRun(this.client, this.keys, holder))
-        )
-          break;
+        if (code !== 'held' || !holder) break;
         expected = holder;
       }
     }

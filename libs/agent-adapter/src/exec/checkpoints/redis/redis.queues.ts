@@ -254,24 +254,16 @@ export class RedisRunQueues {
     return ids.filter((_, i) => !UNFINISHED.includes(statuses[i] as RunStatus));
   }
 
-  private live(runId: string): Promise<boolean> {
-    return unfinishedRun(this.client, this.keys, runId);
+  /** Whether the run's hash says it is unfinished (a dedupe key's holder). */
+  private async live(runId: string): Promise<boolean> {
+    const status = await guarded(STORE, runId, () =>
+      this.client.hget(this.keys.runHash(runId), 'status'),
+    );
+    return UNFINISHED.includes(status as RunStatus);
   }
 
   /** Removes the hash an enqueue wrote but did not index (its dedupe key was taken). */
   private async forgetRun(runId: string): Promise<void> {
     await storeScript(this.client, 'aaDelete', this.keys.run(runId), []);
   }
-}
-
-/** Whether the run's hash says it is unfinished (a dedupe key's holder). */
-export async function unfinishedRun(
-  client: RedisClient,
-  keys: RedisKeys,
-  runId: string,
-): Promise<boolean> {
-  const status = await guarded(STORE, runId, () =>
-    client.hget(keys.runHash(runId), 'status'),
-  );
-  return UNFINISHED.includes(status as RunStatus);
 }
