@@ -15,6 +15,11 @@ import Redis from 'ioredis';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { markRestored } from 'agent-adapter/cli/restore';
 import {
+  storeScript,
+  type RedisClient,
+} from 'agent-adapter/exec/checkpoints/redis/redis.client';
+import { RedisKeys } from 'agent-adapter/exec/checkpoints/redis/redis.layout';
+import {
   FlowRunner,
   KeyRing,
   RedisCheckpointStore,
@@ -321,11 +326,24 @@ describeWithService('redis', 'Redis: an admission the tenant slot lost', () => {
   });
 
   it.each([
-    ['that ended meanwhile (its release lost too)', false],
-    ['whose end was lost too (its hash on the failed master)', true],
+    [
+      'that ended meanwhile (its release lost too): it is queued again',
+      false,
+      false,
+    ],
+    [
+      'whose end was lost too (its hash on the failed master): it is queued again',
+      true,
+      false,
+    ],
+    [
+      'that ended meanwhile, the run admitted before the loss: it is counted again',
+      false,
+      true,
+    ],
   ])(
-    'a run whose enqueue `{P}` lost, its dedupe key still naming a run %s, is queued again with its key',
-    async (_, rolledBack) => {
+    'a run whose enqueue `{P}` lost, its dedupe key still naming a run %s, with its key',
+    async (_, rolledBack, admittedBefore) => {
       const { store, P } = open();
       const w = new FlowRunner(executorFor([], 'w'), {
         checkpoints: store,
@@ -366,6 +384,16 @@ describeWithService('redis', 'Redis: an admission the tenant slot lost', () => {
       expect(second).toMatchObject({ runId: 'd-2', created: true });
       await sleep(50); // the unawaited write that keeps d-2's placement in its hash
       w.close();
+      const admitD2 = () =>
+        store.admit({
+          queue: 'dq',
+          now: Date.now() + 1000,
+          limit: 10,
+          owner: 'w',
+          leaseExpiresAt: Date.now() + LEASE_MS,
+        });
+      if (admittedBefore)
+        expect((await admitD2()).map((h) => h.runId)).toEqual(['d-2']);
       // `{P}` loses all of it: the key names d-1 again, and d-2 is on no queue.
       for (const k of await admin.keys(`${P}*`))
         if (!snapshot.has(k)) await admin.del(k);
@@ -376,16 +404,64 @@ describeWithService('redis', 'Redis: an admission the tenant slot lost', () => {
       await admin.set(`${P}:indexed`, 'f'.repeat(40));
       await store.listDue({ now: Date.now() }); // heals
       expect(await admin.hget(`${P}:q:dq:dedupe`, 'order-7')).toBe('d-2');
-      const again = await store.admit({
-        queue: 'dq',
+      expect((await admitD2()).map((h) => h.runId)).toEqual(
+        admittedBefore ? [] : ['d-2'],
+      );
+      expect(await admin.zscore(`${P}:q:dq:active`, 'd-2')).not.toBeNull();
+    },
+  );
+
+  it('a healing that read a run before another look’s healing put it back does nothing to it: the key stays with the live run that took it since', async () => {
+    const { store, client, P } = open();
+    const prefix = P.slice(1, -1);
+    const w = new FlowRunner(executorFor([], 'w'), {
+      checkpoints: store,
+      checkpointKey: KEY,
+      workerId: 'w',
+    });
+    const place = { queue: 'hq', dedupeKey: 'order-9' };
+    await w.enqueue(
+      ticketsFlow(),
+      { show: 's-1', seats: 1 },
+      {
+        ...place,
+        runId: 's-1',
+      },
+    );
+    await store.listDue({ now: Date.now() }); // stamped whole
+    const admit = () =>
+      store.admit({
+        queue: 'hq',
         now: Date.now() + 1000,
         limit: 10,
         owner: 'w',
         leaseExpiresAt: Date.now() + LEASE_MS,
       });
-      expect(again.map((h) => h.runId)).toEqual(['d-2']);
-    },
-  );
+    expect((await admit()).map((h) => h.runId)).toEqual(['s-1']);
+    expect((await w.recover(ticketsFlow(), 's-1')).status).toBe('done');
+    await w.enqueue(
+      ticketsFlow(),
+      { show: 's-2', seats: 1 },
+      {
+        ...place,
+        runId: 's-2',
+      },
+    );
+    w.close();
+    // The late healing's enqueue of s-1, as it read it, and again with the holder it then finds.
+    const placement = await admin.hget(`{${prefix}:s-1}:run`, 'placement');
+    for (const seen of ['', 's-2'])
+      expect(
+        await storeScript(
+          client() as unknown as RedisClient,
+          'aaEnqueue',
+          new RedisKeys(prefix).enqueue('hq'),
+          ['s-1', 'hq', 'order-9', seen, placement!, '0'.repeat(16), '1'],
+        ),
+      ).toEqual(['ok']);
+    expect(await admin.hget(`${P}:q:hq:dedupe`, 'order-9')).toBe('s-2');
+    expect((await admit()).map((h) => h.runId)).toEqual(['s-2']);
+  });
 
   it('an admitter whose admission is kept later than the bound does not drive the run: it stays counted, and is released for the next look of any worker', async () => {
     const { store, client, P } = await openWithRun({

@@ -21,8 +21,8 @@
  * admission lost) is counted again, as admitted at the healing, if its hash keeps an admission,
  * a worker holds its lease or it slept or paused since: an operator's mark (`runs restored`, after
  * a failover) moves a waiting run past step 0 too, and counting that one would let it run past its
- * limits. Every admission waits for the healing the
- * same way, so none goes past a limit it lost or admits again a run that is driven.
+ * limits. Every admission waits for the healing the same way, so none goes past a limit it lost
+ * or admits again a run that is driven.
  *
  * An admitted run its worker has not claimed yet is at step 0, as a waiting one: its admitter
  * keeps the admission in its hash (`admission`, redis.queues.ts) and drives it only if that landed
@@ -179,8 +179,10 @@ export class TenantIndexHealer {
       if (run.queue && !admitted) {
         waiting.push(hashKeys[i]!);
         queued.push([run, placement]);
-        // Its index entries, past step 0, are its own: looks skip it while it waits.
-        if (run.step === 0) return;
+        // Past step 0 (marked while it waited), its index entries are put back with it, if it
+        // can be: looks skip it while it waits on its queue. Without a placement to put it back
+        // with, it would look admitted.
+        if (run.step === 0 || placement === null) return;
       } else if (run.queue) counted.push([run, placement ?? '']);
       if (run.step === 0 && run.queue) run.leaseExpiresAt = lease;
       const set = this.keys.unfinished(run.flow);
@@ -220,7 +222,8 @@ export class TenantIndexHealer {
    * Queued runs found waiting that their queue took (their hash keeps the placement it took) and no
    * longer holds: back on it as they were placed, their dedupe key with them, from whatever run
    * the state `{P}` fell back to names (an enqueue takes a key only from a run that ended, and the
-   * kept placement says this run's enqueue took it; a run's end releases only a key it holds). An
+   * kept placement says this run's enqueue took it; a run's end releases only a key it holds). The
+   * script does nothing for a run its queue holds (another look's healing put it back since). An
    * admitted run admitted again is fenced by its claim as any takeover is.
    */
   private async requeue(runs: Array<[RunHead, string | null]>): Promise<void> {

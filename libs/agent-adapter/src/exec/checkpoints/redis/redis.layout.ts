@@ -47,8 +47,8 @@ export const PLACEMENT_FIELD = 'placement';
  * A queued run's admission, kept in its hash by its admitter before it drives the run
  * (`<lease expiry ms>|<owner>`): the healing counts a run at step 0 that has one under a live
  * lease as admitted, not as waiting, and one past step 0 if it has one or another sign of an
- * admission (an operator's mark moves a waiting run past step 0: redis.heal.ts). The admission itself is in `{P}`, which a
- * failover can lose.
+ * admission (an operator's mark moves a waiting run past step 0: redis.heal.ts). The admission
+ * itself is in `{P}`, which a failover can lose.
  */
 export const ADMISSION_FIELD = 'admission';
 

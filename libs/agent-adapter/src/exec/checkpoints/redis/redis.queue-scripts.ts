@@ -58,7 +58,8 @@ end
  * An enqueue's index write, after its run hash (step 0) is stored. KEYS: queued, dedupe, delayed,
  * runs (placements), the list of runs, seq, born, the tenant's `indexed` stamp. ARGV: 1 run id,
  * 2 queue, 3 dedupe key ('' none), 4 the key's holder the caller saw ('' none), 5 placement JSON,
- * 6 availableAt (16 digits), 7 '1' when the healing itself queues a run again.
+ * 6 availableAt (16 digits), 7 '1' when the healing itself queues a run again (then nothing is
+ * done if the queue holds the run).
  * Returns {'ok'}; {'held', holder} when the dedupe key names another run than the caller saw;
  * {'heal'} for a dedupe key while the tenant's master is not the one its index was last known
  * whole under (the key may be lost: redis.heal.ts), so no second run starts for one key.
@@ -68,6 +69,9 @@ ${REPLICATION_IDS}
 if ARGV[3] ~= '' and ARGV[7] ~= '1' and redis.call('GET', KEYS[8]) ~= (replication_ids()) then
   return {'heal'}
 end
+-- The healing's enqueue of a run its queue holds already: another look's healing put it back, and
+-- it may have moved on since (admitted, ended, its key taken over). Nothing to do.
+if ARGV[7] == '1' and redis.call('HEXISTS', KEYS[4], ARGV[1]) == 1 then return {'ok'} end
 if ARGV[3] ~= '' then
   local holder = redis.call('HGET', KEYS[2], ARGV[3]) or ''
   -- Our own write, resent after its reply was lost: applied already.
@@ -186,7 +190,8 @@ export const QUEUE_RECOUNT_LUA = `${NOW}
 local now = tostring(now_ms())
 for i = 2, #ARGV, 2 do
   local id = ARGV[i]
-  local raw = redis.call('HGET', KEYS[2], id) or ARGV[i + 1]
+  local held = redis.call('HGET', KEYS[2], id)
+  local raw = held or ARGV[i + 1]
   if raw ~= '' and not redis.call('ZSCORE', KEYS[5], id) then
     local p = cjson.decode(raw)
     redis.call('ZREM', KEYS[4], id)
@@ -199,7 +204,9 @@ for i = 2, #ARGV, 2 do
     redis.call('ZADD', KEYS[5], now, id)
     redis.call('ZADD', KEYS[7], now, id)
     if p.k then redis.call('HINCRBY', KEYS[6], p.k, 1) end
-    if p.d and not redis.call('HGET', KEYS[8], p.d) then redis.call('HSET', KEYS[8], p.d, id) end
+    -- Its enqueue lost too: the key is its own (an enqueue takes a key only from a run that ended,
+    -- and the lost state may still name that one); else only a free key.
+    if p.d and (not held or not redis.call('HGET', KEYS[8], p.d)) then redis.call('HSET', KEYS[8], p.d, id) end
   end
 end
 return 1
