@@ -34,6 +34,22 @@ import { REDIS_URL, describeWithService, suiteId } from '../utils/services';
 const TRACE_MS = 250;
 const LEASE_MS = 60_000;
 
+/** An admission from `queue` by `owner` (default `w`), under a lease of LEASE_MS. */
+function admitFrom(
+  store: RedisCheckpointStore,
+  queue: string,
+  extra: Partial<AdmitQuery> = {},
+): Promise<RunHead[]> {
+  return store.admit({
+    queue,
+    now: Date.now() + 1000,
+    limit: 10,
+    owner: 'w',
+    leaseExpiresAt: Date.now() + LEASE_MS,
+    ...extra,
+  });
+}
+
 describeWithService('redis', 'Redis: an admission the tenant slot lost', () => {
   let admin: Redis;
   const opened: Array<{ store: RedisCheckpointStore; prefix: string }> = [];
@@ -49,6 +65,21 @@ describeWithService('redis', 'Redis: an admission the tenant slot lost', () => {
     }
     await admin.quit();
   });
+
+  /**
+   * What `{P}` holds now: the function it resolves with puts `{P}` back to that, as a failover
+   * that lost every write since.
+   */
+  async function tenantNow(P: string): Promise<() => Promise<void>> {
+    const kept = new Map<string, Buffer>();
+    for (const k of await admin.keys(`${P}*`))
+      kept.set(k, await admin.dumpBuffer(k));
+    return async () => {
+      for (const k of await admin.keys(`${P}*`))
+        if (!kept.has(k)) await admin.del(k);
+      for (const [k, dump] of kept) await admin.restore(k, 0, dump, 'REPLACE');
+    };
+  }
 
   /** A store on a new prefix, and the ioredis client it drives. */
   function open(): {
@@ -93,9 +124,7 @@ describeWithService('redis', 'Redis: an admission the tenant slot lost', () => {
       runId: 'x-1',
       key: 'k',
     });
-    const before = new Map<string, Buffer>();
-    for (const k of await admin.keys(`${P}*`))
-      before.set(k, await admin.dumpBuffer(k));
+    const loseSince = await tenantNow(P);
     const now = Date.now() + 1000;
     const lease = now + LEASE_MS;
     // Each admitter its own lease: `{P}` says whose admission it counts.
@@ -112,9 +141,7 @@ describeWithService('redis', 'Redis: an admission the tenant slot lost', () => {
     expect(first.map((h) => h.runId)).toEqual(['x-1']);
     const kept = await admin.hget(`{${P.slice(1, -1)}:x-1}:run`, 'admission');
     expect(kept).toBe(`${lease}|worker-a`);
-    for (const k of await admin.keys(`${P}*`))
-      if (!before.has(k)) await admin.del(k);
-    for (const [k, dump] of before) await admin.restore(k, 0, dump, 'REPLACE');
+    await loseSince();
     await admin.set(`${P}:indexed`, 'f'.repeat(40));
     const hash = `{${P.slice(1, -1)}:x-1}:run`;
     /** `{P}` counts x-1 as admitted (once, its key full, out of the ready set), due at `due`. */
@@ -189,6 +216,39 @@ describeWithService('redis', 'Redis: an admission the tenant slot lost', () => {
     await expectCounted(lease);
   });
 
+  /**
+   * `first` enqueued on `queue` with dedupe key `key`, admitted (then `afterAdmit`) and run to its
+   * end, which frees the key; then `second` enqueued with it.
+   */
+  async function keyHandedOn(
+    queue: string,
+    key: string,
+    [first, second]: [string, string],
+    afterAdmit: (P: string) => Promise<void> = async () => undefined,
+  ) {
+    const opened = open();
+    const w = new FlowRunner(executorFor([], 'w'), {
+      checkpoints: opened.store,
+      checkpointKey: KEY,
+      workerId: 'w',
+    });
+    const place = { queue, dedupeKey: key };
+    const enqueue = (runId: string) =>
+      w.enqueue(ticketsFlow(), { show: runId, seats: 1 }, { ...place, runId });
+    await enqueue(first);
+    await opened.store.listDue({ now: Date.now() }); // stamped whole
+    const admitted = await admitFrom(opened.store, queue);
+    expect(admitted.map((h) => h.runId)).toEqual([first]);
+    await afterAdmit(opened.P);
+    expect((await w.recover(ticketsFlow(), first)).status).toBe('done');
+    expect(await enqueue(second)).toMatchObject({
+      runId: second,
+      created: true,
+    });
+    w.close();
+    return opened;
+  }
+
   it('waiting runs an operator marked restored (past step 0, never admitted) are not counted by a healing: their queue admits them under its limits, and one it admitted stays counted when `{P}` loses that admission', async () => {
     const { store, P } = open();
     const w = new FlowRunner(executorFor([], 'w'), {
@@ -209,18 +269,9 @@ describeWithService('redis', 'Redis: an admission the tenant slot lost', () => {
       by: 'op',
     });
     expect(marked.sort()).toEqual(['m-1', 'm-2']);
-    const snapshot = new Map<string, Buffer>();
-    for (const k of await admin.keys(`${P}*`))
-      snapshot.set(k, await admin.dumpBuffer(k));
+    const loseSince = await tenantNow(P);
     const admit = () =>
-      store.admit({
-        queue: 'mq',
-        now: Date.now() + 1000,
-        limit: 10,
-        perKey: 1,
-        owner: 'worker-a',
-        leaseExpiresAt: Date.now() + LEASE_MS,
-      });
+      admitFrom(store, 'mq', { perKey: 1, owner: 'worker-a' });
     /** Due runs (a look, which heals first), then what `{P}` counts. */
     const counts = async () => {
       const due = await store.listDue({ now: Date.now() + 1000 });
@@ -261,10 +312,7 @@ describeWithService('redis', 'Redis: an admission the tenant slot lost', () => {
       due: after.active,
     });
     // `{P}` loses that admission; the run's hash keeps it, so the healing counts it again.
-    for (const k of await admin.keys(`${P}*`))
-      if (!snapshot.has(k)) await admin.del(k);
-    for (const [k, dump] of snapshot)
-      await admin.restore(k, 0, dump, 'REPLACE');
+    await loseSince();
     await admin.set(`${P}:indexed`, 'e'.repeat(40));
     expect(await counts()).toEqual(after);
   });
@@ -275,14 +323,9 @@ describeWithService('redis', 'Redis: an admission the tenant slot lost', () => {
       runId: 'c-1',
       key: 'k',
     });
-    const snapshot = new Map<string, Buffer>();
-    for (const k of await admin.keys(`${P}*`))
-      snapshot.set(k, await admin.dumpBuffer(k));
+    const loseSince = await tenantNow(P);
     const hash = `{${P.slice(1, -1)}:c-1}:run`;
-    await store.admit({
-      queue: 'cq',
-      now: Date.now() + 1000,
-      limit: 10,
+    await admitFrom(store, 'cq', {
       perKey: 1,
       owner: 'worker-a',
       leaseExpiresAt: Date.now() - 1,
@@ -310,10 +353,7 @@ describeWithService('redis', 'Redis: an admission the tenant slot lost', () => {
       null,
     ]);
     // `{P}` loses the admission.
-    for (const k of await admin.keys(`${P}*`))
-      if (!snapshot.has(k)) await admin.del(k);
-    for (const [k, dump] of snapshot)
-      await admin.restore(k, 0, dump, 'REPLACE');
+    await loseSince();
     await admin.set(`${P}:indexed`, 'f'.repeat(40));
     await store.listDue({ now: Date.now() });
     expect({
@@ -344,61 +384,20 @@ describeWithService('redis', 'Redis: an admission the tenant slot lost', () => {
   ])(
     'a run whose enqueue `{P}` lost, its dedupe key still naming a run %s, with its key',
     async (_, rolledBack, admittedBefore) => {
-      const { store, P } = open();
-      const w = new FlowRunner(executorFor([], 'w'), {
-        checkpoints: store,
-        checkpointKey: KEY,
-        workerId: 'w',
-      });
-      const place = { queue: 'dq', dedupeKey: 'order-7' };
-      await w.enqueue(
-        ticketsFlow(),
-        { show: 'd-1', seats: 1 },
-        {
-          ...place,
-          runId: 'd-1',
-        },
+      // `{P}` as it was with d-1 admitted; d-1 ends, freeing the key, and d-2 takes it.
+      let loseSince!: () => Promise<void>;
+      const { store, P } = await keyHandedOn(
+        'dq',
+        'order-7',
+        ['d-1', 'd-2'],
+        async (P) => void (loseSince = await tenantNow(P)),
       );
-      await store.listDue({ now: Date.now() }); // stamped whole
-      const admitted = await store.admit({
-        queue: 'dq',
-        now: Date.now() + 1000,
-        limit: 10,
-        owner: 'w',
-        leaseExpiresAt: Date.now() + LEASE_MS,
-      });
-      expect(admitted.map((h) => h.runId)).toEqual(['d-1']);
-      const snapshot = new Map<string, Buffer>();
-      for (const k of await admin.keys(`${P}*`))
-        snapshot.set(k, await admin.dumpBuffer(k));
-      // d-1 ends, which frees the key; d-2 takes it.
-      expect((await w.recover(ticketsFlow(), 'd-1')).status).toBe('done');
-      const second = await w.enqueue(
-        ticketsFlow(),
-        { show: 'd-2', seats: 1 },
-        {
-          ...place,
-          runId: 'd-2',
-        },
-      );
-      expect(second).toMatchObject({ runId: 'd-2', created: true });
       await sleep(50); // the unawaited write that keeps d-2's placement in its hash
-      w.close();
-      const admitD2 = () =>
-        store.admit({
-          queue: 'dq',
-          now: Date.now() + 1000,
-          limit: 10,
-          owner: 'w',
-          leaseExpiresAt: Date.now() + LEASE_MS,
-        });
+      const admitD2 = () => admitFrom(store, 'dq');
       if (admittedBefore)
         expect((await admitD2()).map((h) => h.runId)).toEqual(['d-2']);
       // `{P}` loses all of it: the key names d-1 again, and d-2 is on no queue.
-      for (const k of await admin.keys(`${P}*`))
-        if (!snapshot.has(k)) await admin.del(k);
-      for (const [k, dump] of snapshot)
-        await admin.restore(k, 0, dump, 'REPLACE');
+      await loseSince();
       if (rolledBack)
         await admin.hset(`{${P.slice(1, -1)}:d-1}:run`, 'status', 'running');
       await admin.set(`${P}:indexed`, 'f'.repeat(40));
@@ -412,42 +411,12 @@ describeWithService('redis', 'Redis: an admission the tenant slot lost', () => {
   );
 
   it('a healing that read a run before another look’s healing put it back does nothing to it: the key stays with the live run that took it since', async () => {
-    const { store, client, P } = open();
+    const { store, client, P } = await keyHandedOn('hq', 'order-9', [
+      's-1',
+      's-2',
+    ]);
     const prefix = P.slice(1, -1);
-    const w = new FlowRunner(executorFor([], 'w'), {
-      checkpoints: store,
-      checkpointKey: KEY,
-      workerId: 'w',
-    });
-    const place = { queue: 'hq', dedupeKey: 'order-9' };
-    await w.enqueue(
-      ticketsFlow(),
-      { show: 's-1', seats: 1 },
-      {
-        ...place,
-        runId: 's-1',
-      },
-    );
-    await store.listDue({ now: Date.now() }); // stamped whole
-    const admit = () =>
-      store.admit({
-        queue: 'hq',
-        now: Date.now() + 1000,
-        limit: 10,
-        owner: 'w',
-        leaseExpiresAt: Date.now() + LEASE_MS,
-      });
-    expect((await admit()).map((h) => h.runId)).toEqual(['s-1']);
-    expect((await w.recover(ticketsFlow(), 's-1')).status).toBe('done');
-    await w.enqueue(
-      ticketsFlow(),
-      { show: 's-2', seats: 1 },
-      {
-        ...place,
-        runId: 's-2',
-      },
-    );
-    w.close();
+    const admit = () => admitFrom(store, 'hq');
     // The late healing's enqueue of s-1, as it read it, and again with the holder it then finds.
     const placement = await admin.hget(`{${prefix}:s-1}:run`, 'placement');
     for (const seen of ['', 's-2'])
