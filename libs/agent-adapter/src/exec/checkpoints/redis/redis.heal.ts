@@ -219,23 +219,16 @@ export class TenantIndexHealer {
   }
 
   /**
-   * Queued runs found waiting that their queue took (their hash keeps the placement it took) and no
-   * longer holds: back on it as they were placed, their dedupe key with them, from whatever run
+   * Queued runs found waiting that their queue took (their hash keeps the placement it took): if
+   * it no longer holds them (the script checks), back on it as they were placed, their dedupe key with them, from whatever run
    * the state `{P}` fell back to names (an enqueue takes a key only from a run that ended, and the
-   * kept placement says this run's enqueue took it; a run's end releases only a key it holds). The
-   * script does nothing for a run its queue holds (another look's healing put it back since). An
-   * admitted run admitted again is fenced by its claim as any takeover is.
+   * kept placement says this run's enqueue took it; a run's end releases only a key it holds). A
+   * run its queue holds is left alone, also one another look's healing put back since. An admitted
+   * run admitted again is fenced by its claim as any takeover is.
    */
   private async requeue(runs: Array<[RunHead, string | null]>): Promise<void> {
-    const placed = await guarded(STORE, undefined, () =>
-      Promise.all(
-        runs.map(([r]) =>
-          this.client.hexists(this.keys.queue(r.queue!.name).runs, r.runId),
-        ),
-      ),
-    );
-    for (const [i, [run, stored]] of runs.entries()) {
-      if (placed[i] || stored === null) continue;
+    for (const [run, stored] of runs) {
+      if (stored === null) continue;
       const queue = run.queue!.name;
       const placement = JSON.parse(stored) as Placement;
       // The key may name an older holder (a run that ended, its release lost with this enqueue):

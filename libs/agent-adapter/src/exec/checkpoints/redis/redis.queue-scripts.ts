@@ -190,8 +190,8 @@ export const QUEUE_RECOUNT_LUA = `${NOW}
 local now = tostring(now_ms())
 for i = 2, #ARGV, 2 do
   local id = ARGV[i]
-  local held = redis.call('HGET', KEYS[2], id)
-  local raw = held or ARGV[i + 1]
+  local placed = redis.call('HGET', KEYS[2], id)
+  local raw = placed or ARGV[i + 1]
   if raw ~= '' and not redis.call('ZSCORE', KEYS[5], id) then
     local p = cjson.decode(raw)
     redis.call('ZREM', KEYS[4], id)
@@ -206,7 +206,7 @@ for i = 2, #ARGV, 2 do
     if p.k then redis.call('HINCRBY', KEYS[6], p.k, 1) end
     -- Its enqueue lost too: the key is its own (an enqueue takes a key only from a run that ended,
     -- and the lost state may still name that one); else only a free key.
-    if p.d and (not held or not redis.call('HGET', KEYS[8], p.d)) then redis.call('HSET', KEYS[8], p.d, id) end
+    if p.d and (not placed or not redis.call('HGET', KEYS[8], p.d)) then redis.call('HSET', KEYS[8], p.d, id) end
   end
 end
 return 1

@@ -184,10 +184,12 @@ export class RedisRunQueues {
     const flows = new Set<string>();
     traced.forEach(([kept, head], i) => {
       if (head && UNFINISHED.includes(head.status)) {
-        // Past step 0 (an operator marked it while it waited): due at once for any worker, not
-        // at this admitter's lease if the mark's own due entry is gone (an early score is safe).
-        if (!kept && head.step > 0) early.push(0, ids[i]!);
-        if (!kept) return;
+        if (!kept) {
+          // Past step 0 (an operator marked it while it waited): due at once for any worker, not
+          // at this admitter's lease if the mark's own due entry is gone (an early score is safe).
+          if (head.step > 0) early.push(0, ids[i]!);
+          return;
+        }
         if (late) return void released.push(ids[i]!);
         head.queue = toQueueState(queue, pairs[2 * i + 1]);
         admitted.push(head);
