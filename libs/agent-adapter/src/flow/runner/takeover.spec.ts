@@ -24,26 +24,27 @@ const LEASE = 300;
 const ORDER = { show: 'Hamlet', seats: 2 };
 
 /**
- * A worker on `store` whose tools append to `ledger`; `dieIn` kills it (its store view) when that
- * tool starts, `slowIn` makes that tool outlast three leases.
+ * A worker on `store` whose tools append to `ledger`, holding leases of `leaseMs`; `dieIn` kills it
+ * (its store view) when that tool starts, `slowIn` makes that tool outlast two of its leases.
  */
 function worker(
   store: CheckpointStore,
   ledger: LedgerEntry[],
   name: string,
-  tools: { dieIn?: string; slowIn?: string } = {},
+  tools: { dieIn?: string; slowIn?: string; leaseMs?: number } = {},
 ): FlowRunner {
+  const leaseMs = tools.leaseMs ?? LEASE;
   const view = tools.dieIn ? new CrashingStore(store) : store;
   const registry = ticketsRegistry(ledger, name, {
     onTool: async (tool) => {
       if (tool === tools.dieIn) (view as CrashingStore).kill();
-      if (tool === tools.slowIn) await sleep(3 * LEASE);
+      if (tool === tools.slowIn) await sleep(2 * leaseMs);
     },
   });
   return new FlowRunner(new Executor(registry), {
     checkpoints: view,
     checkpointKey: KEY,
-    leaseMs: LEASE,
+    leaseMs,
     workerId: name,
   });
 }
@@ -75,16 +76,20 @@ describe.each(memoryAndSqlite('takeover'))('takeOver on %s', (_name, fresh) => {
       const died = Date.now();
       await w1.run(ticketsFlow(), ORDER, { runId: 'o1' }).catch(() => 0);
       await settle();
-      // A live worker's run, in a mail that outlasts three leases (renewed meanwhile), is left
-      // alone while w2 looks every 50 ms.
-      const w3 = worker(store, ledger, 'w3', { slowIn: 'email_tickets' });
-      expect((await w3.run(ticketsFlow(), ORDER, { runId: 'o2' })).status).toBe(
-        'done',
-      );
-      w3.close();
+      // A live worker's run, in a mail that outlasts two of its leases (renewed meanwhile), is
+      // left alone while w2 looks every 50 ms. Its lease is four of w1's: a renewal a third of
+      // the way in still lands in time when a loaded CI machine stalls the event loop for 500 ms
+      // (with 300 ms leases a 125 ms stall let w2 see it lapse).
+      const w3 = worker(store, ledger, 'w3', {
+        slowIn: 'email_tickets',
+        leaseMs: 4 * LEASE,
+      });
+      const o2 = w3.run(ticketsFlow(), ORDER, { runId: 'o2' });
 
       expect(await until(() => done('o1'), LEASE + 2_000)).toBe(true);
       expect(Date.now() - died).toBeLessThan(LEASE + 2_000);
+      expect((await o2).status).toBe('done');
+      w3.close();
       // w1 died as its hold (idempotent, in doubt) began: w2 ran the whole order once.
       expect(by(ledger, 'w1')).toEqual([]);
       expect(by(ledger, 'w2')).toEqual([
