@@ -9,7 +9,9 @@
  * Environment: N (500), WARMUP (50), STEADY (1500), CONC (8), ROUNDS (3), STEPS ("1,3,10"),
  * SYSTEMS ("ours,dbos,langgraph,floor"), STORES ("postgres,sqlite,redis,memory": ours' stores,
  * the floors, LangGraph on Postgres and on MemorySaver), DURABILITY ("sync,async,exit": LangGraph
- * on Postgres), DATABASE_URL (postgres://postgres@127.0.0.1:5432/postgres), REDIS_URL.
+ * on Postgres), DATABASE_URL (postgres://postgres@127.0.0.1:5432/postgres), REDIS_URL, PEERS_NODE
+ * (the node binary every child runs on; default: the one running this, so a newer Node can be
+ * measured beside the project's own; its native modules, better-sqlite3, must be built for it).
  */
 const { spawn } = require('node:child_process');
 const fs = require('node:fs');
@@ -28,6 +30,7 @@ const ROUNDS = Number(process.env.ROUNDS || 3);
 const SYSTEMS = list('SYSTEMS', 'ours,dbos,langgraph,floor');
 const STORES = list('STORES', 'postgres,sqlite,redis,memory');
 const DURABILITY = list('DURABILITY', 'sync,async,exit');
+const NODE = process.env.PEERS_NODE || process.execPath;
 
 /** Every child of one round: [script, argument, database or null]. */
 function jobs() {
@@ -58,7 +61,7 @@ function jobs() {
 function child(script, arg) {
   return new Promise((resolve, reject) => {
     const p = spawn(
-      process.execPath,
+      NODE,
       [path.join(__dirname, script), ...(arg ? [arg] : [])],
       {
         cwd: __dirname,
@@ -110,7 +113,9 @@ async function meta() {
     warmup: lib.settings.warmup,
     steady: lib.settings.steady,
     conc: lib.settings.conc,
-    node: process.version,
+    node: require('node:child_process')
+      .execFileSync(NODE, ['--version'], { encoding: 'utf8' })
+      .trim(),
     cpus: os.cpus().length,
     loadStart: os
       .loadavg()
