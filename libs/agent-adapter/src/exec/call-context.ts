@@ -76,13 +76,45 @@ export interface ToolScope {
   readonly idempotencyKey: string;
 }
 
-export const nodeStorage = new AsyncLocalStorage<NodeScope>();
-export const toolStorage = new AsyncLocalStorage<ToolScope>();
+/**
+ * What the caller runs in: a node's invocation or a tool call, never both (a tool runs outside
+ * its node's scope).
+ */
+type CallContext =
+  | { readonly node: NodeScope; readonly tool?: undefined }
+  | { readonly tool: ToolScope; readonly node?: undefined };
+
+/**
+ * One storage for nodes and tools. On Node 20 every enabled AsyncLocalStorage costs each promise
+ * in the process a propagation, and leaving one for another (`exit`) takes it out of and back into
+ * the hooks' list: one storage, whose tool context replaces the node's, pays neither twice.
+ */
+const callStorage = new AsyncLocalStorage<CallContext | undefined>();
+
+/** `fn` as the node invocation `scope`: its calls and decorated tools go through the executor. */
+export function inNode<T>(scope: NodeScope, fn: () => T): T {
+  return callStorage.run({ node: scope }, fn);
+}
+
+/** `fn` as the tool call `scope`, outside its node's scope (tools it calls are plain calls). */
+export function inTool<T>(scope: ToolScope, fn: () => T): T {
+  return callStorage.run({ tool: scope }, fn);
+}
+
+/** `fn` outside any node or tool scope (an approval policy or port: tools it calls stay plain). */
+export function outsideCalls<T>(fn: () => T): T {
+  return callStorage.run(undefined, fn);
+}
+
+/** The tool call the caller runs in, if any. */
+export function currentToolScope(): ToolScope | undefined {
+  return callStorage.getStore()?.tool;
+}
 
 /**
  * The node invocation the caller runs in, if any (and not inside a tool). The Nest layer uses it
  * to route a decorated tool method through the executor inside a run, and call it plainly outside.
  */
 export function currentNodeScope(): NodeScope | undefined {
-  return nodeStorage.getStore();
+  return callStorage.getStore()?.node;
 }

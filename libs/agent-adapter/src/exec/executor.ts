@@ -14,7 +14,7 @@ import type {
   CallOutcome,
   SyncDecision,
 } from './durable/records';
-import { nodeStorage, type NodeScope } from './call-context';
+import { outsideCalls, type NodeScope } from './call-context';
 import { traced, type SpanLike } from '../observability/tracing';
 import { deriveIdempotencyKey } from './idempotency-key';
 import { promised } from './promised';
@@ -248,7 +248,7 @@ export class Executor {
       // Outside the node's scope, like a tool: a decorated tool the port calls stays plain.
       const verdict = checkVerdict(
         tool,
-        await nodeStorage.exit(() => port.decide(request)),
+        await outsideCalls(() => port.decide(request)),
       );
       if (verdict.approved && verdict.args !== undefined) {
         runArgs = canonical(verdict.args, `${tool}(approved args)`);

@@ -4,7 +4,7 @@ import type { KeyRing } from './durable/key-ring';
 import type { CallIdentity } from './durable/records';
 import { publishFrom } from './publish';
 import {
-  toolStorage,
+  currentToolScope,
   type CurrentCall,
   type SuperstepScope,
   type ToolScope,
@@ -24,7 +24,7 @@ import {
  * @publicApi
  */
 export function idempotencyKey(): string {
-  const scope = toolStorage.getStore();
+  const scope = currentToolScope();
   if (!scope) throw new NotInRun();
   return scope.idempotencyKey;
 }
@@ -36,7 +36,7 @@ export function idempotencyKey(): string {
  * @publicApi
  */
 export function inRun(): boolean {
-  return toolStorage.getStore() !== undefined;
+  return currentToolScope() !== undefined;
 }
 
 /**
@@ -45,7 +45,7 @@ export function inRun(): boolean {
  * @publicApi
  */
 export function currentCall(): CurrentCall | undefined {
-  return toolStorage.getStore()?.call;
+  return currentToolScope()?.call;
 }
 
 /** The scope a tool runs in; its key is derived when the tool first asks (most never do). */

@@ -1,7 +1,11 @@
 import { asError, NotInRun } from '../errors';
 import { Messages } from '../errors/messages';
 import type { Json } from './durable/canonical-json';
-import { nodeStorage, toolStorage, type SuperstepScope } from './call-context';
+import {
+  currentNodeScope,
+  currentToolScope,
+  type SuperstepScope,
+} from './call-context';
 
 /**
  * Publishes an entry to the stream of the run the caller works for: from a node's code (as
@@ -10,9 +14,9 @@ import { nodeStorage, toolStorage, type SuperstepScope } from './call-context';
  * @publicApi
  */
 export function publish(data: Json): Promise<void> {
-  const tool = toolStorage.getStore();
+  const tool = currentToolScope();
   if (tool) return tool.publish(data);
-  const node = nodeStorage.getStore();
+  const node = currentNodeScope();
   if (!node) return Promise.reject(new NotInRun(Messages.publishOutsideRun()));
   return publishFrom(node.step, node.node, undefined, data);
 }

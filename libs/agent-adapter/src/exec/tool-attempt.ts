@@ -12,7 +12,7 @@ import {
   type Json,
 } from './durable/canonical-json';
 import type { CallDraft, CallIdentity, CallOutcome } from './durable/records';
-import { nodeStorage, toolStorage, type NodeScope } from './call-context';
+import { inTool, outsideCalls, type NodeScope } from './call-context';
 import { toolScopeFor } from './idempotency-key';
 import { isDelay, type ToolDefinition } from './tool.registry';
 
@@ -40,9 +40,7 @@ export function invokeTool(
   // scope: tools it calls itself are plain calls, so replaying it cannot shift call indexes.
   // A handler that throws synchronously fails the attempt like one that rejects.
   const handle = () =>
-    nodeStorage.exit(() =>
-      toolStorage.run(toolScope, () => definition.handler(argsText.value())),
-    );
+    inTool(toolScope, () => definition.handler(argsText.value()));
   const ms = definition.timeoutMs;
   // Whatever throws on the way (the handler, a `then` getter, a value that cannot be described)
   // is the attempt's failure, never the call's rejection: the call is always recorded.
@@ -195,7 +193,7 @@ export function needsApproval(
   const policy = definition.approval;
   if (typeof policy === 'boolean') return policy;
   const step = scope.step;
-  const answer: unknown = nodeStorage.exit(() =>
+  const answer: unknown = outsideCalls(() =>
     policy(argsText.value(), {
       runId: step.runId,
       flow: step.flow,

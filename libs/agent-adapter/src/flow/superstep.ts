@@ -1,7 +1,7 @@
 import { asError, FlowError } from '../errors';
 import { Messages } from '../errors/messages';
 import {
-  nodeStorage,
+  inNode,
   type NodeScope,
   type SuperstepScope,
 } from '../exec/call-context';
@@ -176,7 +176,7 @@ export async function runFrontier<S extends object>(
         sleepInRun(nodeScope, sleepUntil(name, at)),
       publish: (data: Json) => publishFrom(scope, name, undefined, data),
     };
-    return nodeStorage.run(nodeScope, () =>
+    return inNode(nodeScope, () =>
       promised(() => node.run(flow.state.view(state), ctx)),
     );
   });
