@@ -50,8 +50,10 @@ describe('FlowRunner lease renewal', () => {
       }))
       .edge('a', 'b')
       .end('b');
+    // A lease long enough that a renewal a third of the way in still lands when a loaded CI
+    // machine stalls the event loop for 500 ms (with 300 ms, a 125 ms stall let it lapse).
     const runner = runnerOn(store, registry, {
-      leaseMs: 300,
+      leaseMs: 1200,
     });
 
     // Drive 1 is inside the idempotent `slow` call; an operator (or recoverAll({ force })) recovers
@@ -64,7 +66,7 @@ describe('FlowRunner lease renewal', () => {
     // its `finally` removes 'd' from the renewed set although drive 2 is still driving it.
     releaseFirst();
     expect(await first).toBeInstanceOf(Error);
-    await sleep(1000); // > leaseMs: drive 2 is healthy, inside `long`
+    await sleep(1500); // > leaseMs: drive 2 is healthy, inside `long`
     const head = await store.head('d');
     const live = (head?.leaseExpiresAt ?? 0) > Date.now();
     const renewed = (
