@@ -13,7 +13,7 @@
  * (the node binary every child runs on; default: the one running this, so a newer Node can be
  * measured beside the project's own; its native modules, better-sqlite3, must be built for it).
  */
-const { spawn } = require('node:child_process');
+const { execFileSync, spawn } = require('node:child_process');
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
@@ -113,9 +113,7 @@ async function meta() {
     warmup: lib.settings.warmup,
     steady: lib.settings.steady,
     conc: lib.settings.conc,
-    node: require('node:child_process')
-      .execFileSync(NODE, ['--version'], { encoding: 'utf8' })
-      .trim(),
+    node: execFileSync(NODE, ['--version'], { encoding: 'utf8' }).trim(),
     cpus: os.cpus().length,
     loadStart: os
       .loadavg()

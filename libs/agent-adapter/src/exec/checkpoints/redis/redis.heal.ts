@@ -220,11 +220,12 @@ export class TenantIndexHealer {
 
   /**
    * Queued runs found waiting that their queue took (their hash keeps the placement it took): if
-   * it no longer holds them (the script checks), back on it as they were placed, their dedupe key with them, from whatever run
-   * the state `{P}` fell back to names (an enqueue takes a key only from a run that ended, and the
-   * kept placement says this run's enqueue took it; a run's end releases only a key it holds). A
-   * run its queue holds is left alone, also one another look's healing put back since. An admitted
-   * run admitted again is fenced by its claim as any takeover is.
+   * it no longer holds them (the script checks), back on it as they were placed, their dedupe key
+   * with them, from whatever run the state `{P}` fell back to names (an enqueue takes a key only
+   * from a run that ended, and the kept placement says this run's enqueue took it; a run's end
+   * releases only a key it holds). A run its queue holds is left alone, also one another look's
+   * healing put back since. An admitted run admitted again is fenced by its claim as any takeover
+   * is.
    */
   private async requeue(runs: Array<[RunHead, string | null]>): Promise<void> {
     for (const [run, stored] of runs) {
