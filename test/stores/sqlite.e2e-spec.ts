@@ -11,6 +11,16 @@ import { describeCheckpointStoreConformance } from 'agent-adapter/testing';
 import { tamperFuzz } from '../../tools/tamper/tamper-fuzz';
 import { sqlRaw } from './sql.fixtures';
 
+/** A checkpoint record of run `runId` in segment 1. */
+const cp = (runId: string, step: number, status: 'running' | 'done') => ({
+  runId,
+  step,
+  flow: 'f',
+  status,
+  segment: 1,
+  sealed: `s${step}`,
+});
+
 describe('SQLCheckpointStore on SQLite', () => {
   const dir = mkdtempSync(join(tmpdir(), 'aa-sqlite-'));
   // One file for the suite; every store gets its own table prefix (a tenant).
@@ -119,6 +129,62 @@ describe('SQLCheckpointStore on SQLite', () => {
         { journal_mode: 'wal' },
       ]);
       await check.destroy();
+    });
+
+    it('makes a new file with 2 KB pages, and opens a file of another page size as it is', async () => {
+      const pageSize = async (path: string) => {
+        const check = new DataSource({
+          type: 'better-sqlite3',
+          database: path,
+        });
+        await check.initialize();
+        const [row] =
+          await check.query<Array<{ page_size: number }>>('PRAGMA page_size');
+        await check.destroy();
+        return row!.page_size;
+      };
+      const fresh = new SQLiteCheckpointStore(join(dir, 'pages-new.db'));
+      await fresh.save(cp('r', 0, 'running'));
+      await fresh.close();
+      expect(await pageSize(join(dir, 'pages-new.db'))).toBe(2048);
+
+      // A file someone made with SQLite's default pages: used as it is, nothing rewritten.
+      const old = join(dir, 'pages-4k.db');
+      const maker = new DataSource({ type: 'better-sqlite3', database: old });
+      await maker.initialize();
+      await maker.query('CREATE TABLE other (a)');
+      await maker.destroy();
+      const store = new SQLiteCheckpointStore(old);
+      await store.save(cp('r', 0, 'running'));
+      await store.save(cp('r', 1, 'done'));
+      expect((await store.latest('r'))?.status).toBe('done');
+      await store.close();
+      expect(await pageSize(old)).toBe(4096);
+    });
+
+    it('keeps a running run due at the lease its last save gave, moved or not', async () => {
+      const store = new SQLiteCheckpointStore(join(dir, 'leases.db'));
+      const owned = (lease: number) => ({ owner: 'w1', leaseExpiresAt: lease });
+      const dueAt = async () =>
+        (await store.listDue({ now: 10_000_000, limit: 10 })).map((h) => [
+          h.runId,
+          h.leaseExpiresAt,
+        ]);
+      await store.save(cp('r', 0, 'running'), owned(1_000));
+      await store.save(cp('r', 1, 'running'), owned(1_000));
+      expect(await dueAt()).toEqual([['r', 1_000]]);
+      // The lease moved on (a new quantum): the save that carries it sets it.
+      await store.save(cp('r', 2, 'running'), owned(2_000));
+      expect(await dueAt()).toEqual([['r', 2_000]]);
+      await store.save(cp('r', 3, 'running'), owned(2_000));
+      expect((await store.latest('r'))?.step).toBe(3);
+      expect(await dueAt()).toEqual([['r', 2_000]]);
+      // A save that keeps the lease is still fenced like any other: a stale segment is refused.
+      await expect(
+        store.save({ ...cp('r', 4, 'running'), segment: 3 }, owned(2_000)),
+      ).rejects.toThrow(/fenced|segment/i);
+      expect((await store.latest('r'))?.step).toBe(3);
+      await store.close();
     });
 
     it('refuses an empty path and a Postgres-only option', () => {

@@ -23,7 +23,10 @@ export type SqlConnectionOptions =
   | ({ type: 'postgres' } & Record<string, unknown>)
   | ({ type: 'better-sqlite3'; database: string } & Record<string, unknown>);
 
-/** SQLiteCheckpointStore's defaults: WAL, a busy timeout, full sync: many processes on one host. */
+/**
+ * SQLiteCheckpointStore's defaults: WAL, a busy timeout, full sync: many processes on one host.
+ * A new file gets pages of `SQLITE_PAGE_SIZE` bytes (an existing one keeps its own).
+ */
 export function sqliteConnection(path: string): SqlConnectionOptions {
   const timeout = 10_000;
   return {
@@ -32,11 +35,22 @@ export function sqliteConnection(path: string): SqlConnectionOptions {
     timeout,
     // WAL is set here, not with TypeORM's `enableWAL`: see useWal.
     prepareDatabase: async (db: SqlitePragmas) => {
+      // Only takes effect before the first table (and before WAL) exists: a no-op on any other file.
+      db.pragma(`page_size = ${SQLITE_PAGE_SIZE}`);
       db.pragma('synchronous = FULL');
       await useWal(db, timeout);
     },
   };
 }
+
+/**
+ * The page size of a file the SQLite store creates. A commit appends every page it changed to the
+ * WAL and syncs them: a save changes a handful of pages across the run's row, its checkpoint, its
+ * calls and their indexes, each holding a few hundred bytes of it, so the sync cost follows the page
+ * size. 2 KB pages measured faster than 4 KB (SQLite's default) for small and 30 KB states alike;
+ * 1 KB pages were faster for small ones and slower for large (overflow chains of tiny pages).
+ */
+export const SQLITE_PAGE_SIZE = 2048;
 
 interface SqlitePragmas {
   pragma(source: string, options?: { simple: boolean }): unknown;

@@ -21,7 +21,7 @@ import {
 export interface AgentAdapterEntitiesOptions extends SqlTableOptions {
   /**
    * The DataSource's `type`. The two dialects differ in how the runs table numbers its rows
-   * (an identity column on Postgres, AUTOINCREMENT on SQLite) and in SQLite's WITHOUT ROWID tables.
+   * (an identity column on Postgres, AUTOINCREMENT on SQLite).
    */
   type: 'postgres' | 'better-sqlite3';
 }
@@ -227,7 +227,7 @@ export function agentAdapterEntities(
   });
 
   // A run's log table (checkpoints, calls): keyed by the run id, then by the columns `columns`
-  // marks with `key`; clustered by that key on SQLite (WITHOUT ROWID), as the DDL makes it.
+  // marks with `key`.
   const runLog = <Row extends { run_id: string }>(
     name: string,
     columns: (
@@ -237,7 +237,6 @@ export function agentAdapterEntities(
     const key = keyOf(name);
     return new EntitySchema<Row>({
       ...table(name),
-      ...(!pg && { withoutRowid: true }),
       columns: { run_id: key(varchar(200)), ...columns(key) },
     });
   };
@@ -262,7 +261,6 @@ export function agentAdapterEntities(
 
   const stream = new EntitySchema<AgentAdapterStreamRow>({
     ...table('stream'),
-    ...(!pg && { withoutRowid: true }),
     columns: {
       run_id: keyOf('stream')(varchar(200)),
       entry_no: keyOf('stream')(bigint),

@@ -45,7 +45,12 @@ export class SqliteEngine extends Engine {
   /** One BEGIN IMMEDIATE ... COMMIT around `work` (made once: better-sqlite3 wraps it per call). */
   private readonly immediate: (work: () => boolean) => boolean;
   /** The texts every save writes, made once: a text is the key its prepared statement is found by. */
-  private readonly text: { narrow: string; checkpoint: string; call: string };
+  private readonly text: {
+    keepLease: string;
+    narrow: string;
+    checkpoint: string;
+    call: string;
+  };
 
   constructor(ds: DataSourceLike, tables: SqlNames) {
     super(tables);
@@ -64,11 +69,16 @@ export class SqliteEngine extends Engine {
       return tx.immediate(work);
     };
     // The common checkpoint (`sameTenure`): same compare-and-set conditions as the full update.
+    const sameTenure = `run_id = $1 AND step = $2 - 1 AND status = 'running' AND segment = $4 AND owner IS $5
+         AND ($12 IS NULL OR calls = $12) AND ($13 IS NULL OR segment = $13)`;
     const narrow = `UPDATE ${tables.runs} SET step = $2, lease_expires_at = $6, updated_at = $7, calls = calls + $9,
          sealed = $11
-       WHERE run_id = $1 AND step = $2 - 1 AND status = 'running' AND segment = $4 AND owner IS $5
-         AND ($12 IS NULL OR calls = $12) AND ($13 IS NULL OR segment = $13)`;
+       WHERE ${sameTenure}`;
     this.text = {
+      // SQLite rewrites an index whose column a statement SETs, even to the same value: the lease
+      // moves once a lease quantum (`leaseEnd`), so most saves leave it, and the due index, alone.
+      keepLease: `UPDATE ${tables.runs} SET step = $2, updated_at = $7, calls = calls + $9, sealed = $11
+       WHERE ${sameTenure} AND lease_expires_at IS $6`,
       narrow,
       checkpoint: `${insertCheckpointSql(tables)} VALUES ($1, $2, $8, $3, $4, $10)`,
       call: `INSERT INTO ${tables.calls} (${CALL_COLUMNS}) VALUES ($1, $2, $3, $4, $5)`,
@@ -149,14 +159,17 @@ export class SqliteEngine extends Engine {
   }
 
   /**
-   * The common checkpoint: same status (running), segment and owner. Setting only the columns that
-   * change leaves the indexes on status and owner alone, so the commit writes fewer pages. Same
-   * compare-and-set conditions as the full update (over the same `saveParams`), which runs when
-   * this one matches nothing.
+   * The common checkpoint: same status (running), segment and owner, and most often the same lease.
+   * Setting only the columns that change leaves the indexes on status, owner and lease alone, so the
+   * commit writes fewer pages. Same compare-and-set conditions as the full update (over the same
+   * `saveParams`), which runs when these match nothing.
    */
   private sameTenure(cp: CheckpointRecord, params: unknown[]): boolean {
     if (cp.step === 0 || cp.status !== 'running') return false;
-    return this.run(this.text.narrow, params) === 1;
+    return (
+      this.run(this.text.keepLease, params) === 1 ||
+      this.run(this.text.narrow, params) === 1
+    );
   }
 
   /** The head write, then the calls, in one immediate transaction. */
