@@ -27,6 +27,19 @@ const settings = {
   redisUrl: env('REDIS_URL', 'redis://127.0.0.1:6379'),
 };
 
+/**
+ * Setting `name` of tool `tool` (bench:statements, bench:pages), a whole number of at least 1; a
+ * clear error and exit 2 for anything else.
+ */
+function wholeSetting(tool, name, fallback) {
+  const text = process.env[name] || String(fallback);
+  if (/^[1-9]\d*$/.test(text)) return Number(text);
+  console.error(
+    `${tool}: ${name} must be a whole number of at least 1, got "${text}"`,
+  );
+  process.exit(2);
+}
+
 /** The URL of database `name` on the same server as DATABASE_URL. */
 function dbUrl(name) {
   const url = new URL(settings.pgBase);
@@ -391,6 +404,7 @@ const payload = (i) =>
 
 module.exports = {
   settings,
+  wholeSetting,
   dbUrl,
   admin,
   dropDatabase,

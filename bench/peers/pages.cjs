@@ -15,17 +15,11 @@
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
+const lib = require('./lib.cjs');
 const { makeFlow, runnerOn, flowOnce } = require('./ours.cjs');
 
-/** A setting that must be a whole number of at least 1. */
-function count(name, fallback) {
-  const text = process.env[name] || String(fallback);
-  if (/^[1-9]\d*$/.test(text)) return Number(text);
-  console.error(
-    `bench:pages: ${name} must be a whole number of at least 1, got "${text}"`,
-  );
-  process.exit(2);
-}
+const count = (name, fallback) =>
+  lib.wholeSetting('bench:pages', name, fallback);
 const STEPS = count('STEPS', 3);
 const FLOWS = count('FLOWS', 20);
 const BEFORE = count('BEFORE', 550);

@@ -37,15 +37,8 @@ const os = require('node:os');
 const path = require('node:path');
 const lib = require('./lib.cjs');
 
-/** A setting that must be a whole number of at least 1. */
-function count(name, fallback) {
-  const text = process.env[name] || String(fallback);
-  if (/^[1-9]\d*$/.test(text)) return Number(text);
-  console.error(
-    `bench:statements: ${name} must be a whole number of at least 1, got "${text}"`,
-  );
-  process.exit(2);
-}
+const count = (name, fallback) =>
+  lib.wholeSetting('bench:statements', name, fallback);
 const SECONDS = count('SECONDS', 2);
 const ROUNDS = count('ROUNDS', 7);
 const CONC = count('CONC', 8);
