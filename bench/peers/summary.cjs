@@ -140,7 +140,8 @@ function render(lines, meta) {
   out.push(
     '## Ours / floor per store (floor = writes per flow x raw write median + our memory median)\n',
   );
-  for (const [mode] of modes) {
+  /** Ours in `mode` over the floor (raw write and memory flow) measured in `floorMode`. */
+  const floorTable = (mode, floorMode, title) => {
     const head = [
       'steps',
       'round',
@@ -152,9 +153,9 @@ function render(lines, meta) {
     for (const s of sizes) {
       const at = (r, store, key) => {
         const writes = field(r, `ours-${store}`, s, mode, key);
-        const raw = field(r, `floor-${store}`, 0, mode, 'median_ms');
+        const raw = field(r, `floor-${store}`, 0, floorMode, 'median_ms');
         const floor =
-          writes * raw + field(r, 'ours-memory', s, mode, 'median_ms');
+          writes * raw + field(r, 'ours-memory', s, floorMode, 'median_ms');
         return {
           ratio: field(r, `ours-${store}`, s, mode, 'median_ms') / floor,
           floor,
@@ -179,8 +180,18 @@ function render(lines, meta) {
         ),
       ]);
     }
-    out.push(`${modeName(mode)}:\n\n${table(head, rows)}\n`);
-  }
+    out.push(`${title}:\n\n${table(head, rows)}\n`);
+  };
+  for (const [mode] of modes) floorTable(mode, mode, modeName(mode));
+  // The shared instrument (../shared/peers-bench) times its floors warm (a raw write after 200
+  // more, a memory flow after every other store's) and our flows in a fresh process's first
+  // ones: this is that ratio, so what this tool reports is not kinder than what judges it.
+  if (modes.some(([mode]) => mode === 'steady'))
+    floorTable(
+      'seq',
+      'steady',
+      'sequential against the warm floor (ours in a fresh process, the raw write and the memory flow warm: how the shared instrument divides)',
+    );
 
   out.push(
     '## Writes and round trips per flow (sequential, median over rounds)\n',
