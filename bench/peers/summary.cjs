@@ -186,12 +186,41 @@ function render(lines, meta) {
   // The shared instrument (../shared/peers-bench) times its floors warm (a raw write after 200
   // more, a memory flow after every other store's) and our flows in a fresh process's first
   // ones: this is that ratio, so what this tool reports is not kinder than what judges it.
-  if (modes.some(([mode]) => mode === 'steady'))
+  if (modes.some(([mode]) => mode === 'steady')) {
     floorTable(
       'seq',
       'steady',
       'sequential against the warm floor (ours in a fresh process, the raw write and the memory flow warm: how the shared instrument divides)',
     );
+    // The same divide applied to the floor itself: its raw writes and memory flow as timed in the
+    // fresh process (sequential) over the same timed warm. What no flow of that many round trips
+    // can beat there, however little it does between them.
+    const floorOf = (r, store, key, s, mode) =>
+      field(r, `ours-${store}`, s, 'seq', key) *
+        field(r, `floor-${store}`, 0, mode, 'median_ms') +
+      field(r, 'ours-memory', s, mode, 'median_ms');
+    const rows = sizes.flatMap((s) => {
+      const ratio = (r, store, key) =>
+        floorOf(r, store, key, s, 'seq') / floorOf(r, store, key, s, 'steady');
+      return [
+        ...rounds.map((r) => [
+          s,
+          `round ${r}`,
+          ...FLOORS.map(([store, key]) => fmt(ratio(r, store, key))),
+        ]),
+        [
+          s,
+          'median',
+          ...FLOORS.map(([store, key]) =>
+            fmt(median(rounds.map((r) => ratio(r, store, key)))),
+          ),
+        ],
+      ];
+    });
+    out.push(
+      `the floor itself under that divide (its raw writes and memory flow timed sequentially in a fresh process, over the same warm):\n\n${table(['steps', 'round', ...FLOORS.map(([store]) => store)], rows)}\n`,
+    );
+  }
 
   out.push(
     '## Writes and round trips per flow (sequential, median over rounds)\n',
