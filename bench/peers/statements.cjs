@@ -20,6 +20,9 @@
  *    - `head + checkpoint`: the writes without their call rows;
  *    - `calls in the checkpoint row`: the same, with the call records' bytes added to the
  *      checkpoint row (what keeping a write's calls in its checkpoint row would cost);
+ *    - `calls in the checkpoint row, duplicates probed`: the same, its head write also checking
+ *      that no call key is stored already (`probed`: what that layout would need to keep refusing
+ *      a duplicate record);
  *    - `head`: the head write alone (the INSERT at step 0, the UPDATE after);
  *    - `floor`: four raw single-row INSERTs of ~500 B (bench:peers' Postgres floor);
  *    - `floor (update)`: four version-checked UPDATEs of a ~500 B row by its key: the rawest
@@ -105,6 +108,31 @@ function merged(write, p) {
   if (sealed)
     values[Number(sealed[1]) - 1] += records.map((n) => values[n - 1]).join('');
   return values;
+}
+
+/**
+ * The head write of a write whose calls ride in its checkpoint row, with the two probes such a
+ * layout needs to refuse a duplicate record (the calls table's key no longer sees those): none of
+ * the write's call keys among the run's call rows, nor among the keys the previous checkpoint row
+ * holds (a short text column; priced here on the row's `status`). Step 0's INSERT needs neither:
+ * its run is new.
+ */
+function probed(write, p, schema) {
+  if (!p.head.startsWith('UPDATE ')) return p.head;
+  const refs = [...p.calls.matchAll(/\$(\d+)/g)].map((m) => Number(m[1]));
+  const keys = [];
+  // Each call row binds superstep, segment, seq and sealed, in that order.
+  for (let i = 0; i + 3 < refs.length; i += 4)
+    keys.push([write.values[refs[i] - 1], write.values[refs[i + 2] - 1]]);
+  const pairs = keys.map(([superstep, seq]) => `(${superstep}, ${seq})`);
+  const found = keys.map(
+    ([superstep, seq]) => `position(' ${superstep}.${seq} ' IN k.status) > 0`,
+  );
+  return `${p.head}
+      AND NOT EXISTS (SELECT 1 FROM "${schema}"."aa_calls" c WHERE c.run_id = $1 AND c.segment = $4
+        AND (c.superstep, c.seq) IN (${pairs.join(', ')}))
+      AND NOT EXISTS (SELECT 1 FROM "${schema}"."aa_checkpoints" k WHERE k.run_id = $1 AND k.step = $2 - 1
+        AND k.segment = $4 AND (${found.join(' OR ')}))`;
 }
 
 function pgbench(script, clients, seconds) {
@@ -232,6 +260,17 @@ lib.main(async () => {
           'calls in the checkpoint row',
           each((w, p) =>
             scripted(`${p.headCte} ${p.outer}`, merged(w, p), from, from),
+          ),
+        ),
+        script(
+          'calls in the checkpoint row, duplicates probed',
+          each((w, p) =>
+            scripted(
+              `WITH head AS (${probed(w, p, schema)} RETURNING run_id) ${p.outer}`,
+              merged(w, p),
+              from,
+              from,
+            ),
           ),
         ),
         script(
