@@ -102,12 +102,24 @@ function parts(text) {
 function merged(write, p) {
   const values = [...write.values];
   const sealed = /, \$(\d+) FROM head/.exec(p.outer);
-  // Every fourth value of the call rows (superstep, segment, seq, sealed) is a record.
-  const calls = [...p.calls.matchAll(/\$(\d+)/g)].map((m) => Number(m[1]));
-  const records = calls.filter((_, i) => i % 4 === 3);
   if (sealed)
-    values[Number(sealed[1]) - 1] += records.map((n) => values[n - 1]).join('');
+    values[Number(sealed[1]) - 1] += callRows(write, p)
+      .map((c) => c.sealed)
+      .join('');
   return values;
+}
+
+/** The write's call rows, as their parameters bind them: superstep, segment, seq and sealed each. */
+function callRows(write, p) {
+  const refs = [...p.calls.matchAll(/\$(\d+)/g)].map((m) => Number(m[1]));
+  const rows = [];
+  for (let i = 0; i + 3 < refs.length; i += 4) {
+    const [superstep, segment, seq, sealed] = refs
+      .slice(i, i + 4)
+      .map((n) => write.values[n - 1]);
+    rows.push({ superstep, segment, seq, sealed });
+  }
+  return rows;
 }
 
 /**
@@ -119,11 +131,7 @@ function merged(write, p) {
  */
 function probed(write, p, schema) {
   if (!p.head.startsWith('UPDATE ')) return p.head;
-  const refs = [...p.calls.matchAll(/\$(\d+)/g)].map((m) => Number(m[1]));
-  const keys = [];
-  // Each call row binds superstep, segment, seq and sealed, in that order.
-  for (let i = 0; i + 3 < refs.length; i += 4)
-    keys.push([write.values[refs[i] - 1], write.values[refs[i + 2] - 1]]);
+  const keys = callRows(write, p).map((c) => [c.superstep, c.seq]);
   const pairs = keys.map(([superstep, seq]) => `(${superstep}, ${seq})`);
   const found = keys.map(
     ([superstep, seq]) => `position(' ${superstep}.${seq} ' IN k.status) > 0`,

@@ -140,6 +140,11 @@ function render(lines, meta) {
   out.push(
     '## Ours / floor per store (floor = writes per flow x raw write median + our memory median)\n',
   );
+  /** A store's floor: our writes per flow in `writesMode` x the raw write + the memory flow, in `mode`. */
+  const floorMs = (r, store, key, s, writesMode, mode) =>
+    field(r, `ours-${store}`, s, writesMode, key) *
+      field(r, `floor-${store}`, 0, mode, 'median_ms') +
+    field(r, 'ours-memory', s, mode, 'median_ms');
   /** Ours in `mode` over the floor (raw write and memory flow) measured in `floorMode`. */
   const floorTable = (mode, floorMode, title) => {
     const head = [
@@ -153,9 +158,7 @@ function render(lines, meta) {
     for (const s of sizes) {
       const at = (r, store, key) => {
         const writes = field(r, `ours-${store}`, s, mode, key);
-        const raw = field(r, `floor-${store}`, 0, floorMode, 'median_ms');
-        const floor =
-          writes * raw + field(r, 'ours-memory', s, floorMode, 'median_ms');
+        const floor = floorMs(r, store, key, s, mode, floorMode);
         return {
           ratio: field(r, `ours-${store}`, s, mode, 'median_ms') / floor,
           floor,
@@ -195,13 +198,10 @@ function render(lines, meta) {
     // The same divide applied to the floor itself: its raw writes and memory flow as timed in the
     // fresh process (sequential) over the same timed warm. What no flow of that many round trips
     // can beat there, however little it does between them.
-    const floorOf = (r, store, key, s, mode) =>
-      field(r, `ours-${store}`, s, 'seq', key) *
-        field(r, `floor-${store}`, 0, mode, 'median_ms') +
-      field(r, 'ours-memory', s, mode, 'median_ms');
     const rows = sizes.flatMap((s) => {
       const ratio = (r, store, key) =>
-        floorOf(r, store, key, s, 'seq') / floorOf(r, store, key, s, 'steady');
+        floorMs(r, store, key, s, 'seq', 'seq') /
+        floorMs(r, store, key, s, 'seq', 'steady');
       return [
         ...rounds.map((r) => [
           s,
