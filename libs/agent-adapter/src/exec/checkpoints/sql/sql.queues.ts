@@ -19,6 +19,7 @@ import {
   ADMITTED_SQL,
   ENDED_SQL,
   UNFINISHED_SQL,
+  unfinishedSql,
   WAITING_SQL,
 } from './sql.schema';
 
@@ -96,7 +97,7 @@ export function* admission(
             row_number() OVER (PARTITION BY w.queue_key ORDER BY w.priority, w.available_at, w.id) AS place
           ${waiting}) c
         WHERE c.queue_key IS NULL OR c.place + (SELECT count(*) FROM ${n.runs} a
-          WHERE a.queue = $1 AND a.queue_key = c.queue_key AND a.${ADMITTED_SQL} AND a.${UNFINISHED_SQL}) <= $4
+          WHERE a.queue = $1 AND a.queue_key = c.queue_key AND a.${ADMITTED_SQL} AND ${unfinishedSql('a.status')}) <= $4
         ORDER BY ${order} LIMIT $3`;
   const ids = (
     (yield {

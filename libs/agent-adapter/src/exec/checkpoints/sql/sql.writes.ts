@@ -11,7 +11,12 @@ import type {
   StreamRecord,
 } from '../checkpoint-store';
 import { CHECKPOINT_COLUMNS } from './sql.rows';
-import { UNFINISHED_SQL, type SqlDialect, type SqlNames } from './sql.schema';
+import {
+  UNFINISHED_SQL,
+  unfinishedSql,
+  type SqlDialect,
+  type SqlNames,
+} from './sql.schema';
 
 /**
  * The parameters every statement of a save binds (one array per save, shared by its statements):
@@ -88,7 +93,7 @@ function updateHeadSql(dialect: SqlDialect, n: SqlNames): string {
   // The end time is written once, by the save that ends the run (see ENDED_SQL).
   return `UPDATE ${n.runs} SET step = $2, status = $3, segment = $4, owner = $5, lease_expires_at = $6,
       updated_at = $7, calls = calls + $9, sealed = $11,
-      ended_at = CASE WHEN ${as(3, 'varchar')} IN ('running', 'paused', 'sleeping') THEN NULL ELSE ${as(7, 'bigint')} END
+      ended_at = CASE WHEN ${unfinishedSql(as(3, 'varchar'))} THEN NULL ELSE ${as(7, 'bigint')} END
     WHERE run_id = $1 AND step = $2 - 1 AND ${onFoundRun(UNFINISHED_SQL)} AND (segment = $4 OR segment = $4 - 1)
       AND (${as(12, 'int')} IS NULL OR calls = ${as(12, 'int')})
       AND (${as(13, 'int')} IS NULL OR (segment = ${as(13, 'int')} AND ${FOUND_RUNNING}))`;
