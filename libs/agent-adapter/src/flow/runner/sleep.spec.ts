@@ -82,12 +82,6 @@ describe.each(memoryAndSqlite('sleep'))('durable sleep on %s', (_n, fresh) => {
       status: 'sleeping',
       leaseExpiresAt: slept.wakeAt,
     });
-    // Not due before its time; `recover` before it changes nothing.
-    expect(await store.listDue({ now: Date.now() })).toEqual([]);
-    expect(await w1.recover(flow, 'r1')).toMatchObject({
-      status: 'sleeping',
-      step: slept.step,
-    });
     w1.close();
 
     // Another worker, looking every 5 s: its look-ahead sets a timer for the wake time.
@@ -111,6 +105,31 @@ describe.each(memoryAndSqlite('sleep'))('durable sleep on %s', (_n, fresh) => {
     } finally {
       await takeover.stop();
       w2.close();
+    }
+  });
+
+  it('before its wake time a sleeping run is not due, and recovering it changes nothing', async () => {
+    // A wake time no test reaches: what follows cannot race it, however slow the machine.
+    const ran: string[] = [];
+    const flow = reminderFlow(60_000);
+    const w1 = runnerOn(store, ran, 'w1');
+    try {
+      const slept = await w1.run(flow, { to: 'ann' }, { runId: 'early' });
+      expect(slept.status).toBe('sleeping');
+      expect(await store.listDue({ now: Date.now() })).toEqual([]);
+      expect(await w1.recover(flow, 'early')).toMatchObject({
+        status: 'sleeping',
+        step: slept.step,
+        wakeAt: slept.wakeAt,
+      });
+      expect(await store.head('early')).toMatchObject({
+        status: 'sleeping',
+        step: slept.step,
+        leaseExpiresAt: slept.wakeAt,
+      });
+      expect(ran).toEqual(['charge']);
+    } finally {
+      w1.close();
     }
   });
 
