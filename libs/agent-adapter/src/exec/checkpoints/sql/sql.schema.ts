@@ -45,7 +45,7 @@ export const RETIRED_SCHEMA_VERSIONS: ReadonlyMap<string, string> = new Map([
   ],
   [
     '10',
-    'partial indexes on IN lists (SQLite opened a temporary file for each on every head write)',
+    'partial indexes on IN lists (SQLite built an ephemeral table for each on every head write)',
   ],
 ]);
 
