@@ -34,6 +34,7 @@ import {
   ticketsFlow,
   type LedgerEntry,
 } from 'agent-adapter/testing/fixtures';
+import { editSqlCall } from '../stores/sql.fixtures';
 import { runTs } from '../utils/ts-child';
 import { redisRaw } from '../stores/redis.fixtures';
 
@@ -894,10 +895,8 @@ describe('agent-adapter CLI on SQLite', () => {
           type: 'better-sqlite3',
           database: file,
         }).initialize();
-        await ds.query(
-          'UPDATE t_calls SET sealed = ? WHERE run_id = ? AND segment = ? AND superstep = ? AND seq = ?',
-          [sealed, runId, k.segment, k.superstep, k.seq],
-        );
+        const t = { calls: 't_calls', checkpoints: 't_checkpoints' };
+        await editSqlCall(ds, t, () => '?', runId, k, sealed);
       },
       insertCalls: async (runId, records, headCalls) => {
         ds ??= await new DataSource({
@@ -946,10 +945,11 @@ describeWithService('postgres', 'agent-adapter CLI on Postgres', () => {
         ),
       rewriteCall: async (runId, k, sealed) => {
         if (!ds.isInitialized) await ds.initialize();
-        await ds.query(
-          `UPDATE "${schema}"."aa_calls" SET sealed = $1 WHERE run_id = $2 AND segment = $3 AND superstep = $4 AND seq = $5`,
-          [sealed, runId, k.segment, k.superstep, k.seq],
-        );
+        const t = {
+          calls: `"${schema}"."aa_calls"`,
+          checkpoints: `"${schema}"."aa_checkpoints"`,
+        };
+        await editSqlCall(ds, t, (i) => `$${i}`, runId, k, sealed);
       },
       insertCalls: async (runId, records, headCalls) => {
         if (!ds.isInitialized) await ds.initialize();

@@ -49,7 +49,8 @@ describe('DurableModule encryptionKey (e2e, SQLite file)', () => {
 
     const db = new Database(path, { readonly: true });
     const rows = JSON.stringify([
-      ...db.prepare('SELECT sealed FROM aa_checkpoints').all(),
+      // A checkpoint row keeps the call records saved with it (`calls`), the calls table the rest.
+      ...db.prepare('SELECT sealed, calls FROM aa_checkpoints').all(),
       ...db.prepare('SELECT sealed FROM aa_calls').all(),
     ]);
     db.close();

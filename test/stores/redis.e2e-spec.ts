@@ -549,13 +549,13 @@ describeWithService('redis', 'RedisCheckpointStore', () => {
       ).toEqual([paused, asleep].sort());
     });
 
-    it('a duplicate call is refused with the duplicate message, a cut-off one with the fenced message', async () => {
+    it('a duplicate call is refused with the out-of-order message, a cut-off one with the fenced message', async () => {
       const { store } = make();
       const id = uid();
       await store.save(cp(id, 0));
       await store.recordCall(id, 1, [call(id, 1)]);
       await expect(store.recordCall(id, 1, [call(id, 1)])).rejects.toThrow(
-        /already exists/,
+        /call record 1 of segment 1, superstep 0 does not come after record 1 of segment 1, superstep 0/,
       );
       await store.save(cp(id, 1, { segment: 2 }));
       const err = await store

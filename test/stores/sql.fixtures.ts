@@ -1,5 +1,55 @@
 import type { CheckpointStore, DataSourceLike } from 'agent-adapter';
+import {
+  decodeCalls,
+  encodeCalls,
+} from 'agent-adapter/exec/checkpoints/sql/sql.call-batches';
 import type { RawStoreAccess } from 'agent-adapter/testing';
+
+type CallKey = { segment: number; superstep: number; seq: number };
+
+/**
+ * Rewrites the sealed text of one call record below the store (`sealed` undefined: deletes it),
+ * wherever the SQL store keeps it: its row in the calls table, or the `calls` text of the
+ * checkpoint row it was saved with (step superstep or superstep + 1, sql.call-batches.ts).
+ */
+export async function editSqlCall(
+  ds: Pick<DataSourceLike, 'query'>,
+  t: { calls: string; checkpoints: string },
+  p: (i: number) => string,
+  runId: string,
+  k: CallKey,
+  sealed: string | undefined,
+): Promise<void> {
+  const where = (o: number) =>
+    `run_id = ${p(o + 1)} AND segment = ${p(o + 2)} AND superstep = ${p(o + 3)} AND seq = ${p(o + 4)}`;
+  const key = [runId, k.segment, k.superstep, k.seq];
+  if (sealed === undefined)
+    await ds.query(`DELETE FROM ${t.calls} WHERE ${where(0)}`, key);
+  else
+    await ds.query(`UPDATE ${t.calls} SET sealed = ${p(1)} WHERE ${where(1)}`, [
+      sealed,
+      ...key,
+    ]);
+  const rows = (await ds.query(
+    `SELECT step, calls FROM ${t.checkpoints} WHERE run_id = ${p(1)} AND calls IS NOT NULL AND (step = ${p(2)} OR step = ${p(3)})`,
+    [runId, k.superstep, k.superstep + 1],
+  )) as Array<{ step: number; calls: string }>;
+  for (const row of rows) {
+    const records = decodeCalls(runId, row.calls);
+    if (!Array.isArray(records)) continue;
+    const kept = records.flatMap((r) =>
+      r.segment !== k.segment || r.superstep !== k.superstep || r.seq !== k.seq
+        ? [r]
+        : sealed === undefined
+          ? []
+          : [{ ...r, sealed }],
+    );
+    await ds.query(
+      `UPDATE ${t.checkpoints} SET calls = ${p(1)} WHERE run_id = ${p(2)} AND step = ${p(3)}`,
+      [encodeCalls(kept), runId, row.step],
+    );
+  }
+}
 
 /** Raw row access for the conformance suite's tamper tests, on the SQL store's tables. */
 export function sqlRaw(
@@ -13,18 +63,10 @@ export function sqlRaw(
 ): RawStoreAccess {
   const p = placeholder;
   return {
-    rewriteCall: async (store, runId, k, sealed) => {
-      await ds.query(
-        `UPDATE ${tables(store).calls} SET sealed = ${p(1)} WHERE run_id = ${p(2)} AND segment = ${p(3)} AND superstep = ${p(4)} AND seq = ${p(5)}`,
-        [sealed, runId, k.segment, k.superstep, k.seq],
-      );
-    },
-    deleteCall: async (store, runId, k) => {
-      await ds.query(
-        `DELETE FROM ${tables(store).calls} WHERE run_id = ${p(1)} AND segment = ${p(2)} AND superstep = ${p(3)} AND seq = ${p(4)}`,
-        [runId, k.segment, k.superstep, k.seq],
-      );
-    },
+    rewriteCall: (store, runId, k, sealed) =>
+      editSqlCall(ds, tables(store), p, runId, k, sealed),
+    deleteCall: (store, runId, k) =>
+      editSqlCall(ds, tables(store), p, runId, k, undefined),
     rewriteCheckpoint: async (store, runId, step, sealed) => {
       await ds.query(
         `UPDATE ${tables(store).checkpoints} SET sealed = ${p(1)} WHERE run_id = ${p(2)} AND step = ${p(3)}`,

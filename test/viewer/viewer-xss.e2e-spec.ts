@@ -17,7 +17,7 @@ import {
   type INestApplication,
   type OnModuleInit,
 } from '@nestjs/common';
-import { KeyRing, type CallRecord } from 'agent-adapter';
+import { KeyRing, SQLCheckpointStore } from 'agent-adapter';
 import { openCall, sealCall } from 'agent-adapter/exec/durable/records';
 import type { ChatModel } from 'agent-adapter/loop/chat-model';
 import {
@@ -29,6 +29,7 @@ import {
 } from 'agent-adapter/nest';
 import type { Browser } from 'playwright-core';
 import { KEY, Ledger, TicketsFlow } from '../nest/fixtures/tickets.fixtures';
+import { editSqlCall } from '../stores/sql.fixtures';
 import {
   crashIn,
   describeInChromium,
@@ -115,18 +116,34 @@ describeInChromium(
       // With the key: node and tool names the API would refuse, in the run in doubt's call records.
       const db = new Database(path);
       const ring = KeyRing.from(KEY);
-      const rows = db
-        .prepare(
-          `SELECT run_id AS runId, superstep, segment, seq, sealed FROM "aa_calls" WHERE run_id = 'xss-doubt'`,
-        )
-        .all() as CallRecord[];
+      // The store reads the records (kept in the calls table or in checkpoint rows); the edits
+      // go below it.
+      const reader = new SQLCheckpointStore({
+        type: 'better-sqlite3',
+        database: path,
+      });
+      const { calls: rows } = await reader.history('xss-doubt');
+      await reader.close();
+      const raw = {
+        query: (sql: string, params: unknown[]) =>
+          Promise.resolve(
+            /^\s*SELECT/i.test(sql)
+              ? db.prepare(sql).all(...params)
+              : db.prepare(sql).run(...params),
+          ),
+      };
       for (const row of rows) {
         const call = openCall(ring, row);
         if (call.tool !== 'charge_card') continue;
         const sealed = sealCall(ring, { ...call, node: P, tool: P }).sealed;
-        db.prepare(
-          `UPDATE "aa_calls" SET sealed = ? WHERE run_id = ? AND superstep = ? AND segment = ? AND seq = ?`,
-        ).run(sealed, row.runId, row.superstep, row.segment, row.seq);
+        await editSqlCall(
+          raw,
+          { calls: '"aa_calls"', checkpoints: '"aa_checkpoints"' },
+          () => '?',
+          row.runId,
+          row,
+          sealed,
+        );
       }
       // Without the key, like anyone with write access to the store: the unsigned columns.
       db.prepare(

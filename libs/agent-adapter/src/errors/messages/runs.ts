@@ -16,13 +16,14 @@ export const RunMessages = {
     current === undefined
       ? `Run "${runId}" no longer exists (it was deleted or expired): this worker must stop; the call was not started.`
       : `Run "${runId}": segment ${segment} was cut off (the run's current segment is ${current}): another worker recovered it, or the run ended or paused. This worker must stop; the call was not started.`,
-  duplicateCall: (
+  callOutOfOrder: (
     runId: string,
-    segment: number,
-    superstep: number,
-    seq: number,
+    record: { segment: number; superstep: number; seq: number },
+    last: { segment: number; superstep: number; seq: number },
   ) =>
-    `Run "${runId}": call record ${seq} of segment ${segment}, superstep ${superstep} already exists. Another writer uses this segment; stop this worker.`,
+    `Run "${runId}": call record ${record.seq} of segment ${record.segment}, superstep ${record.superstep} does not come after record ${last.seq} of segment ${last.segment}, superstep ${last.superstep}, the last one stored or before it in the batch: a segment's records are appended once each, in order. Another writer uses this segment; stop this worker.`,
+  duplicateRow: (runId: string) =>
+    `Run "${runId}": a row with a key this write gives (a checkpoint's step or a call record's) is already stored, though the run's head does not count it: another writer wrote it, or it was put there below the store. Nothing was written; stop this worker and inspect the run (npx agent-adapter runs verify).`,
   logMoved: (runId: string) =>
     `Run "${runId}": its call log grew after this worker read it, so the worker that logged the call is alive; the claim was refused and nothing ran. Leave the run to that worker.`,
   notPaused: (runId: string, status: string) =>

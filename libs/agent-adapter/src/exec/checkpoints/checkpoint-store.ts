@@ -131,8 +131,8 @@ export interface SaveOptions {
    */
   head?: string;
   /**
-   * Call records to append atomically with the checkpoint (fenced like `recordCall`, against the
-   * run's segment before this save). Lets the last `done` and the checkpoint share one round trip.
+   * Call records to append atomically with the checkpoint (fenced and ordered like `recordCall`,
+   * against the run's segment before this save). Lets the last `done` and the checkpoint share one round trip.
    */
   calls?: CallRecord[];
   /** Refuse (CheckpointConflict) unless the run has exactly this many call records. */
@@ -274,8 +274,9 @@ export abstract class CheckpointStore {
 
   /**
    * Appends call records (in order) to the run's call log. Refused with `CheckpointConflict`
-   * unless `segment` is the run's current segment and the run is running (fencing), and each
-   * (segment, superstep, seq) is new. `head` is the run's head seal as the append leaves it
+   * unless `segment` is the run's current segment and the run is running (fencing), and the
+   * records are in order of (segment, superstep, seq), the first after the run's last stored
+   * record (call-order.ts: so none is stored twice). `head` is the run's head seal as the append leaves it
    * (see `RunHead.sealed`), stored with the records in the same atomic write.
    */
   abstract recordCall(

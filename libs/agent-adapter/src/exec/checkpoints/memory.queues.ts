@@ -1,3 +1,4 @@
+import type { CallKey } from './call-order';
 import {
   UNFINISHED,
   type AdmitQuery,
@@ -13,6 +14,8 @@ export interface MemoryRun {
   checkpoints: CheckpointRecord[];
   /** key `${segment}/${superstep}/${seq}` */
   calls: Map<string, CallRecord>;
+  /** The last record appended (see call-order.ts); absent before the first. */
+  lastCall?: CallKey;
   /** insertion order, for "newest first" listing */
   created: number;
   dedupeKey?: string;

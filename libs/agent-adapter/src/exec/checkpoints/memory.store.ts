@@ -21,6 +21,7 @@ import {
   type StreamQuery,
   type StreamRecord,
 } from './checkpoint-store';
+import { checkCallOrder, type CallKey } from './call-order';
 import { MemoryStreams } from './memory.streams';
 import { admitWaiting, type MemoryRun } from './memory.queues';
 
@@ -85,8 +86,11 @@ export class MemoryCheckpointStore extends CheckpointStore {
         checkpoint.runId,
       );
     }
-    if (run && options.calls?.length)
-      this.checkCalls(run, run.head.segment, options.calls);
+    const lastCall = options.calls?.length
+      ? run
+        ? this.checkCalls(run, run.head.segment, options.calls)
+        : checkCallOrder(checkpoint.runId, options.calls)
+      : run?.lastCall;
 
     const target: MemoryRun = run ?? {
       head: { ...columns(checkpoint), updatedAt: 0, calls: 0, sealed: '' },
@@ -97,6 +101,7 @@ export class MemoryCheckpointStore extends CheckpointStore {
     for (const call of options.calls ?? [])
       target.calls.set(callKey(call), { ...call });
     target.checkpoints.push({ ...checkpoint });
+    if (lastCall) target.lastCall = lastCall;
     const head: RunHead = {
       runId: checkpoint.runId,
       flow: checkpoint.flow,
@@ -227,7 +232,7 @@ export class MemoryCheckpointStore extends CheckpointStore {
         Messages.fenced(runId, segment, undefined),
         runId,
       );
-    this.checkCalls(run, segment, records);
+    run.lastCall = this.checkCalls(run, segment, records);
     for (const call of records) run.calls.set(callKey(call), { ...call });
     run.head.calls += records.length;
     run.head.sealed = head ?? '';
@@ -320,12 +325,12 @@ export class MemoryCheckpointStore extends CheckpointStore {
     // Nothing to release: the runs live as long as this object.
   }
 
-  /** Fencing and uniqueness: throws before anything is written. */
+  /** Fencing and order (see call-order.ts): throws before anything is written; the new last key. */
   private checkCalls(
     run: MemoryRun,
     segment: number,
     records: CallRecord[],
-  ): void {
+  ): CallKey {
     const { head } = run;
     if (segment !== head.segment || head.status !== 'running') {
       throw new CheckpointConflict(
@@ -340,21 +345,8 @@ export class MemoryCheckpointStore extends CheckpointStore {
           head.runId,
         );
       }
-      if (
-        run.calls.has(callKey(call)) ||
-        records.filter((c) => callKey(c) === callKey(call)).length > 1
-      ) {
-        throw new CheckpointConflict(
-          Messages.duplicateCall(
-            head.runId,
-            call.segment,
-            call.superstep,
-            call.seq,
-          ),
-          head.runId,
-        );
-      }
     }
+    return checkCallOrder(head.runId, records, run.lastCall);
   }
 }
 

@@ -78,6 +78,57 @@ export function describeFencedCallLog({
       );
     });
 
+    it('records out of order are refused whole: in a batch, or not after the last one stored (a save too)', async () => {
+      const store = await make();
+      const id = uid();
+      await store.save(cp(id, 0));
+      await store.recordCall(id, 1, [call(id, 1), call(id, 2)]);
+      const refused = [
+        // Out of order inside the batch, each record new.
+        () => store.recordCall(id, 1, [call(id, 4), call(id, 3)]),
+        // New, but before the last record stored.
+        () =>
+          store.recordCall(id, 1, [call(id, 5, { superstep: 1 }), call(id, 3)]),
+        () =>
+          store.save(cp(id, 1), {
+            calls: [
+              call(id, 3),
+              call(id, 1, { superstep: 2 }),
+              call(id, 9, { superstep: 1 }),
+            ],
+          }),
+      ];
+      for (const write of refused)
+        await rejectsWith(write(), CheckpointConflict);
+      await store.recordCall(id, 1, [call(id, 3, { superstep: 1 })]);
+      // Superstep 0 comes before superstep 1's last record, though its seq is new there.
+      await rejectsWith(
+        store.save(cp(id, 1), { calls: [call(id, 4)] }),
+        CheckpointConflict,
+      );
+      equal(
+        (await store.calls(id, 0)).map((c) => c.seq),
+        [1, 2],
+      );
+      equal(
+        (await store.calls(id, 1)).map((c) => c.seq),
+        [3],
+      );
+      assert.strictEqual((await store.latest(id))?.step, 0);
+      assert.strictEqual((await store.head(id))?.calls, 3);
+      // A claim opens a segment: its records start again at any superstep.
+      await store.save(cp(id, 1, { segment: 2 }));
+      await store.recordCall(id, 2, [call(id, 1, { segment: 2 })]);
+      equal(
+        (await store.calls(id, 0)).map((c) => [c.segment, c.seq]),
+        [
+          [1, 1],
+          [1, 2],
+          [2, 1],
+        ],
+      );
+    });
+
     it("a save carries records of its superstep and the next (a callsFirst node's started record)", async () => {
       const store = await make();
       const id = uid();

@@ -75,7 +75,7 @@ export function crossSlot(error: unknown): boolean {
  * an unknown code is a plain error: nothing was written, the write may be retried.
  */
 export function refusal(
-  [code, a, b, c]: Reply,
+  [code, a, b, c, d, e, f]: Reply,
   runId: string,
   step = 0,
 ): Error | undefined {
@@ -88,8 +88,12 @@ export function refusal(
     ended: () => Messages.ended(runId, String(a)),
     moved: () => Messages.logMoved(runId),
     fenced: () => Messages.fenced(runId, Number(a), num(b)),
-    duplicate: () =>
-      Messages.duplicateCall(runId, Number(a), Number(b), Number(c)),
+    order: () =>
+      Messages.callOutOfOrder(
+        runId,
+        { segment: Number(a), superstep: Number(b), seq: Number(c) },
+        { segment: Number(d), superstep: Number(e), seq: Number(f) },
+      ),
   };
   const message = refusals[String(code)]?.();
   if (message !== undefined) return new CheckpointConflict(message, runId);

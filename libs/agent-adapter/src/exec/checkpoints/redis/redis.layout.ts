@@ -93,6 +93,8 @@ export type QueueKeys = Record<(typeof QUEUE_PARTS)[number], string>;
 export const CHECKPOINT_FIELD = 'cp:';
 export const COLUMNS_FIELD = 'cols:';
 export const CALL_FIELD = 'call:';
+/** The head field holding the key of the run's last call record ('segment:superstep:seq'). */
+export const LAST_CALL_FIELD = 'lastCall';
 
 /** The run hash's field holding the sealed checkpoint of `step`. */
 export function checkpointField(step: number | string): string {

@@ -22,6 +22,7 @@ import {
 import {
   ADMISSION_FIELD,
   CALL_FIELD,
+  LAST_CALL_FIELD,
   CHECKPOINT_FIELD,
   COLUMNS_FIELD,
   HEAD_FIELDS,
@@ -80,46 +81,51 @@ local function batch(at)
   return members, fields
 end
 
--- The run hash's \`head\` fields and the batch's record fields, in one HMGET (in chunks: unpack
--- takes a few thousand values at most): each redis.call costs far more than the Lua around it.
--- Returns the values of \`head\` and the index of the first call whose record is already stored.
-local function read(head, fields)
-  local h = #head
-  for i = 1, #fields do head[h + i] = fields[i] end
-  local values, stored = {}, nil
-  for s = 1, #head, 1000 do
-    local got = redis.call('HMGET', KEYS[1], unpack(head, s, math.min(s + 999, #head)))
-    for j = 1, #got do
-      local k = s + j - 1
-      if k <= h then values[k] = got[j] elseif got[j] and not stored then stored = k - h end
-    end
-  end
-  return values, stored
+-- The run hash's \`head\` fields in one HMGET: each redis.call costs far more than the Lua around
+-- it.
+local function read(head)
+  return redis.call('HMGET', KEYS[1], unpack(head))
 end
 
--- Fencing and uniqueness of the batch (\`stored\`: what read() found), checked before anything is
--- written. Returns a refusal or nil.
-local function check_calls(segment, current, status, foreign, at, members, stored)
+-- A key 'segment:superstep:seq' as three numbers (zeros for none: every record comes after it).
+local function key_of(s)
+  if not s then return 0, 0, 0 end
+  local g, p, q = string.match(s, '^(%d+):(%d+):(%d+)$')
+  return tonumber(g) or 0, tonumber(p) or 0, tonumber(q) or 0
+end
+
+-- Fencing and order of the batch (\`last\`: the run's last record, the head's '${LAST_CALL_FIELD}'
+-- field), checked before anything is written: every record comes after the one before it, so none
+-- is stored twice (call-order.ts). Returns a refusal or nil.
+local function check_calls(segment, current, status, foreign, at, count, last)
   if tonumber(segment) ~= tonumber(current) or status ~= 'running' then
     return {'fenced', segment, current}
   end
-  local seen = {}
-  for i = 1, #members do
+  local pg, pp, pq = key_of(last)
+  for i = 1, count do
     local o = at + (i - 1) * 4
-    local seg = ARGV[o + 1]
-    if i == foreign or tonumber(seg) ~= tonumber(current) then return {'fenced', seg, current} end
-    if seen[members[i]] then return {'duplicate', seg, ARGV[o + 2], ARGV[o + 3]} end
-    seen[members[i]] = true
+    local g, p, q = tonumber(ARGV[o + 1]), tonumber(ARGV[o + 2]), tonumber(ARGV[o + 3])
+    if i == foreign or g ~= tonumber(current) then return {'fenced', ARGV[o + 1], current} end
+    if g < pg or (g == pg and (p < pp or (p == pp and q <= pq))) then
+      return {'order', g, p, q, pg, pp, pq}
+    end
+    pg, pp, pq = g, p, q
   end
-  if stored then
-    local o = at + (stored - 1) * 4
-    return {'duplicate', ARGV[o + 1], ARGV[o + 2], ARGV[o + 3]}
-  end
+end
+
+-- The batch's last key, for the head's '${LAST_CALL_FIELD}' field (nil for an empty batch).
+local function last_of(at)
+  local n = tonumber(ARGV[at])
+  if n == 0 then return nil end
+  local o = at + (n - 1) * 4
+  return ARGV[o + 1] .. ':' .. ARGV[o + 2] .. ':' .. ARGV[o + 3]
 end
 
 -- \`head\` (field/value pairs of the run hash) and the batch's records in one HSET, their index
 -- entries in one ZADD (more in chunks).
 local function write(head, at, members, fields)
+  local last = last_of(at)
+  if last then head[#head + 1] = '${LAST_CALL_FIELD}'; head[#head + 1] = last end
   local index = {}
   for i = 1, #members do
     head[#head + 1] = fields[i]
@@ -148,7 +154,7 @@ end
  */
 export const SAVE_LUA = `${RUN}
 local members, calls = batch(22)
-local head, stored = read({'step', 'status', 'segment', 'calls', 'w', '${REPLICATION_FIELD}'}, calls)
+local head = read({'step', 'status', 'segment', 'calls', 'w', '${REPLICATION_FIELD}', '${LAST_CALL_FIELD}'})
 -- Our own write, resent by the client after its reply was lost: it is already applied.
 if head[5] == ARGV[1] then return {'ok'} end
 local step = tonumber(ARGV[3])
@@ -164,7 +170,7 @@ if step == 0 then
   -- deleted, so what read() found of them does not count.
   delete_run()
   head = {}
-  local refused = check_calls(ARGV[5], ARGV[5], 'running', tonumber(ARGV[21]), 22, members, nil)
+  local refused = check_calls(ARGV[5], ARGV[5], 'running', tonumber(ARGV[21]), 22, #members, nil)
   if refused then return refused end
 else
   if not head[1] or tonumber(head[1]) ~= step - 1 then return {'step', head[1]} end
@@ -175,7 +181,7 @@ else
   if seg ~= cur and seg ~= cur + 1 then return {'fenced', ARGV[5], head[3]} end
   if ARGV[11] ~= '' and tonumber(head[4] or 0) ~= tonumber(ARGV[11]) then return {'moved'} end
   if tonumber(ARGV[22]) > 0 then
-    local refused = check_calls(head[3], head[3], head[2], tonumber(ARGV[21]), 22, members, stored)
+    local refused = check_calls(head[3], head[3], head[2], tonumber(ARGV[21]), 22, #members, head[7])
     if refused then return refused end
   end
 end
@@ -221,12 +227,12 @@ return {'ok'}
  */
 export const RECORD_LUA = `${RUN}
 local members, calls = batch(7)
-local head, stored = read({'segment', 'status', 'calls', 'w', '${REPLICATION_FIELD}'}, calls)
+local head = read({'segment', 'status', 'calls', 'w', '${REPLICATION_FIELD}', '${LAST_CALL_FIELD}'})
 if head[4] == ARGV[1] then return {'ok'} end
 if not head[1] then return {'fenced', ARGV[3], false} end
 local lost, stamp = replication_check(head[5], ARGV[5], '')
 if lost then return lost end
-local refused = check_calls(ARGV[3], head[1], head[2], tonumber(ARGV[6]), 7, members, stored)
+local refused = check_calls(ARGV[3], head[1], head[2], tonumber(ARGV[6]), 7, #members, head[6])
 if refused then return refused end
 local n = #members
 if n > 0 then

@@ -6,6 +6,7 @@ import type {
   QueuePlacement,
   SaveOptions,
 } from '../checkpoint-store';
+import { splitSaveCalls } from './sql.call-batches';
 import type { SqlDialect, SqlNames } from './sql.schema';
 import {
   appendHeadSql,
@@ -63,7 +64,8 @@ export abstract class Engine {
    */
   save(cp: CheckpointRecord, o: SaveOptions, now: number): Promise<boolean> {
     const head = this.headText(cp.step === 0 ? 'create' : 'update');
-    return this.writeSave(cp, o.calls ?? [], saveParams(cp, o, now), head);
+    const { inRow, inTable } = splitSaveCalls(cp.step, o.calls ?? []);
+    return this.writeSave(cp, inTable, saveParams(cp, o, now, inRow), head);
   }
 
   /**
@@ -76,7 +78,7 @@ export abstract class Engine {
     head: string | undefined,
     now: number,
   ): Promise<boolean> {
-    const params = saveParams(cp, { head }, now);
+    const params = saveParams(cp, { head }, now, null);
     // prettier-ignore
     params.push(q.queue, q.key ?? null, q.dedupeKey ?? null, q.priority ?? 0, Math.floor(q.availableAt));
     return this.writeSave(cp, [], params, this.headText('enqueue'));
@@ -104,7 +106,10 @@ export abstract class Engine {
     return this.writeAppend(calls, appendParams(runId, segment, calls, head));
   }
 
-  /** The head write `headSql` over `params`, the checkpoint and `calls`: all or nothing. */
+  /**
+   * The head write `headSql` over `params`, the checkpoint (with its own records, bound in
+   * `params`) and `calls`, the records kept in the calls table: all or nothing.
+   */
   protected abstract writeSave(
     cp: CheckpointRecord,
     calls: readonly CallRecord[],

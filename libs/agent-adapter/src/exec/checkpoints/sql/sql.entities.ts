@@ -61,6 +61,10 @@ export interface AgentAdapterRunRow {
   available_at: string | number | null;
   /** Epoch milliseconds of its admission. */
   admitted_at: string | number | null;
+  /** The key of the run's last call record (segment, superstep, seq; zeros before the first). */
+  last_segment: number;
+  last_superstep: number;
+  last_seq: number;
 }
 
 /** One queue: the row an admission locks (Postgres). @publicApi */
@@ -76,6 +80,12 @@ export interface AgentAdapterCheckpointRow {
   status: string;
   segment: number;
   sealed: string;
+  /**
+   * The call records saved with this checkpoint, of its superstep and the one before (each a
+   * header line `superstep segment seq length` and then its sealed envelope); null for none. The
+   * calls table keeps the others.
+   */
+  calls: string | null;
 }
 
 /** One call record (sealed envelope). @publicApi */
@@ -184,6 +194,9 @@ export function agentAdapterEntities(
       priority: { ...integer, default: 0 },
       available_at: { ...bigint, nullable: true },
       admitted_at: { ...bigint, nullable: true },
+      last_segment: { ...integer, default: 0 },
+      last_superstep: { ...integer, default: 0 },
+      last_seq: { ...integer, default: 0 },
     },
     ...(pg && {
       uniques: [{ name: `${prefix}runs_run_id_key`, columns: ['run_id'] }],
@@ -249,6 +262,7 @@ export function agentAdapterEntities(
       status: varchar(8),
       segment: integer,
       sealed: text,
+      calls: { ...text, nullable: true },
     }),
   );
 

@@ -1,14 +1,19 @@
+import { CheckpointStoreCorrupt } from '../../../errors';
+import { Messages } from '../../../errors/messages';
 import type {
+  CallRecord,
+  CheckpointRecord,
+  HistoryPage,
   DueQuery,
   HeadlessPage,
   HeadlessQuery,
-  HistoryPage,
   ListQuery,
   ListUnfinishedOptions,
   RunHead,
   RunPage,
 } from '../checkpoint-store';
 import type { Engine } from './sql.engine';
+import { decodeCalls, rowCalls } from './sql.call-batches';
 import {
   CALL_COLUMNS,
   CHECKPOINT_COLUMNS,
@@ -25,7 +30,7 @@ import { DUE_SQL, LISTED_UNFINISHED_SQL, type SqlNames } from './sql.schema';
 /**
  * The SQL store's listings of run heads, one statement each, every one an index range: the flow's
  * unfinished runs by run id (recovery's sweep), due work by due time, the operators' pages
- * newest first, and the runs whose head is missing; and a run's whole history.
+ * newest first, and the runs whose head is missing; and a run's call records and whole history.
  */
 
 /** `CheckpointStore.listUnfinished`: through `runs_unfinished` (flow, run_id). */
@@ -130,24 +135,81 @@ export async function headlessRuns(
   };
 }
 
-/** `CheckpointStore.history`: every checkpoint and call record of the run, in order. */
+/** A checkpoint row as read with its `calls` text. */
+interface RowWithCalls extends CheckpointRow {
+  calls: string | null;
+}
+
+/** The call records of one superstep, every segment, by (segment, seq): the port's `calls`. */
+export async function supersteps(
+  engine: Engine,
+  n: SqlNames,
+  runId: string,
+  superstep: number,
+): Promise<CallRecord[]> {
+  const [table, rows] = await Promise.all([
+    engine.all<CallRow>(
+      `SELECT ${CALL_COLUMNS} FROM ${n.calls} WHERE run_id = $1 AND superstep = $2`,
+      [runId, superstep],
+    ),
+    engine.all<{ step: number; calls: string }>(
+      `SELECT step, calls FROM ${n.checkpoints} WHERE run_id = $1 AND step >= $2 AND step <= $2 + 1 AND calls IS NOT NULL`,
+      [runId, superstep],
+    ),
+  ]);
+  const records = table.map(toCall);
+  for (const row of rows) {
+    const decoded = decodeCalls(runId, row.calls);
+    if (!Array.isArray(decoded))
+      throw new CheckpointStoreCorrupt(
+        Messages.corruptUnreadable(runId, rowCalls(row.step), decoded.why),
+        runId,
+      );
+    for (const c of decoded) if (c.superstep === superstep) records.push(c);
+  }
+  return records.sort(bySegmentSeq);
+}
+
+/**
+ * Every checkpoint and call record of a run (the port's `history`). A row whose `calls` text
+ * cannot be read comes back `unreadable` (so `runs verify` reports it), the others as they are.
+ */
 export async function runHistory(
   engine: Engine,
-  names: SqlNames,
+  n: SqlNames,
   runId: string,
 ): Promise<HistoryPage> {
-  const [checkpoints, calls] = await Promise.all([
-    engine.all<CheckpointRow>(
-      `SELECT ${CHECKPOINT_COLUMNS} FROM ${names.checkpoints} WHERE run_id = $1 ORDER BY step`,
+  const [rows, table] = await Promise.all([
+    engine.all<RowWithCalls>(
+      `SELECT ${CHECKPOINT_COLUMNS}, calls FROM ${n.checkpoints} WHERE run_id = $1 ORDER BY step`,
       [runId],
     ),
     engine.all<CallRow>(
-      `SELECT ${CALL_COLUMNS} FROM ${names.calls} WHERE run_id = $1 ORDER BY segment, superstep, seq`,
+      `SELECT ${CALL_COLUMNS} FROM ${n.calls} WHERE run_id = $1`,
       [runId],
     ),
   ]);
-  return {
-    checkpoints: checkpoints.map(toCheckpoint),
-    calls: calls.map(toCall),
-  };
+  const calls = table.map(toCall);
+  const checkpoints: CheckpointRecord[] = rows.map((row) => {
+    const checkpoint = toCheckpoint(row);
+    if (row.calls === null) return checkpoint;
+    const decoded = decodeCalls(runId, row.calls);
+    if (Array.isArray(decoded)) {
+      calls.push(...decoded);
+      return checkpoint;
+    }
+    return {
+      ...checkpoint,
+      unreadable: `${rowCalls(row.step)}: ${decoded.why}`,
+    };
+  });
+  return { checkpoints, calls: calls.sort(bySegmentSuperstepSeq) };
+}
+
+function bySegmentSeq(a: CallRecord, b: CallRecord): number {
+  return a.segment - b.segment || a.seq - b.seq;
+}
+
+function bySegmentSuperstepSeq(a: CallRecord, b: CallRecord): number {
+  return a.segment - b.segment || a.superstep - b.superstep || a.seq - b.seq;
 }

@@ -1,14 +1,26 @@
 /** Why the SQL store refuses a write: checked before it, mapped from a driver error, or explained after. */
 import { CheckpointConflict } from '../../../errors';
 import { Messages } from '../../../errors/messages';
+import { checkCallOrder, compareCallKeys, type CallKey } from '../call-order';
 import type {
   CallRecord,
   CheckpointRecord,
   RunHead,
   SaveOptions,
 } from '../checkpoint-store';
+import type { Engine } from './sql.engine';
+import {
+  HEAD_COLUMNS,
+  toHead,
+  toLastCall,
+  type LastCallRow,
+  type RunRow,
+} from './sql.rows';
 
-/** Every call of a batch must belong to the run and (for recordCall) the segment it is written for. */
+/**
+ * Every call of a batch must belong to the run and (for recordCall) the segment it is written for,
+ * in order (call-order.ts; the head write checks that the batch comes after the run's last record).
+ */
 export function checkBatch(
   runId: string,
   calls: CallRecord[],
@@ -22,14 +34,14 @@ export function checkBatch(
       );
     }
   }
+  checkCallOrder(runId, calls);
 }
 
-/** A unique violation on the call log means a (segment, superstep, seq) was written before. */
-export function duplicateOr(
-  error: unknown,
-  runId: string,
-  calls: CallRecord[],
-): unknown {
+/**
+ * A unique violation: a checkpoint row or call row the head does not count is stored under the
+ * write's key (the head's compare-and-set refuses any write the store itself made twice).
+ */
+export function duplicateOr(error: unknown, runId: string): unknown {
   const code =
     (error as { code?: string; driverError?: { code?: string } }).driverError
       ?.code ?? (error as { code?: string }).code;
@@ -38,37 +50,56 @@ export function duplicateOr(
     code === 'SQLITE_CONSTRAINT_PRIMARYKEY' ||
     code === 'SQLITE_CONSTRAINT_UNIQUE'
   ) {
-    const c = calls[0];
-    return new CheckpointConflict(
-      Messages.duplicateCall(
-        runId,
-        c?.segment ?? 0,
-        c?.superstep ?? 0,
-        c?.seq ?? 0,
-      ),
-      runId,
-    );
+    return new CheckpointConflict(Messages.duplicateRow(runId), runId);
   }
   return error;
 }
 
 /** A refused write, for the message: a save with its options, or an append to a segment. */
 export type RefusedWrite =
-  { save: CheckpointRecord; options: SaveOptions } | { segment: number };
+  | { save: CheckpointRecord; options: SaveOptions }
+  | { segment: number; calls?: readonly CallRecord[] };
+
+/** After a refused write: reads the head and its last record's key, and says why. */
+export async function refusedBecause(
+  engine: Engine,
+  runId: string,
+  write: RefusedWrite,
+): Promise<CheckpointConflict> {
+  const [row] = await engine.all<RunRow & LastCallRow>(
+    `SELECT ${HEAD_COLUMNS}, last_segment, last_superstep, last_seq FROM ${engine.tables.runs} WHERE run_id = $1`,
+    [runId],
+  );
+  return whyRefused(runId, row && toHead(row), row && toLastCall(row), write);
+}
 
 /**
- * After a refused write: says why from the head read after it (a message only; the write did
- * nothing), in the order the compare-and-set checks.
+ * Why a write was refused, from the head read after it and the key of the run's last call record
+ * (a message only; the write did nothing), in the order the compare-and-set checks.
  */
 export function whyRefused(
   runId: string,
   head: RunHead | undefined,
+  last: CallKey | undefined,
   w: RefusedWrite,
 ): CheckpointConflict {
+  const outOfOrder = (calls: readonly CallRecord[] | undefined) => {
+    const first = calls?.[0];
+    if (first && last && compareCallKeys(first, last) <= 0)
+      return new CheckpointConflict(
+        Messages.callOutOfOrder(runId, first, last),
+        runId,
+      );
+  };
   if ('segment' in w)
-    return new CheckpointConflict(
-      Messages.fenced(runId, w.segment, head?.segment),
-      runId,
+    return (
+      (head?.segment === w.segment &&
+        head.status === 'running' &&
+        outOfOrder(w.calls)) ||
+      new CheckpointConflict(
+        Messages.fenced(runId, w.segment, head?.segment),
+        runId,
+      )
     );
   const { save, options } = w;
   if (head && save.step !== 0 && head.step === save.step - 1) {
@@ -89,9 +120,14 @@ export function whyRefused(
     }
     const segment = options.calls?.[0]?.segment;
     if (segment !== undefined)
-      return new CheckpointConflict(
-        Messages.fenced(runId, segment, head.segment),
-        runId,
+      return (
+        (segment === head.segment &&
+          head.status === 'running' &&
+          outOfOrder(options.calls)) ||
+        new CheckpointConflict(
+          Messages.fenced(runId, segment, head.segment),
+          runId,
+        )
       );
   }
   return new CheckpointConflict(

@@ -1,4 +1,5 @@
 /** The SQL store's rows as the drivers return them, and their mapping to the store port's types. */
+import type { CallKey } from '../call-order';
 import type {
   CallRecord,
   CheckpointRecord,
@@ -26,6 +27,19 @@ export interface RunRow {
   admitted_at: number | string | null;
   id?: number | string;
 }
+
+/** The head's key of the run's last call record (see call-order.ts). */
+export interface LastCallRow {
+  last_segment: number;
+  last_superstep: number;
+  last_seq: number;
+}
+
+export const toLastCall = (r: LastCallRow): CallKey => ({
+  segment: Number(r.last_segment),
+  superstep: Number(r.last_superstep),
+  seq: Number(r.last_seq),
+});
 
 export interface CheckpointRow {
   run_id: string;

@@ -22,7 +22,7 @@ export const unfinishedSql = (operand: string): string =>
 export const UNFINISHED_SQL = unfinishedSql('status');
 
 /** The schema version these tables have; stored in the meta table. */
-export const SCHEMA_VERSION = 11;
+export const SCHEMA_VERSION = 12;
 /** Earlier versions, refused by name (development builds; nothing migrates). */
 export const RETIRED_SCHEMA_VERSIONS: ReadonlyMap<string, string> = new Map([
   ['1', 'run heads without a seal'],
@@ -46,6 +46,10 @@ export const RETIRED_SCHEMA_VERSIONS: ReadonlyMap<string, string> = new Map([
   [
     '10',
     'partial indexes on IN lists (SQLite built an ephemeral table for each on every head write)',
+  ],
+  [
+    '11',
+    'every call record in a row of its own (no call records in checkpoint rows, no last record on the head)',
   ],
 ]);
 
@@ -143,7 +147,8 @@ export function createStatements(dialect: SqlDialect, n: SqlNames): string[] {
   return [
     ...(pg && n.schema ? [`CREATE SCHEMA IF NOT EXISTS "${n.schema}"`] : []),
     // One row per run: the head. `calls` counts call records (see RunHead.calls), `sealed` is the
-    // head seal (RunHead.sealed); fillfactor leaves
+    // head seal (RunHead.sealed), `last_*` the key of the last call record (call-order.ts: every
+    // append comes after it, which is what refuses a duplicate); fillfactor leaves
     // room for HOT updates, since every call and checkpoint updates this row. "id" is quoted and
     // NOT NULL because TypeORM's SQLite schema reader finds the AUTOINCREMENT column by its quoted
     // name and reads nullability from the declaration: so the entities see no difference.
@@ -166,7 +171,10 @@ export function createStatements(dialect: SqlDialect, n: SqlNames): string[] {
       dedupe_key VARCHAR(200),
       priority INTEGER NOT NULL DEFAULT 0,
       available_at BIGINT,
-      admitted_at BIGINT
+      admitted_at BIGINT,
+      last_segment INTEGER NOT NULL DEFAULT 0,
+      last_superstep INTEGER NOT NULL DEFAULT 0,
+      last_seq INTEGER NOT NULL DEFAULT 0
     )${pg ? ' WITH (fillfactor = 70)' : ''}`,
     // Also for a runs table made by TypeORM's synchronize (entities cannot say fillfactor).
     ...(pg ? [`ALTER TABLE ${n.runs} SET (fillfactor = 70)`] : []),
@@ -189,7 +197,8 @@ export function createStatements(dialect: SqlDialect, n: SqlNames): string[] {
     `CREATE INDEX IF NOT EXISTS ${idx('runs_flow_status_id')} ON ${n.runs} (flow, status, id)`,
     // Not WITHOUT ROWID on SQLite: clustered by the key, every interior page of the b-tree holds
     // whole rows (sealed texts), so a few rows fill one and each insert rewrote 3-4 pages. A rowid
-    // table and its key's index: about 2.
+    // table and its key's index: about 2. A checkpoint row also keeps the call records saved with
+    // it (`calls`, see sql.call-batches.ts); the calls table keeps the others.
     `CREATE TABLE IF NOT EXISTS ${n.checkpoints} (
       run_id VARCHAR(200) NOT NULL,
       step INTEGER NOT NULL,
@@ -197,6 +206,7 @@ export function createStatements(dialect: SqlDialect, n: SqlNames): string[] {
       status VARCHAR(8) NOT NULL,
       segment INTEGER NOT NULL,
       sealed TEXT NOT NULL,
+      calls TEXT,
       PRIMARY KEY (run_id, step)
     )`,
     `CREATE TABLE IF NOT EXISTS ${n.calls} (

@@ -38,17 +38,14 @@ import type { Engine } from './sql.engine';
 import {
   checkBatch,
   duplicateOr,
-  whyRefused,
+  refusedBecause,
   type RefusedWrite,
 } from './sql.refusals';
 import {
-  CALL_COLUMNS,
   CHECKPOINT_COLUMNS,
   HEAD_COLUMNS,
-  toCall,
   toCheckpoint,
   toHead,
-  type CallRow,
   type CheckpointRow,
   type RunRow,
 } from './sql.rows';
@@ -64,6 +61,7 @@ import {
   headPage,
   headlessRuns,
   runHistory,
+  supersteps,
   unfinishedHeads,
 } from './sql.listings';
 import { guarded, interrupted } from '../transient-errors';
@@ -195,16 +193,18 @@ export class SQLCheckpointStore extends CheckpointStore {
   }
 
   save(checkpoint: CheckpointRecord, options: SaveOptions = {}): Promise<void> {
-    const calls = options.calls ?? [];
-    checkBatch(checkpoint.runId, calls);
-    return this.saveChecked(checkpoint, options, calls);
+    try {
+      checkBatch(checkpoint.runId, options.calls ?? []);
+    } catch (error) {
+      return Promise.reject(asError(error));
+    }
+    return this.saveChecked(checkpoint, options);
   }
 
   /** `guarded`'s mapping inline (see `interrupted`): this runs on every checkpoint. */
   private async saveChecked(
     checkpoint: CheckpointRecord,
     options: SaveOptions,
-    calls: CallRecord[],
   ): Promise<void> {
     const { runId } = checkpoint;
     try {
@@ -213,7 +213,7 @@ export class SQLCheckpointStore extends CheckpointStore {
       try {
         matched = await engine.save(checkpoint, options, Date.now());
       } catch (error) {
-        throw duplicateOr(error, runId, calls);
+        throw duplicateOr(error, runId);
       }
       if (!matched)
         throw await this.whyRefused(runId, { save: checkpoint, options });
@@ -254,9 +254,10 @@ export class SQLCheckpointStore extends CheckpointStore {
       try {
         matched = await engine.recordCall(runId, segment, records, head);
       } catch (error) {
-        throw duplicateOr(error, runId, records);
+        throw duplicateOr(error, runId);
       }
-      if (!matched) throw await this.whyRefused(runId, { segment });
+      if (!matched)
+        throw await this.whyRefused(runId, { segment, calls: records });
     } catch (error) {
       throw interrupted(STORE, runId, error);
     }
@@ -332,11 +333,7 @@ export class SQLCheckpointStore extends CheckpointStore {
   calls(runId: string, superstep: number): Promise<CallRecord[]> {
     return guarded(STORE, runId, async () => {
       const { engine, names } = await this.open();
-      const rows = await engine.all<CallRow>(
-        `SELECT ${CALL_COLUMNS} FROM ${names.calls} WHERE run_id = $1 AND superstep = $2 ORDER BY segment, seq`,
-        [runId, superstep],
-      );
-      return rows.map(toCall);
+      return supersteps(engine, names, runId, superstep);
     });
   }
 
@@ -387,11 +384,12 @@ export class SQLCheckpointStore extends CheckpointStore {
       await opened.dataSource.destroy();
   }
 
-  /** After a refused write: reads the head to say why (a message only; the write did nothing). */
+  /** After a refused write: why (a message only; the write did nothing). */
   private async whyRefused(
     runId: string,
     write: RefusedWrite,
   ): Promise<CheckpointConflict> {
-    return whyRefused(runId, await this.readHead(runId), write);
+    const { engine } = await this.open();
+    return refusedBecause(engine, runId, write);
   }
 }

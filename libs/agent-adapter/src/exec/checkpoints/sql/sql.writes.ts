@@ -21,14 +21,17 @@ import {
 /**
  * The parameters every statement of a save binds (one array per save, shared by its statements):
  * $1 run id, $2 step, $3 status, $4 segment, $5 owner, $6 lease expiry, $7 now, $8 flow, $9 the
- * batch's call count, $10 the sealed checkpoint, $11 the head seal; a step after 0 adds $12 the
- * call count a recoverer saw and $13 the batch's segment (each may be NULL). An engine appends its
- * own after these.
+ * batch's call count, $10 the sealed checkpoint, $11 the head seal, $12 the records kept in the
+ * checkpoint row (`split.inRow`, or NULL). Step 0 adds $13-$15, the key of the run's last record
+ * after the save (segment, superstep, seq; zeros without one). A later step adds $13 the call count
+ * a recoverer saw, $14 the batch's segment, $15-$16 its first record's superstep and seq, $17-$18
+ * its last one's (each NULL without). An engine appends its own after these.
  */
 export function saveParams(
   cp: CheckpointRecord,
   o: SaveOptions,
   now: number,
+  inRow: string | null,
 ): unknown[] {
   const calls = o.calls ?? [];
   // Whole milliseconds: the column is a BIGINT.
@@ -37,12 +40,33 @@ export function saveParams(
   // prettier-ignore
   const params: unknown[] = [
     cp.runId, cp.step, cp.status, cp.segment, o.owner ?? null, lease, now,
-    cp.flow, calls.length, cp.sealed, o.head ?? '',
+    cp.flow, calls.length, cp.sealed, o.head ?? '', inRow,
   ];
-  // Step 0 binds no more: Postgres refuses parameters a statement does not use.
-  if (cp.step !== 0)
-    params.push(o.expectCalls ?? null, calls[0]?.segment ?? null);
+  const first = calls[0];
+  const last = calls[calls.length - 1];
+  // Postgres refuses parameters a statement does not use: each step binds its own.
+  if (cp.step === 0)
+    params.push(last?.segment ?? 0, last?.superstep ?? 0, last?.seq ?? 0);
+  // prettier-ignore
+  else params.push(
+    o.expectCalls ?? null, first?.segment ?? null, first?.superstep ?? null, first?.seq ?? null,
+    last?.superstep ?? null, last?.seq ?? null,
+  );
   return params;
+}
+
+/**
+ * Whether the run's last record (the head's `last_*`) comes before the key given by the three
+ * operands: a write appends only after it (call-order.ts). Comparisons, no row value: both
+ * engines evaluate it as it reads.
+ */
+export function afterLastSql(
+  segment: string,
+  superstep: string,
+  seq: string,
+): string {
+  return `(last_segment < ${segment} OR (last_segment = ${segment} AND (last_superstep < ${superstep}
+    OR (last_superstep = ${superstep} AND last_seq < ${seq}))))`;
 }
 
 /**
@@ -57,8 +81,9 @@ export function saveHeadSql(
   step: number,
 ): string {
   if (step === 0) {
-    return `INSERT INTO ${n.runs} (run_id, flow, step, status, segment, calls, sealed, owner, lease_expires_at, updated_at)
-      VALUES ($1, $8, $2, $3, $4, $9, $11, $5, $6, $7) ON CONFLICT (run_id) DO NOTHING`;
+    return `INSERT INTO ${n.runs} (run_id, flow, step, status, segment, calls, sealed, owner, lease_expires_at, updated_at,
+      last_segment, last_superstep, last_seq)
+      VALUES ($1, $8, $2, $3, $4, $9, $11, $5, $6, $7, $13, $14, $15) ON CONFLICT (run_id) DO NOTHING`;
   }
   return updateHeadSql(dialect, n);
 }
@@ -70,8 +95,8 @@ export function saveHeadSql(
  */
 export function enqueueHeadSql(n: SqlNames): string {
   return `INSERT INTO ${n.runs} (run_id, flow, step, status, segment, calls, sealed, owner, lease_expires_at, updated_at,
-      queue, queue_key, dedupe_key, priority, available_at)
-    VALUES ($1, $8, $2, $3, $4, $9, $11, $5, $6, $7, $12, $13, $14, $15, $16) ON CONFLICT DO NOTHING`;
+      last_segment, last_superstep, last_seq, queue, queue_key, dedupe_key, priority, available_at)
+    VALUES ($1, $8, $2, $3, $4, $9, $11, $5, $6, $7, $13, $14, $15, $16, $17, $18, $19, $20) ON CONFLICT DO NOTHING`;
 }
 
 /**
@@ -90,23 +115,38 @@ function updateHeadSql(dialect: SqlDialect, n: SqlNames): string {
   // Postgres is told the type of a parameter it cannot deduce (NULL, or a CASE's operand).
   const as = (i: number, type: string) =>
     dialect === 'postgres' ? `$${i}::${type}` : `$${i}`;
+  const int = (i: number) => as(i, 'int');
   // The end time is written once, by the save that ends the run (see ENDED_SQL).
   return `UPDATE ${n.runs} SET step = $2, status = $3, segment = $4, owner = $5, lease_expires_at = $6,
       updated_at = $7, calls = calls + $9, sealed = $11,
-      ended_at = CASE WHEN ${unfinishedSql(as(3, 'varchar'))} THEN NULL ELSE ${as(7, 'bigint')} END
+      ended_at = CASE WHEN ${unfinishedSql(as(3, 'varchar'))} THEN NULL ELSE ${as(7, 'bigint')} END,
+      ${setLastSql(int(14), int(17), int(18))}
     WHERE run_id = $1 AND step = $2 - 1 AND ${onFoundRun(UNFINISHED_SQL)} AND (segment = $4 OR segment = $4 - 1)
-      AND (${as(12, 'int')} IS NULL OR calls = ${as(12, 'int')})
-      AND (${as(13, 'int')} IS NULL OR (segment = ${as(13, 'int')} AND ${FOUND_RUNNING}))`;
+      AND (${int(13)} IS NULL OR calls = ${int(13)})
+      AND (${int(14)} IS NULL OR (segment = ${int(14)} AND ${FOUND_RUNNING} AND ${afterLastSql(int(14), int(15), int(16))}))`;
 }
 
-/** The checkpoint row's columns, in the order both engines fill them from $1, $2, $8, $3, $4, $10. */
+/** A save's SET of the head's last record: the batch's last, or the stored one without a batch. */
+export function setLastSql(
+  segment: string,
+  superstep: string,
+  seq: string,
+): string {
+  return `last_segment = COALESCE(${segment}, last_segment), last_superstep = COALESCE(${superstep}, last_superstep),
+      last_seq = COALESCE(${seq}, last_seq)`;
+}
+
+/**
+ * The checkpoint row's columns, in the order both engines fill them from $1, $2, $8, $3, $4, $10,
+ * $12 (its call records).
+ */
 export function insertCheckpointSql(n: SqlNames): string {
-  return `INSERT INTO ${n.checkpoints} (${CHECKPOINT_COLUMNS})`;
+  return `INSERT INTO ${n.checkpoints} (${CHECKPOINT_COLUMNS}, calls)`;
 }
 
 /**
  * The parameters of a fenced append's head write: $1 run id, $2 segment, $3 the call count, $4 the
- * head seal.
+ * head seal, $5-$6 the first record's superstep and seq, $7-$8 the last one's.
  */
 export function appendParams(
   runId: string,
@@ -114,12 +154,19 @@ export function appendParams(
   calls: readonly CallRecord[],
   head: string | undefined,
 ): unknown[] {
-  return [runId, segment, calls.length, head ?? ''];
+  const first = calls[0]!;
+  const last = calls[calls.length - 1]!;
+  // prettier-ignore
+  return [runId, segment, calls.length, head ?? '', first.superstep, first.seq, last.superstep, last.seq];
 }
 
-/** Counts the appended calls on the head, only while `segment` is the running run's own. */
+/**
+ * Counts the appended calls on the head and keeps their last key, only while `segment` is the
+ * running run's own and the batch comes after the run's last record.
+ */
 export function appendHeadSql(n: SqlNames): string {
-  return `UPDATE ${n.runs} SET calls = calls + $3, sealed = $4 WHERE run_id = $1 AND segment = $2 AND ${FOUND_RUNNING}`;
+  return `UPDATE ${n.runs} SET calls = calls + $3, sealed = $4, last_segment = $2, last_superstep = $7, last_seq = $8
+    WHERE run_id = $1 AND segment = $2 AND ${FOUND_RUNNING} AND ${afterLastSql('$2', '$5', '$6')}`;
 }
 
 /*

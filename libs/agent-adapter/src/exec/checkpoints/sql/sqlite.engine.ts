@@ -7,8 +7,10 @@ import { CALL_COLUMNS, STREAM_COLUMNS } from './sql.rows';
 
 import type { SqlNames } from './sql.schema';
 import {
+  afterLastSql,
   dropOldSql,
   insertCheckpointSql,
+  setLastSql,
   streamHeadSql,
   type StreamParams,
 } from './sql.writes';
@@ -70,17 +72,18 @@ export class SqliteEngine extends Engine {
     };
     // The common checkpoint (`sameTenure`): same compare-and-set conditions as the full update.
     const sameTenure = `run_id = $1 AND step = $2 - 1 AND status = 'running' AND segment = $4 AND owner IS $5
-         AND ($12 IS NULL OR calls = $12) AND ($13 IS NULL OR segment = $13)`;
+         AND ($13 IS NULL OR calls = $13) AND ($14 IS NULL OR (segment = $14 AND ${afterLastSql('$14', '$15', '$16')}))`;
+    const last = setLastSql('$14', '$17', '$18');
     const narrow = `UPDATE ${tables.runs} SET step = $2, lease_expires_at = $6, updated_at = $7, calls = calls + $9,
-         sealed = $11
+         sealed = $11, ${last}
        WHERE ${sameTenure}`;
     this.text = {
       // SQLite rewrites an index whose column a statement SETs, even to the same value: the lease
       // moves once a lease quantum (`leaseEnd`), so most saves leave it, and the due index, alone.
-      keepLease: `UPDATE ${tables.runs} SET step = $2, updated_at = $7, calls = calls + $9, sealed = $11
+      keepLease: `UPDATE ${tables.runs} SET step = $2, updated_at = $7, calls = calls + $9, sealed = $11, ${last}
        WHERE ${sameTenure} AND lease_expires_at IS $6`,
       narrow,
-      checkpoint: `${insertCheckpointSql(tables)} VALUES ($1, $2, $8, $3, $4, $10)`,
+      checkpoint: `${insertCheckpointSql(tables)} VALUES ($1, $2, $8, $3, $4, $10, $12)`,
       call: `INSERT INTO ${tables.calls} (${CALL_COLUMNS}) VALUES ($1, $2, $3, $4, $5)`,
     };
   }
