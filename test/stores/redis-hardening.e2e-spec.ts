@@ -13,6 +13,7 @@ import { runCli } from 'agent-adapter/cli/program';
 import { KeyRing } from 'agent-adapter/exec/durable/key-ring';
 import { openCheckpoint } from 'agent-adapter/exec/durable/records';
 import { CrashingStore, SimulatedCrash, settle } from 'agent-adapter/testing';
+import { call, cp } from 'agent-adapter/testing/conformance/context';
 import {
   KEY,
   executorFor,
@@ -312,6 +313,31 @@ describeWithService('redis', 'Redis hardening', () => {
       expect(await counted()).toEqual([expect.any(String), '1', 'c-1']);
     },
   );
+
+  it('a run hash whose last call key (lastCall) is edited or gone refuses every append as CheckpointStoreCorrupt, and nothing is written', async () => {
+    const { store, prefix } = open();
+    for (const [edit, why] of [
+      ['1:0', /"1:0" is not segment:superstep:seq/],
+      [undefined, /it is missing, and the run has call records/],
+    ] as const) {
+      const runId = suiteId('last');
+      await store.save(cp(runId, 0), { calls: [call(runId, 1)] });
+      const hash = `{${prefix}:${runId}}:run`;
+      expect(await admin.hget(hash, 'lastCall')).toBe('1:0:1');
+      if (edit === undefined) await admin.hdel(hash, 'lastCall');
+      else await admin.hset(hash, 'lastCall', edit);
+      for (const write of [
+        () => store.recordCall(runId, 1, [call(runId, 2)]),
+        () => store.save(cp(runId, 1), { calls: [call(runId, 2)] }),
+      ]) {
+        const err = await write().catch((e: unknown) => e);
+        expect(err).toBeInstanceOf(CheckpointStoreCorrupt);
+        expect((err as Error).message).toMatch(why);
+      }
+      expect((await store.head(runId))?.step).toBe(0);
+      expect((await store.history(runId)).calls.map((c) => c.seq)).toEqual([1]);
+    }
+  });
 
   it('a lost call-log key (eviction, partial loss) is CheckpointStoreCorrupt, not a call that never ran', async () => {
     const { store, prefix } = open();

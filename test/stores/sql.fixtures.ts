@@ -88,12 +88,10 @@ export function sqlRaw(
     },
     insertCheckpoint: async (store, runId, record, head) => {
       const t = tables(store);
+      // In place of the row at its step, keeping the call records that row keeps.
       await ds.query(
-        `DELETE FROM ${t.checkpoints} WHERE run_id = ${p(1)} AND step = ${p(2)}`,
-        [runId, record.step],
-      );
-      await ds.query(
-        `INSERT INTO ${t.checkpoints} (run_id, step, flow, status, segment, sealed) VALUES (${p(1)}, ${p(2)}, ${p(3)}, ${p(4)}, ${p(5)}, ${p(6)})`,
+        `INSERT INTO ${t.checkpoints} (run_id, step, flow, status, segment, sealed) VALUES (${p(1)}, ${p(2)}, ${p(3)}, ${p(4)}, ${p(5)}, ${p(6)})
+         ON CONFLICT (run_id, step) DO UPDATE SET flow = excluded.flow, status = excluded.status, segment = excluded.segment, sealed = excluded.sealed`,
         [
           runId,
           record.step,

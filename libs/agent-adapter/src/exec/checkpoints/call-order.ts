@@ -48,12 +48,10 @@ export function checkCallOrder(
       );
     previous = record;
   }
-  return previous;
+  // The three numbers alone: a store keeping the key must not keep the caller's record.
+  return {
+    segment: previous.segment,
+    superstep: previous.superstep,
+    seq: previous.seq,
+  };
 }
-
-/** A key's three numbers, as a store keeps them. */
-export const callKeyOf = (c: CallKey): CallKey => ({
-  segment: c.segment,
-  superstep: c.superstep,
-  seq: c.seq,
-});

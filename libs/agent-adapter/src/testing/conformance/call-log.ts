@@ -148,6 +148,48 @@ export function describeFencedCallLog({
       assert.strictEqual((await store.head(id))?.calls, 3);
     });
 
+    it("a save's records of any superstep are read back by superstep, after claims and before its own step alike", async () => {
+      const store = await make();
+      const id = uid();
+      await store.save(cp(id, 0));
+      // Two claims: the run's steps run ahead of its supersteps.
+      await store.save(cp(id, 1, { segment: 2 }));
+      await store.save(cp(id, 2, { segment: 3 }));
+      const seg = { segment: 3 };
+      await store.save(cp(id, 3, seg), {
+        calls: [
+          call(id, 1, { ...seg, superstep: 0 }),
+          call(id, 1, { ...seg, superstep: 1 }),
+          // A superstep after the save's own step.
+          call(id, 1, { ...seg, superstep: 5 }),
+        ],
+      });
+      await store.recordCall(id, 3, [call(id, 2, { ...seg, superstep: 5 })]);
+      await store.save(cp(id, 4, seg), {
+        calls: [call(id, 3, { ...seg, superstep: 5 })],
+      });
+      for (const [superstep, seqs] of [
+        [0, [1]],
+        [1, [1]],
+        [2, []],
+        [5, [1, 2, 3]],
+      ] as const)
+        equal(
+          (await store.calls(id, superstep)).map((c) => [c.segment, c.seq]),
+          seqs.map((q) => [3, q]),
+        );
+      equal(
+        (await store.history(id)).calls.map((c) => [c.superstep, c.seq]),
+        [
+          [0, 1],
+          [1, 1],
+          [5, 1],
+          [5, 2],
+          [5, 3],
+        ],
+      );
+    });
+
     it('batches of thousands of records: written whole, or refused whole for a duplicate at the end', async () => {
       const store = await make();
       const id = uid();

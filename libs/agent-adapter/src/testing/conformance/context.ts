@@ -67,7 +67,10 @@ export interface RawStoreAccess {
   ): Promise<void>;
   /** Deletes the run's head (row, or the Redis head fields), its checkpoints and calls kept. */
   deleteHead(store: CheckpointStore, runId: string): Promise<void>;
-  /** Deletes one checkpoint row, the head untouched. */
+  /**
+   * Deletes one checkpoint row, the head untouched (and with it whatever the store keeps in that
+   * row: the SQL store keeps a save's call records there).
+   */
   deleteCheckpoint(
     store: CheckpointStore,
     runId: string,

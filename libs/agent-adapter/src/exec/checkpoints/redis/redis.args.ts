@@ -2,10 +2,15 @@
  * The TypeScript side of the Redis store's write scripts (redis.scripts.ts): their ARGV built,
  * their replies read (a refusal as the error the other stores throw).
  */
-import { CheckpointConflict, FailoverNeedsDecision } from '../../../errors';
+import {
+  CheckpointConflict,
+  CheckpointStoreCorrupt,
+  FailoverNeedsDecision,
+} from '../../../errors';
 import { Messages } from '../../../errors/messages';
 import type { CallRecord, CheckpointRecord } from '../checkpoint-store';
 import { HALF_CREATE_WINDOW } from './redis.index-scripts';
+import { LAST_CALL_FIELD } from './redis.layout';
 
 /** A script's reply: `{'ok'}`, or a refusal code and its details. */
 export type Reply = Array<string | number | null>;
@@ -82,6 +87,17 @@ export function refusal(
   if (code === 'ok') return undefined;
   if (code === 'failover')
     return new FailoverNeedsDecision(runId, String(a), String(b));
+  if (code === 'lastCall')
+    return new CheckpointStoreCorrupt(
+      Messages.corruptUnreadable(
+        runId,
+        `its last call key (the run hash's ${LAST_CALL_FIELD} field)`,
+        a
+          ? `"${String(a)}" is not segment:superstep:seq`
+          : 'it is missing, and the run has call records',
+      ),
+      runId,
+    );
   const num = (v: unknown) => (v == null ? undefined : Number(v));
   const refusals: Record<string, () => string> = {
     step: () => Messages.conflictStep(runId, step, num(a)),

@@ -87,21 +87,29 @@ local function read(head)
   return redis.call('HMGET', KEYS[1], unpack(head))
 end
 
--- A key 'segment:superstep:seq' as three numbers (zeros for none: every record comes after it).
+-- A key 'segment:superstep:seq' as three numbers; nil for a value that is not one.
 local function key_of(s)
-  if not s then return 0, 0, 0 end
   local g, p, q = string.match(s, '^(%d+):(%d+):(%d+)$')
-  return tonumber(g) or 0, tonumber(p) or 0, tonumber(q) or 0
+  if not g then return nil end
+  return tonumber(g), tonumber(p), tonumber(q)
 end
 
 -- Fencing and order of the batch (\`last\`: the run's last record, the head's '${LAST_CALL_FIELD}'
--- field), checked before anything is written: every record comes after the one before it, so none
--- is stored twice (call-order.ts). Returns a refusal or nil.
-local function check_calls(segment, current, status, foreign, at, count, last)
+-- field; \`stored\`: the head's call count), checked before anything is written: every record
+-- comes after the one before it, so none is stored twice (call-order.ts). A run with records but
+-- no readable last key was edited below the store: refused, since order could not be checked.
+-- Returns a refusal or nil.
+local function check_calls(segment, current, status, foreign, at, count, last, stored)
   if tonumber(segment) ~= tonumber(current) or status ~= 'running' then
     return {'fenced', segment, current}
   end
-  local pg, pp, pq = key_of(last)
+  local pg, pp, pq = 0, 0, 0
+  if last then
+    pg, pp, pq = key_of(last)
+    if not pg then return {'lastCall', last} end
+  elseif tonumber(stored or 0) > 0 then
+    return {'lastCall', ''}
+  end
   for i = 1, count do
     local o = at + (i - 1) * 4
     local g, p, q = tonumber(ARGV[o + 1]), tonumber(ARGV[o + 2]), tonumber(ARGV[o + 3])
@@ -170,7 +178,7 @@ if step == 0 then
   -- deleted, so what read() found of them does not count.
   delete_run()
   head = {}
-  local refused = check_calls(ARGV[5], ARGV[5], 'running', tonumber(ARGV[21]), 22, #members, nil)
+  local refused = check_calls(ARGV[5], ARGV[5], 'running', tonumber(ARGV[21]), 22, #members, nil, 0)
   if refused then return refused end
 else
   if not head[1] or tonumber(head[1]) ~= step - 1 then return {'step', head[1]} end
@@ -181,7 +189,7 @@ else
   if seg ~= cur and seg ~= cur + 1 then return {'fenced', ARGV[5], head[3]} end
   if ARGV[11] ~= '' and tonumber(head[4] or 0) ~= tonumber(ARGV[11]) then return {'moved'} end
   if tonumber(ARGV[22]) > 0 then
-    local refused = check_calls(head[3], head[3], head[2], tonumber(ARGV[21]), 22, #members, head[7])
+    local refused = check_calls(head[3], head[3], head[2], tonumber(ARGV[21]), 22, #members, head[7], head[4])
     if refused then return refused end
   end
 end
@@ -232,7 +240,7 @@ if head[4] == ARGV[1] then return {'ok'} end
 if not head[1] then return {'fenced', ARGV[3], false} end
 local lost, stamp = replication_check(head[5], ARGV[5], '')
 if lost then return lost end
-local refused = check_calls(ARGV[3], head[1], head[2], tonumber(ARGV[6]), 7, #members, head[6])
+local refused = check_calls(ARGV[3], head[1], head[2], tonumber(ARGV[6]), 7, #members, head[6], head[3])
 if refused then return refused end
 local n = #members
 if n > 0 then

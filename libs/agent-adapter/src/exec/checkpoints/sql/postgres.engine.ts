@@ -224,7 +224,7 @@ export class PostgresEngine extends Engine {
         ? `, calls AS (${insertCallsSql(n, calls.length, at)})`
         : '';
       return `WITH head AS (${headSql} RETURNING run_id)${insertCalls}
-       ${insertCheckpointSql(n)} SELECT run_id, $2, $8, $3, $4, $10, $12::text FROM head${this.counted}`;
+       ${insertCheckpointSql(n)} SELECT run_id, $2, $8, $3, $4, $10, $12::text, $13::int, $14::int FROM head${this.counted}`;
     });
     bindCalls(calls, params, true);
     return this.wrote(sql, params);

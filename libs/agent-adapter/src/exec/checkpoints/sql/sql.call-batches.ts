@@ -1,9 +1,11 @@
 /**
- * Where the SQL store keeps call records. A save's records of the superstep it ends and of the one
- * it opens (its `done` results and the next node's first `started`: a flow's usual records) go
- * into its checkpoint row's `calls` text, so a save writes one row, not one per record; any other
- * record (a fenced append's, or a save's of an older superstep) goes into the calls table. The
- * records of superstep k are therefore in the calls table or in the rows of checkpoints k and k+1.
+ * Where the SQL store keeps call records. A save's records go into its checkpoint row's `calls`
+ * text (with their first and last superstep in `calls_from` and `calls_to`), so a save writes one
+ * row, not one more per record: a flow's saves carry its `done` results and the next node's first
+ * `started`. A fenced append's records, and a save's of a superstep after its own step (which the
+ * runner never sends), go into the calls table. A record's superstep is at most the step of the
+ * checkpoint row that keeps it, so the records of superstep k are in the calls table or in rows of
+ * step k or later whose range covers k.
  *
  * Nothing needs a per-record key in a table: the head keeps the run's last record and every write
  * appends after it in order (call-order.ts), which is what refuses a duplicate.
@@ -12,8 +14,10 @@ import type { CallRecord } from '../checkpoint-store';
 
 /** A save's records split by where they are kept. */
 export interface SplitCalls {
-  /** Kept in the checkpoint row (supersteps step - 1 and step), encoded; null when none. */
+  /** Kept in the checkpoint row, encoded (null when none), with their supersteps' range. */
   inRow: string | null;
+  from: number | null;
+  to: number | null;
   /** Kept in the calls table. */
   inTable: readonly CallRecord[];
 }
@@ -24,12 +28,24 @@ export function splitSaveCalls(
   calls: readonly CallRecord[],
 ): SplitCalls {
   let inRow = '';
+  let from: number | null = null;
+  let to: number | null = null;
   let inTable: CallRecord[] | undefined;
   for (const c of calls) {
-    if (c.superstep === step || c.superstep === step - 1) inRow += encode(c);
-    else (inTable ??= []).push(c);
+    if (c.superstep > step) {
+      (inTable ??= []).push(c);
+      continue;
+    }
+    inRow += encode(c);
+    from = from === null ? c.superstep : Math.min(from, c.superstep);
+    to = to === null ? c.superstep : Math.max(to, c.superstep);
   }
-  return { inRow: inRow === '' ? null : inRow, inTable: inTable ?? [] };
+  return {
+    inRow: inRow === '' ? null : inRow,
+    from,
+    to,
+    inTable: inTable ?? [],
+  };
 }
 
 /** A row's `calls` text for `records` (null for none). */

@@ -13,6 +13,7 @@ import {
   appendParams,
   type StreamParams,
   enqueueHeadSql,
+  NO_ROW_CALLS,
   saveHeadSql,
   saveParams,
 } from './sql.writes';
@@ -64,8 +65,13 @@ export abstract class Engine {
    */
   save(cp: CheckpointRecord, o: SaveOptions, now: number): Promise<boolean> {
     const head = this.headText(cp.step === 0 ? 'create' : 'update');
-    const { inRow, inTable } = splitSaveCalls(cp.step, o.calls ?? []);
-    return this.writeSave(cp, inTable, saveParams(cp, o, now, inRow), head);
+    const split = splitSaveCalls(cp.step, o.calls ?? []);
+    return this.writeSave(
+      cp,
+      split.inTable,
+      saveParams(cp, o, now, split),
+      head,
+    );
   }
 
   /**
@@ -78,7 +84,7 @@ export abstract class Engine {
     head: string | undefined,
     now: number,
   ): Promise<boolean> {
-    const params = saveParams(cp, { head }, now, null);
+    const params = saveParams(cp, { head }, now, NO_ROW_CALLS);
     // prettier-ignore
     params.push(q.queue, q.key ?? null, q.dedupeKey ?? null, q.priority ?? 0, Math.floor(q.availableAt));
     return this.writeSave(cp, [], params, this.headText('enqueue'));

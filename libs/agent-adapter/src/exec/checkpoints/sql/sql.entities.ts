@@ -81,11 +81,13 @@ export interface AgentAdapterCheckpointRow {
   segment: number;
   sealed: string;
   /**
-   * The call records saved with this checkpoint, of its superstep and the one before (each a
-   * header line `superstep segment seq length` and then its sealed envelope); null for none. The
-   * calls table keeps the others.
+   * The call records saved with this checkpoint (each a header line `superstep segment seq length`
+   * and then its sealed envelope); null for none. The calls table keeps the others.
    */
   calls: string | null;
+  /** The first and the last superstep of those records (null for none). */
+  calls_from: number | null;
+  calls_to: number | null;
 }
 
 /** One call record (sealed envelope). @publicApi */
@@ -263,6 +265,8 @@ export function agentAdapterEntities(
       segment: integer,
       sealed: text,
       calls: { ...text, nullable: true },
+      calls_from: { ...integer, nullable: true },
+      calls_to: { ...integer, nullable: true },
     }),
   );
 

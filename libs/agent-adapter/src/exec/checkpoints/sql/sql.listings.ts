@@ -1,6 +1,7 @@
 import { CheckpointStoreCorrupt } from '../../../errors';
 import { Messages } from '../../../errors/messages';
 import type {
+  RunStatus,
   CallRecord,
   CheckpointRecord,
   HistoryPage,
@@ -15,8 +16,6 @@ import type {
 import type { Engine } from './sql.engine';
 import { decodeCalls, rowCalls } from './sql.call-batches';
 import {
-  CALL_COLUMNS,
-  CHECKPOINT_COLUMNS,
   HEAD_COLUMNS,
   toCall,
   toCheckpoint,
@@ -135,9 +134,20 @@ export async function headlessRuns(
   };
 }
 
-/** A checkpoint row as read with its `calls` text. */
-interface RowWithCalls extends CheckpointRow {
-  calls: string | null;
+/**
+ * One row of a read that takes a run's call records from the calls table and from checkpoint rows
+ * in one statement (one snapshot: two statements could see a record saved between them, and
+ * report a gap in a healthy run's log). `batch` is set on a checkpoint row's part.
+ */
+interface LogRow {
+  step: number | null;
+  flow: string | null;
+  status: RunStatus | null;
+  superstep: number | null;
+  segment: number;
+  seq: number | null;
+  sealed: string;
+  batch: string | null;
 }
 
 /** The call records of one superstep, every segment, by (segment, seq): the port's `calls`. */
@@ -147,22 +157,29 @@ export async function supersteps(
   runId: string,
   superstep: number,
 ): Promise<CallRecord[]> {
-  const [table, rows] = await Promise.all([
-    engine.all<CallRow>(
-      `SELECT ${CALL_COLUMNS} FROM ${n.calls} WHERE run_id = $1 AND superstep = $2`,
-      [runId, superstep],
-    ),
-    engine.all<{ step: number; calls: string }>(
-      `SELECT step, calls FROM ${n.checkpoints} WHERE run_id = $1 AND step >= $2 AND step <= $2 + 1 AND calls IS NOT NULL`,
-      [runId, superstep],
-    ),
-  ]);
-  const records = table.map(toCall);
+  // A record is kept in the row of a step at or after its superstep (sql.call-batches.ts).
+  const rows = await engine.all<LogRow>(
+    `SELECT NULL AS step, superstep, segment, seq, sealed, NULL AS batch FROM ${n.calls}
+       WHERE run_id = $1 AND superstep = $2
+     UNION ALL SELECT step, NULL, segment, NULL, sealed, calls FROM ${n.checkpoints}
+       WHERE run_id = $1 AND step >= $2 AND calls_from <= $2 AND calls_to >= $2`,
+    [runId, superstep],
+  );
+  const records: CallRecord[] = [];
   for (const row of rows) {
-    const decoded = decodeCalls(runId, row.calls);
+    // The calls table's part has no step; a checkpoint row's always has one (its key).
+    if (row.step === null) {
+      records.push(toCall({ ...row, run_id: runId } as CallRow));
+      continue;
+    }
+    const decoded = decodeCalls(runId, row.batch ?? '');
     if (!Array.isArray(decoded))
       throw new CheckpointStoreCorrupt(
-        Messages.corruptUnreadable(runId, rowCalls(row.step), decoded.why),
+        Messages.corruptUnreadable(
+          runId,
+          rowCalls(Number(row.step)),
+          decoded.why,
+        ),
         runId,
       );
     for (const c of decoded) if (c.superstep === superstep) records.push(c);
@@ -171,38 +188,40 @@ export async function supersteps(
 }
 
 /**
- * Every checkpoint and call record of a run (the port's `history`). A row whose `calls` text
- * cannot be read comes back `unreadable` (so `runs verify` reports it), the others as they are.
+ * Every checkpoint and call record of a run (the port's `history`), in one statement. A row whose
+ * `calls` text cannot be read comes back `unreadable` (so `runs verify` reports it), the others as
+ * they are.
  */
 export async function runHistory(
   engine: Engine,
   n: SqlNames,
   runId: string,
 ): Promise<HistoryPage> {
-  const [rows, table] = await Promise.all([
-    engine.all<RowWithCalls>(
-      `SELECT ${CHECKPOINT_COLUMNS}, calls FROM ${n.checkpoints} WHERE run_id = $1 ORDER BY step`,
-      [runId],
-    ),
-    engine.all<CallRow>(
-      `SELECT ${CALL_COLUMNS} FROM ${n.calls} WHERE run_id = $1`,
-      [runId],
-    ),
-  ]);
-  const calls = table.map(toCall);
-  const checkpoints: CheckpointRecord[] = rows.map((row) => {
-    const checkpoint = toCheckpoint(row);
-    if (row.calls === null) return checkpoint;
-    const decoded = decodeCalls(runId, row.calls);
+  const rows = await engine.all<LogRow>(
+    `SELECT step, flow, status, NULL AS superstep, segment, NULL AS seq, sealed, calls AS batch
+       FROM ${n.checkpoints} WHERE run_id = $1
+     UNION ALL SELECT NULL, NULL, NULL, superstep, segment, seq, sealed, NULL FROM ${n.calls}
+       WHERE run_id = $1`,
+    [runId],
+  );
+  const checkpoints: CheckpointRecord[] = [];
+  const calls: CallRecord[] = [];
+  for (const row of rows) {
+    if (row.step === null) {
+      calls.push(toCall({ ...row, run_id: runId } as CallRow));
+      continue;
+    }
+    const checkpoint = toCheckpoint({ ...row, run_id: runId } as CheckpointRow);
+    const decoded = row.batch === null ? [] : decodeCalls(runId, row.batch);
     if (Array.isArray(decoded)) {
       calls.push(...decoded);
-      return checkpoint;
+      checkpoints.push(checkpoint);
+    } else {
+      const why = `${rowCalls(checkpoint.step)}: ${decoded.why}`;
+      checkpoints.push({ ...checkpoint, unreadable: why });
     }
-    return {
-      ...checkpoint,
-      unreadable: `${rowCalls(row.step)}: ${decoded.why}`,
-    };
-  });
+  }
+  checkpoints.sort((a, b) => a.step - b.step);
   return { checkpoints, calls: calls.sort(bySegmentSuperstepSeq) };
 }
 

@@ -198,7 +198,7 @@ export function createStatements(dialect: SqlDialect, n: SqlNames): string[] {
     // Not WITHOUT ROWID on SQLite: clustered by the key, every interior page of the b-tree holds
     // whole rows (sealed texts), so a few rows fill one and each insert rewrote 3-4 pages. A rowid
     // table and its key's index: about 2. A checkpoint row also keeps the call records saved with
-    // it (`calls`, see sql.call-batches.ts); the calls table keeps the others.
+    // it (`calls`, their supersteps from `calls_from` to `calls_to`; see sql.call-batches.ts).
     `CREATE TABLE IF NOT EXISTS ${n.checkpoints} (
       run_id VARCHAR(200) NOT NULL,
       step INTEGER NOT NULL,
@@ -207,6 +207,8 @@ export function createStatements(dialect: SqlDialect, n: SqlNames): string[] {
       segment INTEGER NOT NULL,
       sealed TEXT NOT NULL,
       calls TEXT,
+      calls_from INTEGER,
+      calls_to INTEGER,
       PRIMARY KEY (run_id, step)
     )`,
     `CREATE TABLE IF NOT EXISTS ${n.calls} (

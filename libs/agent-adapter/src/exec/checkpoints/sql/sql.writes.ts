@@ -10,6 +10,7 @@ import type {
   SaveOptions,
   StreamRecord,
 } from '../checkpoint-store';
+import type { SplitCalls } from './sql.call-batches';
 import { CHECKPOINT_COLUMNS } from './sql.rows';
 import {
   UNFINISHED_SQL,
@@ -21,17 +22,18 @@ import {
 /**
  * The parameters every statement of a save binds (one array per save, shared by its statements):
  * $1 run id, $2 step, $3 status, $4 segment, $5 owner, $6 lease expiry, $7 now, $8 flow, $9 the
- * batch's call count, $10 the sealed checkpoint, $11 the head seal, $12 the records kept in the
- * checkpoint row (`split.inRow`, or NULL). Step 0 adds $13-$15, the key of the run's last record
- * after the save (segment, superstep, seq; zeros without one). A later step adds $13 the call count
- * a recoverer saw, $14 the batch's segment, $15-$16 its first record's superstep and seq, $17-$18
- * its last one's (each NULL without). An engine appends its own after these.
+ * batch's call count, $10 the sealed checkpoint, $11 the head seal, $12-$14 the records kept in
+ * the checkpoint row and their first and last superstep (`SplitCalls`; NULL for none). Step 0
+ * adds $15-$17, the key of the run's last record after the save (segment, superstep, seq; zeros
+ * without one). A later step adds $15 the call count a recoverer saw, $16 the batch's segment,
+ * $17-$18 its first record's superstep and seq, $19-$20 its last one's (each NULL without). An
+ * engine appends its own after these.
  */
 export function saveParams(
   cp: CheckpointRecord,
   o: SaveOptions,
   now: number,
-  inRow: string | null,
+  row: Pick<SplitCalls, 'inRow' | 'from' | 'to'>,
 ): unknown[] {
   const calls = o.calls ?? [];
   // Whole milliseconds: the column is a BIGINT.
@@ -40,7 +42,7 @@ export function saveParams(
   // prettier-ignore
   const params: unknown[] = [
     cp.runId, cp.step, cp.status, cp.segment, o.owner ?? null, lease, now,
-    cp.flow, calls.length, cp.sealed, o.head ?? '', inRow,
+    cp.flow, calls.length, cp.sealed, o.head ?? '', row.inRow, row.from, row.to,
   ];
   const first = calls[0];
   const last = calls[calls.length - 1];
@@ -54,6 +56,13 @@ export function saveParams(
   );
   return params;
 }
+
+/** A checkpoint row that keeps no call records (an enqueue's). */
+export const NO_ROW_CALLS: Pick<SplitCalls, 'inRow' | 'from' | 'to'> = {
+  inRow: null,
+  from: null,
+  to: null,
+};
 
 /**
  * Whether the run's last record (the head's `last_*`) comes before the key given by the three
@@ -72,8 +81,8 @@ export function afterLastSql(
 /**
  * The head write of a save, over `saveParams`. Step 0 inserts the head unless the run exists. A
  * later step updates it under the compare-and-set: exactly the next step of an unfinished run,
- * the run's segment or the next one (a claim), the call count a recoverer saw, and fencing for the
- * calls saved with it. Postgres is told the type of the two parameters that may be NULL.
+ * the run's segment or the next one (a claim), the call count a recoverer saw, and fencing and order for
+ * the calls saved with it. Postgres is told the type of each parameter that may be NULL.
  */
 export function saveHeadSql(
   dialect: SqlDialect,
@@ -83,7 +92,7 @@ export function saveHeadSql(
   if (step === 0) {
     return `INSERT INTO ${n.runs} (run_id, flow, step, status, segment, calls, sealed, owner, lease_expires_at, updated_at,
       last_segment, last_superstep, last_seq)
-      VALUES ($1, $8, $2, $3, $4, $9, $11, $5, $6, $7, $13, $14, $15) ON CONFLICT (run_id) DO NOTHING`;
+      VALUES ($1, $8, $2, $3, $4, $9, $11, $5, $6, $7, $15, $16, $17) ON CONFLICT (run_id) DO NOTHING`;
   }
   return updateHeadSql(dialect, n);
 }
@@ -96,7 +105,7 @@ export function saveHeadSql(
 export function enqueueHeadSql(n: SqlNames): string {
   return `INSERT INTO ${n.runs} (run_id, flow, step, status, segment, calls, sealed, owner, lease_expires_at, updated_at,
       last_segment, last_superstep, last_seq, queue, queue_key, dedupe_key, priority, available_at)
-    VALUES ($1, $8, $2, $3, $4, $9, $11, $5, $6, $7, $13, $14, $15, $16, $17, $18, $19, $20) ON CONFLICT DO NOTHING`;
+    VALUES ($1, $8, $2, $3, $4, $9, $11, $5, $6, $7, $15, $16, $17, $18, $19, $20, $21, $22) ON CONFLICT DO NOTHING`;
 }
 
 /**
@@ -120,10 +129,10 @@ function updateHeadSql(dialect: SqlDialect, n: SqlNames): string {
   return `UPDATE ${n.runs} SET step = $2, status = $3, segment = $4, owner = $5, lease_expires_at = $6,
       updated_at = $7, calls = calls + $9, sealed = $11,
       ended_at = CASE WHEN ${unfinishedSql(as(3, 'varchar'))} THEN NULL ELSE ${as(7, 'bigint')} END,
-      ${setLastSql(int(14), int(17), int(18))}
+      ${setLastSql(int(16), int(19), int(20))}
     WHERE run_id = $1 AND step = $2 - 1 AND ${onFoundRun(UNFINISHED_SQL)} AND (segment = $4 OR segment = $4 - 1)
-      AND (${int(13)} IS NULL OR calls = ${int(13)})
-      AND (${int(14)} IS NULL OR (segment = ${int(14)} AND ${FOUND_RUNNING} AND ${afterLastSql(int(14), int(15), int(16))}))`;
+      AND (${int(15)} IS NULL OR calls = ${int(15)})
+      AND (${int(16)} IS NULL OR (segment = ${int(16)} AND ${FOUND_RUNNING} AND ${afterLastSql(int(16), int(17), int(18))}))`;
 }
 
 /** A save's SET of the head's last record: the batch's last, or the stored one without a batch. */
@@ -138,10 +147,10 @@ export function setLastSql(
 
 /**
  * The checkpoint row's columns, in the order both engines fill them from $1, $2, $8, $3, $4, $10,
- * $12 (its call records).
+ * $12, $13, $14 (its call records and their supersteps' range).
  */
 export function insertCheckpointSql(n: SqlNames): string {
-  return `INSERT INTO ${n.checkpoints} (${CHECKPOINT_COLUMNS}, calls)`;
+  return `INSERT INTO ${n.checkpoints} (${CHECKPOINT_COLUMNS}, calls, calls_from, calls_to)`;
 }
 
 /**

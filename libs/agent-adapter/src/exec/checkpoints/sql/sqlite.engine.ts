@@ -72,8 +72,8 @@ export class SqliteEngine extends Engine {
     };
     // The common checkpoint (`sameTenure`): same compare-and-set conditions as the full update.
     const sameTenure = `run_id = $1 AND step = $2 - 1 AND status = 'running' AND segment = $4 AND owner IS $5
-         AND ($13 IS NULL OR calls = $13) AND ($14 IS NULL OR (segment = $14 AND ${afterLastSql('$14', '$15', '$16')}))`;
-    const last = setLastSql('$14', '$17', '$18');
+         AND ($15 IS NULL OR calls = $15) AND ($16 IS NULL OR (segment = $16 AND ${afterLastSql('$16', '$17', '$18')}))`;
+    const last = setLastSql('$16', '$19', '$20');
     const narrow = `UPDATE ${tables.runs} SET step = $2, lease_expires_at = $6, updated_at = $7, calls = calls + $9,
          sealed = $11, ${last}
        WHERE ${sameTenure}`;
@@ -83,7 +83,7 @@ export class SqliteEngine extends Engine {
       keepLease: `UPDATE ${tables.runs} SET step = $2, updated_at = $7, calls = calls + $9, sealed = $11, ${last}
        WHERE ${sameTenure} AND lease_expires_at IS $6`,
       narrow,
-      checkpoint: `${insertCheckpointSql(tables)} VALUES ($1, $2, $8, $3, $4, $10, $12)`,
+      checkpoint: `${insertCheckpointSql(tables)} VALUES ($1, $2, $8, $3, $4, $10, $12, $13, $14)`,
       call: `INSERT INTO ${tables.calls} (${CALL_COLUMNS}) VALUES ($1, $2, $3, $4, $5)`,
     };
   }
