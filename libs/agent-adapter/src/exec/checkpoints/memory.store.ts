@@ -21,7 +21,7 @@ import {
   type StreamQuery,
   type StreamRecord,
 } from './checkpoint-store';
-import { checkCallOrder, type CallKey } from './call-order';
+import { checkCallOrder, compareCallKeys, type CallKey } from './call-order';
 import { MemoryStreams } from './memory.streams';
 import { admitWaiting, type MemoryRun } from './memory.queues';
 
@@ -243,7 +243,7 @@ export class MemoryCheckpointStore extends CheckpointStore {
     if (!run) return [];
     return [...run.calls.values()]
       .filter((c) => c.superstep === superstep)
-      .sort(bySegmentSeq)
+      .sort(compareCallKeys)
       .map((c) => ({ ...c }));
   }
 
@@ -300,7 +300,7 @@ export class MemoryCheckpointStore extends CheckpointStore {
     return {
       checkpoints: (run?.checkpoints ?? []).map((c) => ({ ...c })),
       calls: [...(run?.calls.values() ?? [])]
-        .sort(bySegmentSeq)
+        .sort(compareCallKeys)
         .map((c) => ({ ...c })),
     };
   }
@@ -364,8 +364,4 @@ function columns(
 
 function callKey(c: CallRecord): string {
   return `${c.segment}/${c.superstep}/${c.seq}`;
-}
-
-function bySegmentSeq(a: CallRecord, b: CallRecord): number {
-  return a.segment - b.segment || a.superstep - b.superstep || a.seq - b.seq;
 }

@@ -1,4 +1,5 @@
 /** The Redis store's reads turned into the store port's types. */
+import { compareCallKeys } from '../call-order';
 import type {
   CallRecord,
   CheckpointRecord,
@@ -140,11 +141,6 @@ export function pairs(flat: string[]): Array<[string, string]> {
   return out;
 }
 
-/** The order the other stores return call records in: segment, superstep, seq. */
-export function byCallKey(a: CallRecord, b: CallRecord): number {
-  return a.segment - b.segment || a.superstep - b.superstep || a.seq - b.seq;
-}
-
 /** A run hash read whole (HGETALL's flat pairs) as its checkpoints and call records, in order. */
 export function historyFromHash(runId: string, flat: string[]): HistoryPage {
   const fields = new Map(pairs(flat));
@@ -160,5 +156,5 @@ export function historyFromHash(runId: string, flat: string[]): HistoryPage {
   }
   const calls = toCalls(runId, callFields);
   checkpoints.sort((a, b) => a.step - b.step);
-  return { checkpoints, calls: calls.sort(byCallKey) };
+  return { checkpoints, calls: calls.sort(compareCallKeys) };
 }

@@ -1,3 +1,4 @@
+import { compareCallKeys } from '../call-order';
 import {
   CheckpointStore,
   UNFINISHED,
@@ -38,13 +39,7 @@ import type { RedisClientLike, RedisReplicaAcks } from './redis.client-like';
 import { renewLeases } from './redis.leases';
 import { RunWrites } from './redis.replicas';
 import { RedisRunQueues } from './redis.queues';
-import {
-  byCallKey,
-  historyFromHash,
-  pairs,
-  toCalls,
-  toCheckpoint,
-} from './redis.rows';
+import { historyFromHash, pairs, toCalls, toCheckpoint } from './redis.rows';
 import {
   crossSlot,
   pushCalls,
@@ -306,7 +301,7 @@ export class RedisCheckpointStore extends CheckpointStore {
     const flat = (await this.script('aaCalls', this.keys.run(runId), [
       superstep,
     ])) as string[];
-    return toCalls(runId, pairs(flat)).sort(byCallKey);
+    return toCalls(runId, pairs(flat)).sort(compareCallKeys);
   }
 
   async history(runId: string): Promise<HistoryPage> {

@@ -1,5 +1,6 @@
 import { CheckpointStoreCorrupt } from '../../../errors';
 import { Messages } from '../../../errors/messages';
+import { compareCallKeys } from '../call-order';
 import type {
   RunStatus,
   CallRecord,
@@ -184,7 +185,7 @@ export async function supersteps(
       );
     for (const c of decoded) if (c.superstep === superstep) records.push(c);
   }
-  return records.sort(bySegmentSeq);
+  return records.sort(compareCallKeys);
 }
 
 /**
@@ -222,13 +223,5 @@ export async function runHistory(
     }
   }
   checkpoints.sort((a, b) => a.step - b.step);
-  return { checkpoints, calls: calls.sort(bySegmentSuperstepSeq) };
-}
-
-function bySegmentSeq(a: CallRecord, b: CallRecord): number {
-  return a.segment - b.segment || a.seq - b.seq;
-}
-
-function bySegmentSuperstepSeq(a: CallRecord, b: CallRecord): number {
-  return a.segment - b.segment || a.superstep - b.superstep || a.seq - b.seq;
+  return { checkpoints, calls: calls.sort(compareCallKeys) };
 }
