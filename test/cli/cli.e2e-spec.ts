@@ -121,6 +121,11 @@ interface Backend {
   ) => Promise<void>;
   /** Deletes the run's head row alone, its checkpoints and call records left. */
   deleteHead: (runId: string) => Promise<void>;
+  /** Sets the head's key of its last call record (unsealed), as a database user could. */
+  setLastCall: (
+    runId: string,
+    k: { segment: number; superstep: number; seq: number },
+  ) => Promise<void>;
   cleanup: () => Promise<void>;
 }
 
@@ -279,6 +284,37 @@ function cliSuite(backend: () => Backend): void {
     expect((await store.history(id)).checkpoints).toEqual([]);
   });
 
+  it('runs verify: a head whose last call key was edited below the store (raised or lowered) is reported, exit 1', async () => {
+    const id = 'lastkey-1';
+    try {
+      const w = worker(store, { dieIn: 'email_tickets' });
+      await w
+        .run(ticketsFlow(), { show: 'Hamlet', seats: 2 }, { runId: id })
+        .catch(() => undefined);
+      w.close();
+      await settle();
+      expect((await run('runs', 'verify', id)).code).toBe(0);
+      const head = (await store.head(id))!;
+      const last = head.lastCall!;
+      expect(last.seq).toBeGreaterThan(0);
+      await b.setLastCall(id, { ...last, seq: last.seq + 5 });
+
+      const bad = await run('runs', 'verify', id);
+      expect(bad.code).toBe(1);
+      expect(bad.stdout).toMatch(/CORRUPT\s+lastkey-1/);
+      expect(bad.stdout).toContain(
+        `its last call record is record ${last.seq + 5} of segment ${last.segment}, superstep ${last.superstep}, the log's last is record ${last.seq} of`,
+      );
+      // Lowered, so a record written twice would not be refused: reported the same way.
+      await b.setLastCall(id, { ...last, seq: last.seq - 1 });
+      expect((await run('runs', 'verify', id)).code).toBe(1);
+      await b.setLastCall(id, last);
+      expect((await run('runs', 'verify', id)).code).toBe(0);
+    } finally {
+      await store.delete(id);
+    }
+  });
+
   it('runs verify and runs inspect: call records of an earlier run with the same id, copied in, are reported with exit 1', async () => {
     const id = 'reborn-1';
     try {
@@ -422,7 +458,7 @@ function cliSuite(backend: () => Backend): void {
     const piped = await run('runs', 'export', 'done-1');
     expect(piped.code).toBe(0);
     expect(JSON.parse(piped.stdout)).toMatchObject({
-      format: 'agent-adapter.bundle/1',
+      format: 'agent-adapter.bundle/2',
       runId: 'done-1',
     });
   });
@@ -921,6 +957,16 @@ describe('agent-adapter CLI on SQLite', () => {
         }).initialize();
         await ds.query('DELETE FROM t_runs WHERE run_id = ?', [runId]);
       },
+      setLastCall: async (runId, k) => {
+        ds ??= await new DataSource({
+          type: 'better-sqlite3',
+          database: file,
+        }).initialize();
+        await ds.query(
+          'UPDATE t_runs SET last_segment = ?, last_superstep = ?, last_seq = ? WHERE run_id = ?',
+          [k.segment, k.superstep, k.seq, runId],
+        );
+      },
       cleanup: async () => {
         await ds?.destroy();
         rmSync(dir, { recursive: true, force: true });
@@ -970,6 +1016,13 @@ describeWithService('postgres', 'agent-adapter CLI on Postgres', () => {
           runId,
         ]);
       },
+      setLastCall: async (runId, k) => {
+        if (!ds.isInitialized) await ds.initialize();
+        await ds.query(
+          `UPDATE "${schema}"."aa_runs" SET last_segment = $1, last_superstep = $2, last_seq = $3 WHERE run_id = $4`,
+          [k.segment, k.superstep, k.seq, runId],
+        );
+      },
       cleanup: async () => {
         if (!ds.isInitialized) await ds.initialize();
         await ds.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
@@ -1007,6 +1060,13 @@ describeWithService('redis', 'agent-adapter CLI on Redis', () => {
           () => admin,
           () => `{${prefix}:${runId}}`,
         ).deleteHead(undefined as never, runId),
+      setLastCall: async (runId, k) => {
+        await admin.hset(
+          `{${prefix}:${runId}}:run`,
+          'lastCall',
+          `${k.segment}:${k.superstep}:${k.seq}`,
+        );
+      },
       cleanup: async () => {
         await dropPrefix(admin, prefix);
         await admin.quit();

@@ -22,7 +22,11 @@ import {
  * as a stored run (`verifyHistory`).
  */
 
-export const BUNDLE_FORMAT = 'agent-adapter.bundle/1';
+export const BUNDLE_FORMAT = 'agent-adapter.bundle/2';
+/** Earlier formats, refused by name (development builds). */
+const RETIRED_FORMATS: ReadonlyMap<unknown, string> = new Map([
+  ['agent-adapter.bundle/1', "no key of the head's last call record"],
+]);
 
 /** Everything of one run, for audit: its rows as stored, and a signature over all of it. */
 export interface AuditBundle {
@@ -62,6 +66,13 @@ export async function exportRun(
         calls: again.calls,
         sealed: again.sealed,
         updatedAt: again.updatedAt,
+        ...(again.lastCall && {
+          lastCall: {
+            segment: again.lastCall.segment,
+            superstep: again.lastCall.superstep,
+            seq: again.lastCall.seq,
+          },
+        }),
       },
       checkpoints: history.checkpoints.map(
         ({ runId, step, flow, status, segment, sealed }) => ({
@@ -103,7 +114,12 @@ export function verifyBundle(
   bundle: unknown,
 ): BundleVerification {
   if (!isObject(bundle) || bundle.format !== BUNDLE_FORMAT) {
-    throw new TypeError(CliMessages.notABundle(BUNDLE_FORMAT));
+    const retired = isObject(bundle) && RETIRED_FORMATS.get(bundle.format);
+    throw new TypeError(
+      retired
+        ? CliMessages.retiredBundle(String(bundle.format), retired)
+        : CliMessages.notABundle(BUNDLE_FORMAT),
+    );
   }
   const { signature, ...content } = bundle as unknown as AuditBundle;
   const runId = String(content.runId);

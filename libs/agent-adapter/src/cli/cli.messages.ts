@@ -104,5 +104,7 @@ export const CliMessages = {
   // runs verify --bundle (cli/verify.ts, verify-commands.ts).
   notABundle: (format: string) =>
     `Not an agent-adapter audit bundle (expected "format": "${format}"; make one with: agent-adapter runs export <id>).`,
+  retiredBundle: (format: string, why: string) =>
+    `This audit bundle has format "${format}" (${why}), made by an earlier development build; export the run again with this version: agent-adapter runs export <id>.`,
   bundleInvalid: (file: string, message: string) => `${file}: ${message}`,
 } as const;

@@ -90,6 +90,38 @@ describe('runs verify', () => {
     );
     expect(forged[0]!.detail).toMatch(/unknown key id/);
   });
+
+  it("reports a head whose last call key (unsealed) is not the log's last record: raised, lowered or gone", async () => {
+    const store = new MemoryCheckpointStore();
+    await finished(store, 'r');
+    const history = await store.history('r');
+    const { verifyHistory } = await import('./verify');
+    const head = (await store.head('r'))!;
+    const last = head.lastCall!;
+    expect(last).toEqual({
+      segment: history.calls.at(-1)!.segment,
+      superstep: history.calls.at(-1)!.superstep,
+      seq: history.calls.at(-1)!.seq,
+    });
+    expect(verifyHistory(ring, 'r', history, head)).toEqual([]);
+    for (const edited of [
+      { ...last, seq: last.seq + 1 },
+      { ...last, superstep: last.superstep - 1 },
+      undefined,
+    ]) {
+      const problems = verifyHistory(ring, 'r', history, {
+        ...head,
+        lastCall: edited,
+      });
+      expect(problems.map((p) => p.where)).toEqual(['head']);
+      const kept = edited
+        ? `record ${edited.seq} of segment ${edited.segment}, superstep ${edited.superstep}`
+        : 'none';
+      expect(problems[0]!.detail).toContain(
+        `its last call record is ${kept}, the log's last is record ${last.seq} of segment ${last.segment}, superstep ${last.superstep}:`,
+      );
+    }
+  });
 });
 
 describe('runs export / verify --bundle', () => {
@@ -98,7 +130,7 @@ describe('runs export / verify --bundle', () => {
     await crashed(store, 'b', 'email_tickets');
     const bundle = (await exportRun(store, ring, 'b'))!;
     expect(bundle).toMatchObject({
-      format: 'agent-adapter.bundle/1',
+      format: 'agent-adapter.bundle/2',
       runId: 'b',
     });
     const copy = JSON.parse(JSON.stringify(bundle)) as typeof bundle;
@@ -117,6 +149,23 @@ describe('runs export / verify --bundle', () => {
     // Another key: nothing verifies.
     const other = KeyRing.from('another-secret-of-at-least-32-bytes!');
     expect(verifyBundle(other, copy).signed).toBe(false);
+
+    // The head's last call key travels in the bundle and is checked like a stored one.
+    expect(copy.head.lastCall).toBeDefined();
+    const { lastCall: _gone, ...headless } = copy.head;
+    expect(
+      verifyBundle(ring, { ...copy, head: headless }).problems[1],
+    ).toMatchObject({
+      where: 'head',
+      detail: expect.stringMatching(/^its last call record is none/),
+    });
+
+    // A bundle of an earlier development build is refused by name.
+    expect(() =>
+      verifyBundle(ring, { ...copy, format: 'agent-adapter.bundle/1' }),
+    ).toThrow(
+      /format "agent-adapter.bundle\/1" \(no key of the head's last call record\)/,
+    );
     expect(() => verifyBundle(ring, { hello: 1 })).toThrow(
       /Not an agent-adapter audit bundle/,
     );

@@ -1,7 +1,9 @@
 import { CheckpointStoreCorrupt } from '../errors';
 import { corruptMessage } from './corrupt-wording';
 import { Messages } from '../errors/messages';
+import { compareCallKeys } from '../exec/checkpoints/call-order';
 import type {
+  CallKey,
   CallRecord,
   CheckpointRecord,
   CheckpointStore,
@@ -31,6 +33,8 @@ export interface HeadFacts {
   calls: number;
   /** The head seal (`RunHead.sealed`): these facts and the run's incarnation, signed. */
   sealed: string;
+  /** The key of the last call record (`RunHead.lastCall`), unsealed. */
+  lastCall?: CallKey;
 }
 
 export interface RunVerification {
@@ -216,7 +220,25 @@ function checkHead(
       detail: Messages.corruptCount(runId, head.calls, calls.length),
     });
   }
+  // Appends are checked against this key, not the rows: raised, it refuses every append; lowered,
+  // a second write of a record would not be refused.
+  const lastRecord = calls.reduce<CallKey | undefined>(
+    (max, c) => (max && compareCallKeys(max, c) >= 0 ? max : c),
+    undefined,
+  );
+  if (!sameKey(head.lastCall, lastRecord)) {
+    problems.push({
+      where: 'head',
+      detail: Messages.corruptLastCall(head.lastCall, lastRecord),
+    });
+  }
   return problems;
+}
+
+function sameKey(a: CallKey | undefined, b: CallKey | undefined): boolean {
+  return a === undefined || b === undefined
+    ? a === b
+    : compareCallKeys(a, b) === 0;
 }
 
 /**

@@ -84,6 +84,17 @@ export const RunMessages = {
     `Run "${runId}": the store stayed unavailable through ${attempts} attempts to write (${why}). This worker stopped driving the run and released it; the write's outcome was read back where the store allowed, and another worker (or a later recoverAll) takes the run over from what is stored.`,
   corruptCount: (runId: string, counted: number, found: number) =>
     `Run "${runId}": the run's head counts ${counted} call records, but its checkpoint and call log account for ${found}: records are missing (evicted, deleted or restored from an older backup) or the head was changed. Nothing was run. Inspect the run, or restore the store (then mark its runs: npx agent-adapter runs restored, docs/operations.md#restoring-a-backup); with Redis, use maxmemory-policy noeviction.`,
+  /** `runs verify`: the head's unsealed last key (call-order.ts) is not the log's last record. */
+  corruptLastCall: (
+    kept: { segment: number; superstep: number; seq: number } | undefined,
+    found: { segment: number; superstep: number; seq: number } | undefined,
+  ) => {
+    const key = (k: typeof kept) =>
+      k
+        ? `record ${k.seq} of segment ${k.segment}, superstep ${k.superstep}`
+        : 'none';
+    return `its last call record is ${key(kept)}, the log's last is ${key(found)}: the head was changed below the store. Appends are checked against this key, so the run's appends would be refused, or a record written twice would not be. Inspect the run, or restore the store from a backup (docs/operations.md#restoring-a-backup).`;
+  },
   corruptGap: (
     runId: string,
     segment: number,

@@ -8,14 +8,9 @@
  */
 import { CheckpointConflict } from '../../errors';
 import { Messages } from '../../errors/messages';
-import type { CallRecord } from './checkpoint-store';
+import type { CallKey, CallRecord } from './checkpoint-store';
 
-/** Where a record stands in its run's log. */
-export interface CallKey {
-  segment: number;
-  superstep: number;
-  seq: number;
-}
+export type { CallKey } from './checkpoint-store';
 
 /** No record stored yet: every record (seq counts from 1) comes after it. */
 export const NO_CALL: CallKey = Object.freeze({

@@ -97,6 +97,19 @@ export interface RunHead {
   sealed: string;
   /** For a run enqueued on a queue (`enqueue`): where it stands there. */
   queue?: RunQueueState;
+  /**
+   * The key of the run's last call record, which the store keeps to refuse an append out of order
+   * (call-order.ts); absent while the run has none. Unsealed: `runs verify` compares it with the
+   * records.
+   */
+  lastCall?: CallKey;
+}
+
+/** Where a call record stands in its run's log: appends come in this order (call-order.ts). */
+export interface CallKey {
+  segment: number;
+  superstep: number;
+  seq: number;
 }
 
 /**

@@ -1,4 +1,3 @@
-import type { CallKey } from './call-order';
 import {
   UNFINISHED,
   type AdmitQuery,
@@ -14,8 +13,6 @@ export interface MemoryRun {
   checkpoints: CheckpointRecord[];
   /** key `${segment}/${superstep}/${seq}` */
   calls: Map<string, CallRecord>;
-  /** The last record appended (see call-order.ts); absent before the first. */
-  lastCall?: CallKey;
   /** insertion order, for "newest first" listing */
   created: number;
   dedupeKey?: string;

@@ -90,7 +90,7 @@ export class MemoryCheckpointStore extends CheckpointStore {
       ? run
         ? this.checkCalls(run, run.head.segment, options.calls)
         : checkCallOrder(checkpoint.runId, options.calls)
-      : run?.lastCall;
+      : run?.head.lastCall;
 
     const target: MemoryRun = run ?? {
       head: { ...columns(checkpoint), updatedAt: 0, calls: 0, sealed: '' },
@@ -101,7 +101,6 @@ export class MemoryCheckpointStore extends CheckpointStore {
     for (const call of options.calls ?? [])
       target.calls.set(callKey(call), { ...call });
     target.checkpoints.push({ ...checkpoint });
-    if (lastCall) target.lastCall = lastCall;
     const head: RunHead = {
       runId: checkpoint.runId,
       flow: checkpoint.flow,
@@ -115,6 +114,7 @@ export class MemoryCheckpointStore extends CheckpointStore {
     };
     // Assigned, not spread from conditional objects: this runs on every write.
     if (run?.head.queue) head.queue = run.head.queue;
+    if (lastCall) head.lastCall = lastCall;
     if (options.owner !== undefined) head.owner = options.owner;
     if (options.leaseExpiresAt !== undefined)
       head.leaseExpiresAt = options.leaseExpiresAt;
@@ -232,7 +232,8 @@ export class MemoryCheckpointStore extends CheckpointStore {
         Messages.fenced(runId, segment, undefined),
         runId,
       );
-    run.lastCall = this.checkCalls(run, segment, records);
+    const last = this.checkCalls(run, segment, records);
+    if (records.length) run.head.lastCall = last;
     for (const call of records) run.calls.set(callKey(call), { ...call });
     run.head.calls += records.length;
     run.head.sealed = head ?? '';
@@ -346,7 +347,7 @@ export class MemoryCheckpointStore extends CheckpointStore {
         );
       }
     }
-    return checkCallOrder(head.runId, records, run.lastCall);
+    return checkCallOrder(head.runId, records, run.head.lastCall);
   }
 }
 

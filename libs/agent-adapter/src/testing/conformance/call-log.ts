@@ -33,6 +33,30 @@ export function describeFencedCallLog({
       equal(await store.calls(uid(), 0), []);
     });
 
+    it("the head reports its last record's key (what appends are checked against), none before the first", async () => {
+      const store = await make();
+      const id = uid();
+      const lastOf = async () => (await store.head(id))?.lastCall;
+      await store.save(cp(id, 0));
+      equal(await lastOf(), undefined);
+      await store.recordCall(id, 1, [call(id, 1), call(id, 2)]);
+      equal(await lastOf(), { segment: 1, superstep: 0, seq: 2 });
+      await store.recordCall(id, 1, []);
+      equal(await lastOf(), { segment: 1, superstep: 0, seq: 2 });
+      await store.save(cp(id, 1), { calls: [call(id, 1, { superstep: 1 })] });
+      equal(await lastOf(), { segment: 1, superstep: 1, seq: 1 });
+      await store.save(cp(id, 2, { segment: 2 })); // a claim: no records, the key stays
+      equal(await lastOf(), { segment: 1, superstep: 1, seq: 1 });
+      await store.recordCall(id, 2, [
+        call(id, 1, { segment: 2, superstep: 1 }),
+      ]);
+      equal(await lastOf(), { segment: 2, superstep: 1, seq: 1 });
+      const listed = (await store.list({ limit: 1000 })).runs.find(
+        (h) => h.runId === id,
+      );
+      equal(listed?.lastCall, { segment: 2, superstep: 1, seq: 1 });
+    });
+
     it('a cut-off segment is refused, and nothing of its batch is written', async () => {
       const store = await make();
       const id = uid();

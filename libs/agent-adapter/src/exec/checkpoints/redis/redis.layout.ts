@@ -61,6 +61,9 @@ export const ADMISSION_FIELD = 'admission';
  */
 export const ADMISSION_TRACE_MS = 250;
 
+/** The head field holding the key of the run's last call record ('segment:superstep:seq'). */
+export const LAST_CALL_FIELD = 'lastCall';
+
 /** The head's fields of the run hash, in the order the store reads them (HMGET). */
 export const HEAD_FIELDS = [
   'step',
@@ -73,6 +76,7 @@ export const HEAD_FIELDS = [
   'owner',
   'lease',
   'queue',
+  LAST_CALL_FIELD,
 ] as const;
 
 /** The keys of one queue, `{P}:q:<queue>:<part>` (see the header). */
@@ -93,8 +97,6 @@ export type QueueKeys = Record<(typeof QUEUE_PARTS)[number], string>;
 export const CHECKPOINT_FIELD = 'cp:';
 export const COLUMNS_FIELD = 'cols:';
 export const CALL_FIELD = 'call:';
-/** The head field holding the key of the run's last call record ('segment:superstep:seq'). */
-export const LAST_CALL_FIELD = 'lastCall';
 
 /** The run hash's field holding the sealed checkpoint of `step`. */
 export function checkpointField(step: number | string): string {

@@ -1,5 +1,5 @@
 /** The Redis store's reads turned into the store port's types. */
-import { compareCallKeys } from '../call-order';
+import { compareCallKeys, type CallKey } from '../call-order';
 import type {
   CallRecord,
   CheckpointRecord,
@@ -119,7 +119,19 @@ export function toHead(
     ...(h.lease !== undefined && { leaseExpiresAt: Number(h.lease) }),
     // Its name only: the store completes it from the queue's placement (redis.queues.ts).
     ...(h.queue !== undefined && { queue: { name: h.queue, priority: 0 } }),
+    ...(h.lastCall !== undefined && { lastCall: toCallKey(h.lastCall) }),
   };
+}
+
+/**
+ * The head's `lastCall` field ('segment:superstep:seq'); numbers that are not a key (NaN) for an
+ * edited one, which `runs verify` then reports against the records (the scripts refuse to append).
+ */
+function toCallKey(field: string): CallKey {
+  const [segment, superstep, seq] = /^\d+:\d+:\d+$/.test(field)
+    ? field.split(':').map(Number)
+    : [NaN, NaN, NaN];
+  return { segment: segment!, superstep: superstep!, seq: seq! };
 }
 
 /** Call records from `superstep:segment:seq` → sealed pairs of the run's call fields. */

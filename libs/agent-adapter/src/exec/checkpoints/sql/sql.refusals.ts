@@ -1,7 +1,7 @@
 /** Why the SQL store refuses a write: checked before it, mapped from a driver error, or explained after. */
 import { CheckpointConflict } from '../../../errors';
 import { Messages } from '../../../errors/messages';
-import { checkCallOrder, compareCallKeys, type CallKey } from '../call-order';
+import { checkCallOrder, compareCallKeys } from '../call-order';
 import type {
   CallRecord,
   CheckpointRecord,
@@ -9,13 +9,7 @@ import type {
   SaveOptions,
 } from '../checkpoint-store';
 import type { Engine } from './sql.engine';
-import {
-  HEAD_COLUMNS,
-  toHead,
-  toLastCall,
-  type LastCallRow,
-  type RunRow,
-} from './sql.rows';
+import { HEAD_COLUMNS, toHead, type RunRow } from './sql.rows';
 
 /**
  * Every call of a batch must belong to the run and (for recordCall) the segment it is written for,
@@ -66,23 +60,23 @@ export async function refusedBecause(
   runId: string,
   write: RefusedWrite,
 ): Promise<CheckpointConflict> {
-  const [row] = await engine.all<RunRow & LastCallRow>(
-    `SELECT ${HEAD_COLUMNS}, last_segment, last_superstep, last_seq FROM ${engine.tables.runs} WHERE run_id = $1`,
+  const [row] = await engine.all<RunRow>(
+    `SELECT ${HEAD_COLUMNS} FROM ${engine.tables.runs} WHERE run_id = $1`,
     [runId],
   );
-  return whyRefused(runId, row && toHead(row), row && toLastCall(row), write);
+  return whyRefused(runId, row && toHead(row), write);
 }
 
 /**
- * Why a write was refused, from the head read after it and the key of the run's last call record
+ * Why a write was refused, from the head read after it, with the key of the run's last call record
  * (a message only; the write did nothing), in the order the compare-and-set checks.
  */
 export function whyRefused(
   runId: string,
   head: RunHead | undefined,
-  last: CallKey | undefined,
   w: RefusedWrite,
 ): CheckpointConflict {
+  const last = head?.lastCall;
   const outOfOrder = (calls: readonly CallRecord[] | undefined) => {
     const first = calls?.[0];
     if (first && last && compareCallKeys(first, last) <= 0)

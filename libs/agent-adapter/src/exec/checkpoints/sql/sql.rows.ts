@@ -9,7 +9,7 @@ import type {
 } from '../checkpoint-store';
 
 /** A head row. BIGINT columns come back as strings from Postgres and as numbers from SQLite. */
-export interface RunRow {
+export interface RunRow extends LastCallRow {
   run_id: string;
   flow: string;
   step: number;
@@ -29,17 +29,23 @@ export interface RunRow {
 }
 
 /** The head's key of the run's last call record (see call-order.ts). */
-export interface LastCallRow {
+interface LastCallRow {
   last_segment: number;
   last_superstep: number;
   last_seq: number;
 }
 
-export const toLastCall = (r: LastCallRow): CallKey => ({
-  segment: Number(r.last_segment),
-  superstep: Number(r.last_superstep),
-  seq: Number(r.last_seq),
-});
+/** The head's last key, undefined for (0, 0, 0): the run has no record (the columns' default). */
+function toLastCall(r: LastCallRow): CallKey | undefined {
+  const key = {
+    segment: Number(r.last_segment),
+    superstep: Number(r.last_superstep),
+    seq: Number(r.last_seq),
+  };
+  return key.segment === 0 && key.superstep === 0 && key.seq === 0
+    ? undefined
+    : key;
+}
 
 export interface CheckpointRow {
   run_id: string;
@@ -60,7 +66,7 @@ export interface CallRow {
 
 /** The columns of a `RunRow` (without `id`, which only listing reads). */
 export const HEAD_COLUMNS =
-  'run_id, flow, step, status, segment, calls, sealed, owner, lease_expires_at, updated_at, queue, queue_key, priority, available_at, admitted_at';
+  'run_id, flow, step, status, segment, calls, sealed, owner, lease_expires_at, updated_at, queue, queue_key, priority, available_at, admitted_at, last_segment, last_superstep, last_seq';
 export const CHECKPOINT_COLUMNS = 'run_id, step, flow, status, segment, sealed';
 export const CALL_COLUMNS = 'run_id, superstep, segment, seq, sealed';
 export const STREAM_COLUMNS = 'run_id, entry_no, superstep, place, sealed';
@@ -76,6 +82,7 @@ export interface StreamRow {
 const num = (v: number | string) => Number(v);
 
 export function toHead(r: RunRow): RunHead {
+  const lastCall = toLastCall(r);
   return {
     runId: r.run_id,
     flow: r.flow,
@@ -98,6 +105,7 @@ export function toHead(r: RunRow): RunHead {
         ...(r.admitted_at !== null && { admittedAt: num(r.admitted_at) }),
       },
     }),
+    ...(lastCall && { lastCall }),
   };
 }
 
