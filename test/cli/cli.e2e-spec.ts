@@ -80,22 +80,25 @@ function worker(
   });
 }
 
+/** One run of the tickets flow by a worker of its own (which may die or pause), settled. */
+async function runTickets(
+  store: CheckpointStore,
+  runId: string,
+  options: { dieIn?: string; approve?: boolean } = {},
+): Promise<void> {
+  const w = worker(store, options);
+  await w
+    .run(ticketsFlow(), { show: 'Hamlet', seats: 2 }, { runId })
+    .catch(() => undefined);
+  w.close();
+  await settle();
+}
+
 async function populate(store: CheckpointStore): Promise<void> {
-  const flow = ticketsFlow();
-  const input = { show: 'Hamlet', seats: 2 };
-  const run = async (
-    runId: string,
-    options: { dieIn?: string; approve?: boolean },
-  ) => {
-    const w = worker(store, options);
-    await w.run(flow, input, { runId }).catch(() => undefined);
-    w.close();
-    await settle();
-  };
-  await run('done-1', {});
-  await run('tampered-1', {});
-  await run('crashed-1', { dieIn: 'email_tickets' });
-  await run('paused-1', { approve: true });
+  await runTickets(store, 'done-1');
+  await runTickets(store, 'tampered-1');
+  await runTickets(store, 'crashed-1', { dieIn: 'email_tickets' });
+  await runTickets(store, 'paused-1', { approve: true });
 }
 
 async function snapshot(store: CheckpointStore, runId: string) {
@@ -240,12 +243,7 @@ function cliSuite(backend: () => Backend): void {
   it('runs verify: a run whose head row alone was deleted is found by --all and reported by id, exit 1', async () => {
     const id = 'headless-1';
     try {
-      const w = worker(store, { dieIn: 'email_tickets' });
-      await w
-        .run(ticketsFlow(), { show: 'Hamlet', seats: 2 }, { runId: id })
-        .catch(() => undefined);
-      w.close();
-      await settle();
+      await runTickets(store, id, { dieIn: 'email_tickets' });
       await b.deleteHead(id);
       expect(await store.head(id)).toBeUndefined();
 
@@ -287,12 +285,7 @@ function cliSuite(backend: () => Backend): void {
   it('runs verify: a head whose last call key was edited below the store (raised or lowered) is reported, exit 1', async () => {
     const id = 'lastkey-1';
     try {
-      const w = worker(store, { dieIn: 'email_tickets' });
-      await w
-        .run(ticketsFlow(), { show: 'Hamlet', seats: 2 }, { runId: id })
-        .catch(() => undefined);
-      w.close();
-      await settle();
+      await runTickets(store, id, { dieIn: 'email_tickets' });
       expect((await run('runs', 'verify', id)).code).toBe(0);
       const head = (await store.head(id))!;
       const last = head.lastCall!;
