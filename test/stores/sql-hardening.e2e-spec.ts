@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
   CheckpointConflict,
+  CheckpointStoreCorrupt,
   CheckpointStoreUnavailable,
   SQLCheckpointStore,
   type CheckpointRecord,
@@ -41,6 +42,37 @@ const call = (
 });
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/**
+ * A head that counts records but whose last key was zeroed below the store (as Redis refuses a
+ * missing `lastCall`): every append refused as CheckpointStoreCorrupt, nothing written.
+ */
+async function zeroedLastKeyRefused(
+  store: SQLCheckpointStore,
+  zero: (runId: string) => Promise<unknown>,
+): Promise<void> {
+  const runId = 'zeroed';
+  await store.save(cp(runId, 0), { calls: [call(runId, 1, 0, 1)] });
+  expect((await store.head(runId))?.lastCall).toEqual({
+    segment: 1,
+    superstep: 0,
+    seq: 1,
+  });
+  await zero(runId);
+  expect((await store.head(runId))?.lastCall).toBeUndefined();
+  for (const write of [
+    () => store.recordCall(runId, 1, [call(runId, 1, 0, 2)]),
+    () => store.save(cp(runId, 1), { calls: [call(runId, 1, 0, 2)] }),
+  ]) {
+    const err = await write().catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(CheckpointStoreCorrupt);
+    expect((err as Error).message).toMatch(
+      /last call key .*it is missing \(zeros\), and the run has call records/,
+    );
+  }
+  expect((await store.head(runId))?.step).toBe(0);
+  expect((await store.history(runId)).calls.map((c) => c.seq)).toEqual([1]);
+}
+
 describe('SQL store hardening: SQLite', () => {
   const dir = mkdtempSync(join(tmpdir(), 'aa-review-'));
   const ds = new DataSource({
@@ -66,6 +98,16 @@ describe('SQL store hardening: SQLite', () => {
       "SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'other_%'",
     );
     expect(tables.map((t) => t.name)).toEqual(['other_runs']);
+  });
+
+  it('a head whose last call key was zeroed while it counts records refuses every append as CheckpointStoreCorrupt', async () => {
+    const store = new SQLCheckpointStore(ds, { tablePrefix: 'zk_' });
+    await zeroedLastKeyRefused(store, (runId) =>
+      ds.query(
+        'UPDATE "zk_runs" SET last_segment = 0, last_superstep = 0, last_seq = 0 WHERE run_id = ?',
+        [runId],
+      ),
+    );
   });
 
   it('a write while the application has a transaction open on the shared connection is refused, not rolled back later', async () => {
@@ -279,6 +321,16 @@ describeWithService('postgres', 'SQL store hardening: Postgres', () => {
     );
     await Promise.all(stores.map((st, i) => st.save(cp(`w${i}`, 0))));
     expect((await stores[0]!.list()).runs).toHaveLength(6);
+  });
+
+  it('a head whose last call key was zeroed while it counts records refuses every append as CheckpointStoreCorrupt', async () => {
+    const { store, schema } = fresh();
+    await zeroedLastKeyRefused(store, (runId) =>
+      ds.query(
+        `UPDATE "${schema}"."aa_runs" SET last_segment = 0, last_superstep = 0, last_seq = 0 WHERE run_id = $1`,
+        [runId],
+      ),
+    );
   });
 
   it('a duplicate key on the checkpoints table is a CheckpointConflict', async () => {

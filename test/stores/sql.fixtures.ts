@@ -10,7 +10,8 @@ type CallKey = { segment: number; superstep: number; seq: number };
 /**
  * Rewrites the sealed text of one call record below the store (`sealed` undefined: deletes it),
  * wherever the SQL store keeps it: its row in the calls table, or the `calls` text of the
- * checkpoint row it was saved with (step superstep or superstep + 1, sql.call-batches.ts).
+ * checkpoint row it was saved with (a row whose records' superstep range holds it, at any step from
+ * the superstep on: sql.call-batches.ts).
  */
 export async function editSqlCall(
   ds: Pick<DataSourceLike, 'query'>,
@@ -31,8 +32,8 @@ export async function editSqlCall(
       ...key,
     ]);
   const rows = (await ds.query(
-    `SELECT step, calls FROM ${t.checkpoints} WHERE run_id = ${p(1)} AND calls IS NOT NULL AND (step = ${p(2)} OR step = ${p(3)})`,
-    [runId, k.superstep, k.superstep + 1],
+    `SELECT step, calls FROM ${t.checkpoints} WHERE run_id = ${p(1)} AND calls IS NOT NULL AND calls_from <= ${p(2)} AND calls_to >= ${p(3)}`,
+    [runId, k.superstep, k.superstep],
   )) as Array<{ step: number; calls: string }>;
   for (const row of rows) {
     const records = decodeCalls(runId, row.calls);

@@ -1,5 +1,6 @@
 import { canonicalJson } from '../exec/durable/canonical-json';
 import type {
+  CallKey,
   CallRecord,
   CheckpointRecord,
   CheckpointStore,
@@ -66,13 +67,16 @@ export async function exportRun(
         calls: again.calls,
         sealed: again.sealed,
         updatedAt: again.updatedAt,
-        ...(again.lastCall && {
-          lastCall: {
-            segment: again.lastCall.segment,
-            superstep: again.lastCall.superstep,
-            seq: again.lastCall.seq,
-          },
-        }),
+        // A key edited into something that is not one (NaN: no JSON) is left out: the bundle's
+        // verification then reports the head, as `runs verify` does.
+        ...(again.lastCall &&
+          isKey(again.lastCall) && {
+            lastCall: {
+              segment: again.lastCall.segment,
+              superstep: again.lastCall.superstep,
+              seq: again.lastCall.seq,
+            },
+          }),
       },
       checkpoints: history.checkpoints.map(
         ({ runId, step, flow, status, segment, sealed }) => ({
@@ -169,6 +173,10 @@ export function verifyBundle(
 
 function bundleCoords(runId: string) {
   return { kind: 'bundle' as const, runId };
+}
+
+function isKey(k: CallKey): boolean {
+  return [k.segment, k.superstep, k.seq].every(Number.isSafeInteger);
 }
 
 function isObject(v: unknown): v is Record<string, unknown> {

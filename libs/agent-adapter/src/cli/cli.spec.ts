@@ -160,6 +160,21 @@ describe('runs export / verify --bundle', () => {
       detail: expect.stringMatching(/^its last call record is none/),
     });
 
+    // A key edited into something that is not one (a Redis field reads as NaNs) still exports:
+    // left out of the bundle, which then reports the head.
+    const garbled: CheckpointStore = Object.create(store) as CheckpointStore;
+    garbled.head = async (id) => {
+      const h = await store.head(id);
+      return (
+        h && { ...h, lastCall: { segment: NaN, superstep: NaN, seq: NaN } }
+      );
+    };
+    const fromGarbled = (await exportRun(garbled, ring, 'b'))!;
+    expect(fromGarbled.head.lastCall).toBeUndefined();
+    expect(
+      verifyBundle(ring, fromGarbled).problems.map((p) => p.where),
+    ).toEqual(['head']);
+
     // A bundle of an earlier development build is refused by name.
     expect(() =>
       verifyBundle(ring, { ...copy, format: 'agent-adapter.bundle/1' }),

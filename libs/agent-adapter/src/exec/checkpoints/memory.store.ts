@@ -114,7 +114,8 @@ export class MemoryCheckpointStore extends CheckpointStore {
     };
     // Assigned, not spread from conditional objects: this runs on every write.
     if (run?.head.queue) head.queue = run.head.queue;
-    if (lastCall) head.lastCall = lastCall;
+    // Frozen: heads handed out share it, and it is what this store orders appends by.
+    if (lastCall) head.lastCall = Object.freeze(lastCall);
     if (options.owner !== undefined) head.owner = options.owner;
     if (options.leaseExpiresAt !== undefined)
       head.leaseExpiresAt = options.leaseExpiresAt;
@@ -233,7 +234,7 @@ export class MemoryCheckpointStore extends CheckpointStore {
         runId,
       );
     const last = this.checkCalls(run, segment, records);
-    if (records.length) run.head.lastCall = last;
+    if (records.length) run.head.lastCall = Object.freeze(last);
     for (const call of records) run.calls.set(callKey(call), { ...call });
     run.head.calls += records.length;
     run.head.sealed = head ?? '';

@@ -94,7 +94,7 @@ export function refusal(
         `its last call key (the run hash's ${LAST_CALL_FIELD} field)`,
         a
           ? `"${String(a)}" is not segment:superstep:seq`
-          : 'it is missing, and the run has call records',
+          : 'it is missing, and the run has call records (edited below the store, or written by a development build before this key existed)',
       ),
       runId,
     );

@@ -1,5 +1,5 @@
 /** Why the SQL store refuses a write: checked before it, mapped from a driver error, or explained after. */
-import { CheckpointConflict } from '../../../errors';
+import { CheckpointConflict, CheckpointStoreCorrupt } from '../../../errors';
 import { Messages } from '../../../errors/messages';
 import { checkCallOrder, compareCallKeys } from '../call-order';
 import type {
@@ -59,7 +59,7 @@ export async function refusedBecause(
   engine: Engine,
   runId: string,
   write: RefusedWrite,
-): Promise<CheckpointConflict> {
+): Promise<CheckpointConflict | CheckpointStoreCorrupt> {
   const [row] = await engine.all<RunRow>(
     `SELECT ${HEAD_COLUMNS} FROM ${engine.tables.runs} WHERE run_id = $1`,
     [runId],
@@ -75,10 +75,19 @@ export function whyRefused(
   runId: string,
   head: RunHead | undefined,
   w: RefusedWrite,
-): CheckpointConflict {
+): CheckpointConflict | CheckpointStoreCorrupt {
   const last = head?.lastCall;
   const outOfOrder = (calls: readonly CallRecord[] | undefined) => {
     const first = calls?.[0];
+    if (first && !last && head && head.calls > 0)
+      return new CheckpointStoreCorrupt(
+        Messages.corruptUnreadable(
+          runId,
+          "its last call key (the head's last_segment, last_superstep, last_seq)",
+          'it is missing (zeros), and the run has call records',
+        ),
+        runId,
+      );
     if (first && last && compareCallKeys(first, last) <= 0)
       return new CheckpointConflict(
         Messages.callOutOfOrder(runId, first, last),

@@ -22,7 +22,7 @@ export const unfinishedSql = (operand: string): string =>
 export const UNFINISHED_SQL = unfinishedSql('status');
 
 /** The schema version these tables have; stored in the meta table. */
-export const SCHEMA_VERSION = 12;
+export const SCHEMA_VERSION = 13;
 /** Earlier versions, refused by name (development builds; nothing migrates). */
 export const RETIRED_SCHEMA_VERSIONS: ReadonlyMap<string, string> = new Map([
   ['1', 'run heads without a seal'],
@@ -50,6 +50,10 @@ export const RETIRED_SCHEMA_VERSIONS: ReadonlyMap<string, string> = new Map([
   [
     '11',
     'every call record in a row of its own (no call records in checkpoint rows, no last record on the head)',
+  ],
+  [
+    '12',
+    "checkpoint rows without their call records' superstep range (calls_from, calls_to)",
   ],
 ]);
 

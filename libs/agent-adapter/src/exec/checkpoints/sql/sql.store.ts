@@ -3,6 +3,7 @@ import {
   CheckpointStoreUnavailable,
   DurableSetupError,
   type CheckpointConflict,
+  type CheckpointStoreCorrupt,
 } from '../../../errors';
 import { Messages } from '../../../errors/messages';
 import { requireFeatures } from '../../../peers/optional-packages';
@@ -388,7 +389,7 @@ export class SQLCheckpointStore extends CheckpointStore {
   private async whyRefused(
     runId: string,
     write: RefusedWrite,
-  ): Promise<CheckpointConflict> {
+  ): Promise<CheckpointConflict | CheckpointStoreCorrupt> {
     const { engine } = await this.open();
     return refusedBecause(engine, runId, write);
   }

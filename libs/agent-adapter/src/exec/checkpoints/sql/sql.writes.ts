@@ -67,14 +67,15 @@ export const NO_ROW_CALLS: Pick<SplitCalls, 'inRow' | 'from' | 'to'> = {
 /**
  * Whether the run's last record (the head's `last_*`) comes before the key given by the three
  * operands: a write appends only after it (call-order.ts). Comparisons, no row value: both
- * engines evaluate it as it reads.
+ * engines evaluate it as it reads. A head that counts records but keeps no last key (zeros:
+ * edited below the store) matches nothing, as on Redis: order could not be checked.
  */
 export function afterLastSql(
   segment: string,
   superstep: string,
   seq: string,
 ): string {
-  return `(last_segment < ${segment} OR (last_segment = ${segment} AND (last_superstep < ${superstep}
+  return `(calls = 0 OR last_segment > 0) AND (last_segment < ${segment} OR (last_segment = ${segment} AND (last_superstep < ${superstep}
     OR (last_superstep = ${superstep} AND last_seq < ${seq}))))`;
 }
 
