@@ -125,6 +125,59 @@ describe('writeConfirmed (a write whose outcome a transient store failure left u
     expect((await inner.head(RUN))?.calls).toBe(2);
   });
 
+  it('a write that landed only after its read-back (its statement still running) refuses the resend, and is still recognised as ours', async () => {
+    // The connection drops while the first attempt's statement is still running on the server:
+    // the read-back finds nothing, the first attempt then commits, and the resend is refused.
+    const inner = new MemoryCheckpointStore();
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    let firstApplied: Promise<void> | undefined;
+    let n = 0;
+    const store = new InterceptingStore(inner, {
+      before: async (write) => {
+        if (write.kind !== 'save') return;
+        n++;
+        if (n === 1) {
+          const { checkpoint: cp, options } = write;
+          firstApplied = gate.then(() => inner.save(cp, options));
+          throw dropped();
+        }
+        release();
+        await firstApplied;
+      },
+    });
+    const sealed = sealCheckpoint(ring, checkpoint(0));
+    await confirmed(
+      store,
+      RUN,
+      'seal-of-this-write',
+      () => store.save(sealed, { head: 'seal-of-this-write' }),
+      { attempts: 7, firstDelayMs: 1 },
+    );
+    expect(n).toBe(2);
+    expect((await inner.head(RUN))?.sealed).toBe('seal-of-this-write');
+    expect((await inner.history(RUN)).checkpoints).toHaveLength(1);
+
+    // Refused for anything else (another writer's head): the conflict stands.
+    const other = new InterceptingStore(new MemoryCheckpointStore(), {
+      before: async (write) => {
+        if (write.kind !== 'save') return;
+        if (++n === 3) {
+          await other.save(sealed, { head: 'another-writer' });
+          throw dropped();
+        }
+      },
+    });
+    const err = await confirmed(
+      other,
+      RUN,
+      'seal-of-this-write',
+      () => other.save(sealed, { head: 'seal-of-this-write' }),
+      { attempts: 7, firstDelayMs: 1 },
+    ).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(CheckpointConflict);
+  });
+
   it('a store that stays unavailable is CheckpointStoreUnavailable after the attempts (failures) it is given', async () => {
     const inner = new MemoryCheckpointStore();
     let writes = 0;

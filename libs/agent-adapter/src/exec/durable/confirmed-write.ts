@@ -1,4 +1,4 @@
-import { CheckpointStoreUnavailable } from '../../errors';
+import { CheckpointConflict, CheckpointStoreUnavailable } from '../../errors';
 import { Messages } from '../../errors/messages';
 import type { CheckpointStore } from '../checkpoints/checkpoint-store';
 import { transientReason } from '../checkpoints/transient-errors';
@@ -20,7 +20,8 @@ export const STORE_RETRY: StoreRetry = { attempts: 7, firstDelayMs: 50 };
  * to one write (it seals the step and the call count that write leaves), so a head carrying
  * `sealedHead` is this write, committed with its reply lost: done, not a conflict. Any other head
  * means it did not land (or the run moved on): the write goes again and the store's
- * compare-and-set decides. When the store stays unavailable: `CheckpointStoreUnavailable`.
+ * compare-and-set decides; a refused resend is read back once more, since the first attempt may
+ * have committed after the read-back. When the store stays unavailable: `CheckpointStoreUnavailable`.
  */
 export function writeConfirmed(
   store: CheckpointStore,
@@ -81,7 +82,24 @@ async function confirmAfter(
       await write();
       return;
     } catch (error) {
+      if (await ours(store, runId, sealedHead, error)) return;
       failed(error);
     }
   }
+}
+
+/**
+ * Whether a resend refused by the compare-and-set met this very write: the first attempt's
+ * statement may still have been running when the connection dropped, and committed after the
+ * read-back. Its seal on the head says so; any other refusal stands.
+ */
+async function ours(
+  store: CheckpointStore,
+  runId: string,
+  sealedHead: string,
+  error: unknown,
+): Promise<boolean> {
+  if (!(error instanceof CheckpointConflict)) return false;
+  const head = await store.head(runId).catch(() => undefined);
+  return head?.sealed === sealedHead;
 }
