@@ -72,7 +72,7 @@ async function confirmAfter(
       await new Promise((resolve) => setTimeout(resolve, delay));
       delay *= 2;
       try {
-        if ((await store.head(runId))?.sealed === sealedHead) return;
+        if (await landed(store, runId, sealedHead)) return;
         break; // it did not land: write again
       } catch (error) {
         failed(error);
@@ -82,24 +82,24 @@ async function confirmAfter(
       await write();
       return;
     } catch (error) {
-      if (await ours(store, runId, sealedHead, error)) return;
+      // A resend refused by the compare-and-set may have met this very write: the first attempt's
+      // statement may still have been running when the connection dropped, and committed after
+      // the read-back. Any other refusal stands.
+      if (
+        error instanceof CheckpointConflict &&
+        (await landed(store, runId, sealedHead).catch(() => false))
+      )
+        return;
       failed(error);
     }
   }
 }
 
-/**
- * Whether a resend refused by the compare-and-set met this very write: the first attempt's
- * statement may still have been running when the connection dropped, and committed after the
- * read-back. Its seal on the head says so; any other refusal stands.
- */
-async function ours(
+/** Whether the run's head carries `sealedHead`: this write's seal, so the write is stored. */
+async function landed(
   store: CheckpointStore,
   runId: string,
   sealedHead: string,
-  error: unknown,
 ): Promise<boolean> {
-  if (!(error instanceof CheckpointConflict)) return false;
-  const head = await store.head(runId).catch(() => undefined);
-  return head?.sealed === sealedHead;
+  return (await store.head(runId))?.sealed === sealedHead;
 }
